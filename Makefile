@@ -1,0 +1,37 @@
+# Every target makes and fills its own environment (.venv) first; when pyproject.toml has not changed,
+# that step is a no-op.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export MUJOCO_GL ?= egl
+export PYOPENGL_PLATFORM ?= egl
+
+.PHONY: demo test bench lint env clean
+
+env: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[sim,test]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/yardstick eval run --benchmark mt10 --policy expert --trials 10 --out runs/demo
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/mypy
+	$(VENV)/bin/pytest -q
+
+bench: $(STAMP)
+	$(PY) bench/engine.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

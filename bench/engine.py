@@ -1,0 +1,107 @@
+"""The engine's cost against a plain loop written directly against Meta-World.
+
+MT10, state only, the scripted expert, the same episodes three ways in one run:
+  plain       a loop over Meta-World and its experts, nothing of ours (the ceiling)
+  in-process  yardstick's engine in this process
+  pool        yardstick's engine on a process pool (one worker per core)
+Each prints steps/s; the ratios are what matter (the machine is shared and noisy): in-process should keep
+>= 0.95 of the plain loop, and the pool should be >= 1.8x in-process on two cores. Each way runs `--rounds`
+times, interleaved, and its best round counts. Run with `make bench`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+from typing import Any
+
+import numpy as np
+
+from yardstick.catalog.metaworld import MT10_NAMES
+from yardstick.engine import Component, RunRequest, Work, evaluate
+from yardstick.engine.executors import InProcessExecutor
+from yardstick.engine.pool import PoolExecutor, default_workers
+
+HORIZON = 500
+
+
+def plain(trials: int) -> tuple[float, list[tuple[str, int, bool, int]]]:
+    """Meta-World as a researcher would drive it by hand; the same tasks, seeds and end-on-success."""
+    from metaworld.env_dict import ALL_V3_ENVIRONMENTS
+    from metaworld.policies import ENV_POLICY_MAP
+
+    warnings.filterwarnings("ignore", message=r"Constant\(s\) may be too high")
+    outcomes = []
+    started = time.perf_counter()
+    for task in MT10_NAMES:
+        env = ALL_V3_ENVIRONMENTS[task]()
+        env._partially_observable = False  # goal-observable, with the variation drawn from env.seed
+        del env.sawyer_observation_space
+        env._set_task_called = True
+        env._freeze_rand_vec = False
+        env.seeded_rand_vec = True
+        env.max_path_length = 2**62
+        expert_class: Any = ENV_POLICY_MAP[task]  # typed by its abstract base; each entry is concrete
+        expert = expert_class()
+        for trial in range(trials):
+            env.seed(trial)
+            obs, _ = env.reset()
+            success, steps = False, 0
+            while steps < HORIZON and not success:
+                obs, _, _, _, info = env.step(expert.get_action(obs))
+                steps += 1
+                success = bool(info["success"])
+            outcomes.append((task, trial, success, steps))
+        env.close()
+    return time.perf_counter() - started, outcomes
+
+
+def engine(trials: int, pool: bool) -> tuple[float, list[tuple[str, int, bool, int]], dict[str, Any]]:
+    request = RunRequest(work=Work(Component("mt10"), Component("expert")), trials=trials)
+    executor = PoolExecutor(default_workers()) if pool else InProcessExecutor()
+    outcome = evaluate(request, executor=executor)
+    assert outcome.complete, [r.error for r in outcome.results if r.error]
+    results = [(r.task, r.trial, r.success, r.steps) for r in outcome.results]
+    return outcome.wall_s, results, {"cold_start_s": max(outcome.cold_starts), "workers": executor.workers}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trials", type=int, default=20, help="episodes per task (seeds 0..trials-1)")
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+
+    import metaworld  # noqa: F401  - imported once up front, so no way is charged for it in this process
+
+    best: dict[str, float] = {}
+    reference: list[tuple[str, int, bool, int]] | None = None
+    steps = 0
+    extra: dict[str, Any] = {}
+    for round_ in range(args.rounds):
+        for way in ("plain", "in-process", "pool"):
+            if way == "plain":
+                wall, outcomes = plain(args.trials)
+            else:
+                wall, outcomes, extra = engine(args.trials, pool=way == "pool")
+            if reference is None:
+                reference = outcomes
+                steps = sum(o[3] for o in outcomes)
+            elif outcomes != reference:
+                raise SystemExit(f"{way} played different episodes from the plain loop")
+            best[way] = min(best.get(way, np.inf), wall)
+            print(f"round {round_ + 1}  {way:<10}  {wall:6.2f} s  {steps / wall:8.0f} steps/s", flush=True)
+
+    rate = {way: steps / wall for way, wall in best.items()}
+    print(f"\nMT10 x {args.trials} trials, expert, state only: {steps} steps, identical in all three ways")
+    print(f"{'way':<12}{'steps/s':>10}{'vs plain':>10}{'vs in-process':>15}")
+    for way in ("plain", "in-process", "pool"):
+        vs_plain, vs_inproc = rate[way] / rate["plain"], rate[way] / rate["in-process"]
+        print(f"{way:<12}{rate[way]:>10.0f}{vs_plain:>10.3f}{vs_inproc:>15.3f}")
+    print(f"\npool: {extra['workers']} workers, cold start {extra['cold_start_s']:.2f} s (included above)")
+    print(f"in-process / plain = {rate['in-process'] / rate['plain']:.3f}  (target >= 0.95)")
+    print(f"pool / in-process  = {rate['pool'] / rate['in-process']:.3f}  (target >= 1.8 on two cores)")
+
+
+if __name__ == "__main__":
+    main()

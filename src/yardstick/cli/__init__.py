@@ -1,0 +1,1 @@
+"""The `yardstick` command."""

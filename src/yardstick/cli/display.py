@@ -1,0 +1,113 @@
+"""What the terminal shows: the progress of a run, and its results as tables."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from yardstick.engine.results import EpisodeResult
+
+# Progress and tables go to stderr, so `--json` leaves stdout to the report alone.
+console = Console(stderr=True)
+
+
+class RunProgress:
+    """Episodes done of total, the running success rate and failures, and the time left."""
+
+    def __init__(self, progress: Progress, total: int) -> None:
+        self._progress = progress
+        self._task = progress.add_task("episodes", total=total, success="", failed="")
+        self._done = self._succeeded = self._failed = 0
+
+    def __call__(self, result: EpisodeResult) -> None:
+        self._done += 1
+        self._succeeded += result.success
+        self._failed += not result.finished
+        finished = self._done - self._failed
+        rate = f"success {100 * self._succeeded / finished:5.1f}%" if finished else "success   -  "
+        failed = f"[red]{self._failed} failed[/red]" if self._failed else ""
+        self._progress.update(self._task, advance=1, success=rate, failed=failed)
+
+
+@contextmanager
+def run_progress(total: int, *, quiet: bool) -> Iterator[RunProgress]:
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[success]}"),
+        TextColumn("{task.fields[failed]}"),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=quiet,
+        transient=False,
+    )
+    with progress:
+        yield RunProgress(progress, total)
+
+
+def _pct(estimate: dict[str, Any] | None) -> tuple[str, str]:
+    if not estimate or estimate.get("value") is None:
+        return "-", "-"
+    return (f"{100 * estimate['value']:.1f}", f"{100 * estimate['low']:.1f}-{100 * estimate['high']:.1f}")
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def results_table(report: dict[str, Any]) -> Table:
+    summary = report["summary"]
+    table = Table(title=f"{report['policy']['name']} on {report['benchmark']['name']}", title_justify="left")
+    table.add_column("task")
+    table.add_column("episodes", justify="right")
+    table.add_column("success %", justify="right")
+    table.add_column("95% interval", justify="right")
+    table.add_column("mean steps", justify="right")
+    table.add_column("mean robot s", justify="right")
+    for name, task in summary["tasks"].items():
+        value, interval = _pct(task["metrics"].get("success"))
+        episodes = str(task["episodes"]) + (
+            f" [red](+{task['errors']} failed)[/red]" if task["errors"] else ""
+        )
+        table.add_row(
+            name, episodes, value, interval, _num(task["mean_steps"]), _num(task["mean_robot_seconds"], 2)
+        )
+    overall = summary["overall"]
+    table.add_section()
+    for key, label in (("success", "overall (mean of task means)"), ("success_pooled", "overall (pooled)")):
+        value, interval = _pct(overall.get(key))
+        n = overall.get(key, {}).get("n", 0) if overall.get(key) else 0
+        table.add_row(f"[bold]{label}[/bold]", str(n), f"[bold]{value}[/bold]", interval, "", "")
+    return table
+
+
+def timing_line(report: dict[str, Any]) -> str:
+    timing = report["timing"]
+    per = timing["per_step_ms"]
+    parts = [
+        f"{timing['steps']} steps in {timing['wall_s']:.1f} s ({timing['steps_per_s'] or 0:.0f}/s)",
+        f"cold start {_num(timing['cold_start_s'], 2)} s",
+    ]
+    if per["simulation"] is not None:
+        parts.append(
+            "per step: "
+            + ", ".join(
+                f"{name} {per[name]:.3f} ms" for name in ("simulation", "rendering", "policy", "overhead")
+            )
+        )
+    return "; ".join(parts)

@@ -1,0 +1,136 @@
+"""`yardstick eval run`: play a policy on a benchmark here, and report per task."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from pathlib import Path
+
+import typer
+
+from yardstick.cli.display import console, results_table, run_progress, timing_line
+from yardstick.cli.exits import Exit
+from yardstick.cli.options import parse_params, parse_seeds, split_list
+from yardstick.engine import BuildError, Component, Playback, RunRequest, Work, evaluate, prepare
+from yardstick.report import build_report
+from yardstick.scoring import Gate, parse_gate
+from yardstick.sdk.errors import AuthoringError
+from yardstick.web.report import write_run_folder
+
+eval_app = typer.Typer(help="Evaluations.", no_args_is_help=True)
+
+
+def _fail(status: Exit, message: str) -> typer.Exit:
+    console.print(f"[red]error:[/red] {message}")
+    return typer.Exit(status)
+
+
+@eval_app.command("run")
+def run(
+    benchmark: str = typer.Option(
+        ..., "--benchmark", "-b", help="mt10, mt50, gym:<id>, or module:Class / file.py:Class."
+    ),
+    policy: str = typer.Option(
+        ..., "--policy", "-p", help="expert, random, or module:Class / file.py:Class."
+    ),
+    tasks: str | None = typer.Option(None, help="Comma-separated tasks (default: all)."),
+    trials: int | None = typer.Option(
+        None, min=1, help="Episodes per task; trial k runs seed k mod len(seeds). Default: one per seed."
+    ),
+    seeds: str | None = typer.Option(None, help="Seeds to use, among the benchmark's: 0,1,5 or 0..9."),
+    workers: int | None = typer.Option(None, min=1, help="Worker processes (default: one per core)."),
+    in_process: bool = typer.Option(False, "--in-process", help="Play everything in this process."),
+    worlds: int | None = typer.Option(
+        None, min=1, help="Worlds a vectorized benchmark builds (default: its most)."
+    ),
+    param: list[str] = typer.Option(
+        [],
+        "--param",
+        help="benchmark.NAME=VALUE or policy.NAME=VALUE, laid over the "
+        "constructor's arguments; VALUE is JSON or text. Repeatable.",
+    ),
+    charge_inference: bool = typer.Option(
+        False,
+        "--charge-inference",
+        help="The robot moves on while the policy thinks (measured time, or --latency-ms).",
+    ),
+    latency_ms: float | None = typer.Option(
+        None,
+        min=0,
+        help="A fixed inference latency charged to the robot's clock (implies --charge-inference).",
+    ),
+    call_timeout: float = typer.Option(
+        60.0, min=0.01, help="Seconds a single policy or benchmark call may take."
+    ),
+    out: Path | None = typer.Option(None, help="The run folder (default: runs/<time>-<benchmark>-<policy>)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
+    gate: list[str] = typer.Option(
+        [],
+        "--gate",
+        help='A condition the run must meet, e.g. "success>=0.9", '
+        '"success.low>=0.8", "success[reach-v3]>0.5". Repeatable; exit 8 if not met.',
+    ),
+) -> None:
+    """Evaluate a policy on a benchmark: a progress bar, a table per task, and a run folder with
+    report.json, episodes.csv and report.html."""
+    try:
+        gates: list[Gate] = [parse_gate(text) for text in gate]
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--gate") from None
+    benchmark_params, policy_params = parse_params(param)
+    work = Work(
+        benchmark=Component(benchmark, benchmark_params),
+        policy=Component(policy, policy_params),
+        playback=Playback(charge_inference or latency_ms is not None, latency_ms),
+        call_timeout_s=call_timeout,
+        worlds=worlds,
+    )
+    request = RunRequest(
+        work=work,
+        tasks=split_list(tasks),
+        trials=trials,
+        seeds=parse_seeds(seeds),
+        workers=0 if in_process else workers,
+    )
+    try:
+        _, _, planned = prepare(request)
+        with run_progress(len(planned), quiet=False) as progress:
+            outcome = evaluate(request, on_result=progress)
+    except (AuthoringError, BuildError) as exc:
+        raise _fail(Exit.CALLER, str(exc)) from None
+    except Exception as exc:
+        raise _fail(Exit.PLATFORM, f"internal error: {type(exc).__name__}: {exc}") from exc
+
+    report = build_report(outcome)
+    folder = out or Path("runs") / f"{dt.datetime.now():%Y%m%d-%H%M%S}-{_slug(benchmark)}-{_slug(policy)}"
+    files = write_run_folder(folder, report, outcome.results)
+    verdicts = [g.check(report["summary"]) for g in gates]
+    if as_json:
+        print(json.dumps(report, indent=2))
+    else:
+        console.print(results_table(report))
+        console.print(timing_line(report), style="dim")
+    for error in report["errors"][:10]:
+        console.print(
+            f"[red]episode {error['index']} ({error['task']}, seed {error['seed']}):[/red] {error['error']}"
+        )
+    if len(report["errors"]) > 10:
+        console.print(
+            f"[red]... and {len(report['errors']) - 10} more failed episodes (see report.json)[/red]"
+        )
+    for met, line in verdicts:
+        console.print(f"gate {'[green]met' if met else '[red]not met'}[/]: {line}")
+    console.print(f"report: {files['html']}")
+
+    if outcome.interrupted:
+        console.print("[yellow]interrupted: the report is incomplete[/yellow]")
+        raise typer.Exit(Exit.INTERRUPTED)
+    if report["errors"]:
+        raise typer.Exit(Exit.CALLER)
+    if not all(met for met, _ in verdicts):
+        raise typer.Exit(Exit.GATE)
+
+
+def _slug(ref: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", ref.rsplit(":", 1)[-1].rsplit("/", 1)[-1]).strip("-")[:40] or "run"

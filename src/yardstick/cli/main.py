@@ -1,0 +1,40 @@
+"""`yardstick`: evaluate policies on benchmarks, and look at what they declare."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from yardstick import __version__
+from yardstick.cli.eval_cmd import eval_app
+from yardstick.cli.show_cmd import benchmark_app, policy_app
+
+app = typer.Typer(
+    help="Evaluate robot policies on benchmarks.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+app.add_typer(eval_app, name="eval")
+app.add_typer(benchmark_app, name="benchmark")
+app.add_typer(policy_app, name="policy")
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Evaluate robot policies on benchmarks: per-task scores with intervals, reproducible to the seed."""
+
+
+def main() -> None:
+    sys.exit(app())

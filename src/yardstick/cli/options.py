@@ -1,0 +1,53 @@
+"""Parsing of the option values typer cannot parse itself: lists, seed ranges, `--param` pairs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+
+
+def split_list(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    items = [part.strip() for part in value.split(",") if part.strip()]
+    return items or None
+
+
+def parse_seeds(value: str | None) -> list[int] | None:
+    """ "0,1,5" or "0..9" (inclusive) or a mix: "0..4,10"."""
+    if value is None:
+        return None
+    seeds: list[int] = []
+    for part in split_list(value) or []:
+        try:
+            if ".." in part:
+                first, last = part.split("..", 1)
+                seeds.extend(range(int(first), int(last) + 1))
+            else:
+                seeds.append(int(part))
+        except ValueError:
+            raise typer.BadParameter(
+                f"{part!r}: seeds are integers, listed (0,1,5) or as a range (0..9)", param_hint="--seeds"
+            ) from None
+    return seeds
+
+
+def parse_params(pairs: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`--param benchmark.NAME=VALUE` / `--param policy.NAME=VALUE`, VALUE read as JSON when it parses
+    (numbers, lists, true/false/null), else taken as text."""
+    found: dict[str, dict[str, Any]] = {"benchmark": {}, "policy": {}}
+    for pair in pairs:
+        key, equals, raw = pair.partition("=")
+        owner, dot, name = key.partition(".")
+        if not equals or not dot or owner not in found or not name.isidentifier():
+            raise typer.BadParameter(
+                f"{pair!r}: a parameter is benchmark.NAME=VALUE or policy.NAME=VALUE", param_hint="--param"
+            )
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        found[owner][name] = value
+    return found["benchmark"], found["policy"]

@@ -1,0 +1,320 @@
+"""The episode loop, on a virtual robot clock.
+
+Every world is a slot holding one episode. A step is 1/hz seconds of robot time. A chunk's rows are
+timed from the step its request was sent at: row i plays at step sent + i. By default the world waits
+while the policy thinks (the answer arrives at the step it was asked); with `Playback.charge_inference`
+the answer arrives `ceil(latency × hz)` steps later and the previous chunk plays on meanwhile, holding its
+last row if it runs out, as a robot's controller does; the stale head of the new chunk is skipped. The
+policy is asked again `action_chunk_exec_len` steps after the last request (never before its answer
+arrived). An episode ends when the benchmark says done, or when max_seconds of robot time have passed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from yardstick.engine.guard import CallFailed, Guard
+from yardstick.engine.policies import PolicyDriver, inference_seed
+from yardstick.engine.results import EpisodeResult, EpisodeSpec, Timing
+from yardstick.engine.worlds import Worlds
+from yardstick.sdk import timing as bench_timing
+from yardstick.sdk.episode import Episode
+from yardstick.sdk.specs import BenchmarkSpec
+
+
+@dataclass(frozen=True)
+class Playback:
+    """How inference time meets the robot's clock. `charge_inference` off: the world pauses while the
+    policy thinks. On: the robot moves on; the delay is `latency_ms` when given (reproducible), else the
+    measured time of each call."""
+
+    charge_inference: bool = False
+    latency_ms: float | None = None
+
+
+@dataclass(eq=False)
+class _Slot:
+    spec: EpisodeSpec
+    episode: Episode
+    max_steps: int
+    started: float
+    obs: Any = None
+    step: int = 0
+    chunk: Any = None  # the rows being played
+    chunk_len: int = 0
+    chunk_sent: int = 0  # the step its request was sent at
+    pending: Any = None  # an answer on its way, with pending_len, arriving at step `arrival`
+    pending_len: int = 0
+    pending_sent: int = 0
+    arrival: int = 0
+    next_request: int = 0
+    done: bool = False
+    success: bool = False
+    metrics: Any = None
+    timing: Timing = field(default_factory=Timing)
+
+
+class Rebuild(Exception):
+    """The benchmark failed in a way that may have broken its worlds: build them again before going on."""
+
+
+def max_steps(limit_s: float, hz: float) -> int:
+    # The tolerance keeps 6.25 s at 80 Hz at 500 steps whatever the float rounding.
+    return max(1, math.floor(limit_s * hz + 1e-9))
+
+
+def play(
+    episodes: Iterable[EpisodeSpec],
+    worlds: Worlds,
+    policy: PolicyDriver,
+    spec: BenchmarkSpec,
+    guard: Guard,
+    playback: Playback = Playback(),
+) -> Iterator[EpisodeResult]:
+    """Play `episodes` on `worlds`, yielding each result as its episode ends. Raises Rebuild (after
+    yielding the failed episodes) when the benchmark failed: the caller builds new worlds and calls again
+    with the rest of the same iterator."""
+    pspec = policy.spec
+    hz = pspec.hz
+    replan = pspec.replan_every
+    valid_rows = pspec.action_chunk_len
+    fixed_delay = (
+        math.ceil(playback.latency_ms / 1000 * hz - 1e-9)
+        if playback.charge_inference and playback.latency_ms is not None
+        else None
+    )
+    slots: list[_Slot | None] = [None] * worlds.size
+    source = iter(episodes)
+    exhausted = False
+    clock = time.perf_counter
+
+    while True:
+        # Fill free worlds with the next episodes.
+        free = [i for i, slot in enumerate(slots) if slot is None]
+        if free and not exhausted:
+            fresh: list[EpisodeSpec] = []
+            for _ in free:
+                nxt = next(source, None)
+                if nxt is None:
+                    exhausted = True
+                    break
+                fresh.append(nxt)
+            if fresh:
+                yield from _begin(fresh, free[: len(fresh)], slots, worlds, policy, spec, guard, hz)
+        active = [(i, slot) for i, slot in enumerate(slots) if slot is not None]
+        if not active:
+            return
+        tick = clock()
+        for _, slot in active:
+            if slot.pending is not None and slot.step >= slot.arrival:
+                _take_pending(slot)
+
+        # Ask the policy for every world whose chunk is due.
+        due = [slot for _, slot in active if slot.pending is None and slot.step >= slot.next_request]
+        policy_s = 0.0
+        if due:
+            seeds = (
+                [inference_seed(s.spec.seed, s.episode.inferences) for s in due] if policy.wants_seed else []
+            )
+            t0 = clock()
+            try:
+                chunks = guard.call(
+                    "policy.infer", policy.infer, [s.obs for s in due], [s.episode for s in due], seeds
+                )
+                if len(chunks) != len(due):
+                    raise CallFailed(
+                        f"policy.infer answered {len(chunks)} chunks for {len(due)} observations"
+                    )
+                lengths = [_rows(chunk, valid_rows) for chunk in chunks]
+            except CallFailed as failure:
+                for slot in due:
+                    yield _end(slots, slot, policy, failure.reason)
+                continue
+            policy_s = clock() - t0
+            delay = (
+                fixed_delay
+                if fixed_delay is not None
+                else (math.ceil(policy_s * hz - 1e-9) if playback.charge_inference else 0)
+            )
+            share = policy_s / len(due)
+            for slot, chunk, rows in zip(due, chunks, lengths, strict=True):
+                slot.timing.policy += share
+                slot.episode.inferences += 1
+                # The first answer of an episode finds the robot at rest: nothing plays while it comes.
+                wait = delay if slot.chunk is not None else 0
+                slot.pending, slot.pending_len, slot.pending_sent = chunk, rows, slot.step
+                slot.arrival = slot.step + wait
+                slot.next_request = slot.step + max(min(replan, rows), wait)
+
+        # Each world plays the row its clock has reached.
+        slots_now: list[int] = []
+        actions: list[Any] = []
+        for index, slot in active:
+            if slot.pending is not None and slot.step >= slot.arrival:
+                _take_pending(slot)
+            row = slot.step - slot.chunk_sent
+            actions.append(slot.chunk[row if row < slot.chunk_len else slot.chunk_len - 1])
+            slots_now.append(index)
+        t0 = clock()
+        try:
+            outcomes = guard.call("benchmark.step", worlds.step, slots_now, actions)
+        except CallFailed as failure:
+            bench_timing.drain("rendering")
+            for _, slot in active:
+                yield _end(slots, slot, policy, failure.reason)
+            raise Rebuild(failure.reason) from None
+        step_s = clock() - t0
+        render_s = bench_timing.drain("rendering")
+        # Shares of this step's costs; what the clock saw beyond them is the engine's own. Counted before
+        # any episode ends, so a result is complete when it is yielded.
+        count = len(active)
+        overhead = (clock() - tick - policy_s - step_s) / count
+        for _, slot in active:
+            slot.timing.simulation += (step_s - render_s) / count
+            slot.timing.rendering += render_s / count
+            slot.timing.overhead += overhead
+        for (_, slot), outcome in zip(active, outcomes, strict=True):
+            try:
+                slot.obs, slot.done, slot.success, slot.metrics = _unpack(outcome)
+            except CallFailed as failure:
+                yield _end(slots, slot, policy, failure.reason)
+                continue
+            slot.step += 1
+            if slot.done or slot.step >= slot.max_steps:
+                yield _end(slots, slot, policy, None)
+
+
+def _take_pending(slot: _Slot) -> None:
+    slot.chunk, slot.chunk_len, slot.chunk_sent = slot.pending, slot.pending_len, slot.pending_sent
+    slot.pending = None
+
+
+def _begin(
+    fresh: list[EpisodeSpec],
+    where: list[int],
+    slots: list[_Slot | None],
+    worlds: Worlds,
+    policy: PolicyDriver,
+    spec: BenchmarkSpec,
+    guard: Guard,
+    hz: float,
+) -> Iterator[EpisodeResult]:
+    started = time.perf_counter()
+    try:
+        observations = guard.call(
+            "benchmark.reset", worlds.reset, where, [e.task for e in fresh], [e.seed for e in fresh]
+        )
+    except CallFailed as failure:
+        bench_timing.drain("rendering")
+        for episode in fresh:
+            yield EpisodeResult.failed(episode, failure.reason)
+        # Worlds of a vectorized benchmark are built together and go down together.
+        for slot in [s for s in slots if s is not None]:
+            yield _end(slots, slot, policy, f"its worlds were rebuilt after another failed: {failure.reason}")
+        raise Rebuild(failure.reason) from None
+    reset_s = time.perf_counter() - started
+    render_s = bench_timing.drain("rendering")
+    for index, episode, obs in zip(where, fresh, observations, strict=True):
+        seen = Episode(
+            id=str(episode.index),
+            task=episode.task,
+            description=spec.tasks[episode.task],
+            seed=episode.seed,
+            trial=episode.trial,
+            action_space=(list(spec.action_space[0]), list(spec.action_space[1]))
+            if spec.action_space
+            else None,
+        )
+        slot = _Slot(
+            spec=episode,
+            episode=seen,
+            max_steps=max_steps(spec.limit(episode.task), hz),
+            started=started,
+            obs=obs,
+        )
+        slot.timing.simulation += (reset_s - render_s) / len(fresh)
+        slot.timing.rendering += render_s / len(fresh)
+        slots[index] = slot
+        try:
+            guard.call("policy.on_episode", policy.start, seen)
+        except CallFailed as failure:
+            yield _end(slots, slot, policy, failure.reason)
+
+
+def _end(slots: list[_Slot | None], slot: _Slot, policy: PolicyDriver, error: str | None) -> EpisodeResult:
+    slots[slots.index(slot)] = None
+    # A policy failing to let go of an episode costs that episode nothing.
+    with contextlib.suppress(Exception):
+        policy.finish(slot.episode)
+    spec = slot.spec
+    metrics = _numbers(slot.metrics) if error is None else {}
+    if error is None:
+        metrics["success"] = 1.0 if slot.success else 0.0
+    return EpisodeResult(
+        index=spec.index,
+        task=spec.task,
+        trial=spec.trial,
+        seed=spec.seed,
+        repeat=spec.repeat,
+        success=bool(slot.success) and error is None,
+        terminated=bool(slot.done) and error is None,
+        truncated=error is None and not slot.done,
+        steps=slot.step,
+        robot_seconds=slot.step / policy.spec.hz,
+        inferences=slot.episode.inferences,
+        metrics=metrics,
+        error=error,
+        wall_seconds=time.perf_counter() - slot.started,
+        timing=slot.timing,
+    )
+
+
+def _rows(chunk: Any, valid: int) -> int:
+    """How many rows of `chunk` may play: its length, at most the policy's action_chunk_len."""
+    try:
+        count = len(chunk)
+        chunk[0]
+    except (TypeError, IndexError, KeyError):
+        raise CallFailed(
+            f"policy.infer answered {type(chunk).__name__}: a chunk is rows of actions, the first "
+            "played first (shape (T, ...), T >= 1)"
+        ) from None
+    if count < 1:
+        raise CallFailed("policy.infer answered an empty chunk: a chunk holds at least one row")
+    return min(count, valid)
+
+
+def _unpack(outcome: Any) -> tuple[Any, bool, bool, Any]:
+    if isinstance(outcome, tuple) and len(outcome) in (3, 4):
+        metrics = outcome[3] if len(outcome) == 4 else None
+        if metrics is None or isinstance(metrics, dict):
+            return outcome[0], bool(outcome[1]), bool(outcome[2]), metrics
+    raise CallFailed(
+        f"benchmark.step answered {_shape(outcome)}: it returns (observation, done, success) or "
+        "(observation, done, success, metrics) with metrics a dict"
+    )
+
+
+def _shape(value: Any) -> str:
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)}"
+    return type(value).__name__
+
+
+def _numbers(metrics: Any) -> dict[str, float]:
+    """The numeric metrics of an episode's last step; others (text, arrays) are not aggregated."""
+    if not metrics:
+        return {}
+    kept: dict[str, float] = {}
+    for name, value in metrics.items():
+        try:
+            if isinstance(value, (bool, int, float)) or (hasattr(value, "ndim") and value.ndim == 0):
+                kept[str(name)] = float(value)
+        except (TypeError, ValueError):
+            continue
+    return kept

@@ -1,0 +1,100 @@
+"""The unit of work (an episode to run) and what running it yields."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeSpec:
+    """One task at one seed. Trial k of a task runs seeds[k % len(seeds)]; `repeat` marks a trial whose seed
+    an earlier trial of the same task already ran (the same episode again, for a deterministic pair)."""
+
+    index: int
+    task: str
+    trial: int
+    seed: int
+    repeat: bool = False
+
+
+@dataclass(slots=True)
+class Timing:
+    """Seconds an episode spent, by who spent them. `overhead` is the engine's own: the episode's wall time
+    less the other three."""
+
+    simulation: float = 0.0
+    rendering: float = 0.0
+    policy: float = 0.0
+    overhead: float = 0.0
+
+    def add(self, other: Timing) -> None:
+        self.simulation += other.simulation
+        self.rendering += other.rendering
+        self.policy += other.policy
+        self.overhead += other.overhead
+
+
+@dataclass(slots=True)
+class EpisodeResult:
+    """What one episode came to. `error` is None for an episode that finished (terminated by the benchmark
+    or truncated at its limit); otherwise it says why the episode failed, and the other fields hold what
+    was reached before."""
+
+    index: int
+    task: str
+    trial: int
+    seed: int
+    repeat: bool
+    success: bool = False
+    terminated: bool = False
+    truncated: bool = False
+    steps: int = 0
+    robot_seconds: float = 0.0
+    inferences: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+    wall_seconds: float = 0.0
+    timing: Timing = field(default_factory=Timing)
+
+    @classmethod
+    def failed(cls, spec: EpisodeSpec, error: str) -> EpisodeResult:
+        return cls(
+            index=spec.index,
+            task=spec.task,
+            trial=spec.trial,
+            seed=spec.seed,
+            repeat=spec.repeat,
+            error=error,
+        )
+
+    @property
+    def finished(self) -> bool:
+        return self.error is None
+
+    def outcome(self) -> dict[str, Any]:
+        """The fields a rerun must reproduce exactly: no timing."""
+        return {
+            "index": self.index,
+            "task": self.task,
+            "trial": self.trial,
+            "seed": self.seed,
+            "repeat": self.repeat,
+            "success": self.success,
+            "terminated": self.terminated,
+            "truncated": self.truncated,
+            "steps": self.steps,
+            "robot_seconds": self.robot_seconds,
+            "inferences": self.inferences,
+            "metrics": dict(self.metrics),
+            "error": self.error,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EpisodeResult:
+        values = dict(data)
+        values["timing"] = Timing(**values.get("timing", {}))
+        return cls(**values)

@@ -1,0 +1,65 @@
+"""One interface over a benchmark of one world and a vectorized one: worlds are slots, reset and stepped
+by index. The loop speaks only this interface, so both kinds run the same code path."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from yardstick.sdk.specs import BenchmarkSpec
+
+# (observation, done, success) or (observation, done, success, metrics), as a benchmark's step returns it.
+StepOutcome = Sequence[Any]
+
+
+class Worlds(Protocol):
+    size: int
+
+    def reset(self, slots: list[int], tasks: list[str], seeds: list[int]) -> list[Any]: ...
+
+    def step(self, slots: list[int], actions: list[Any]) -> list[StepOutcome]: ...
+
+
+class SingleWorld:
+    """A benchmark whose instance is one world: reset(task, seed), step(action)."""
+
+    size = 1
+
+    def __init__(self, instance: Any, spec: BenchmarkSpec) -> None:
+        self._reset: Callable[[str, int], Any] = getattr(instance, spec.reset_method)
+        self._step: Callable[[Any], StepOutcome] = getattr(instance, spec.step_method)
+
+    def reset(self, slots: list[int], tasks: list[str], seeds: list[int]) -> list[Any]:
+        return [self._reset(tasks[0], seeds[0])]
+
+    def step(self, slots: list[int], actions: list[Any]) -> list[StepOutcome]:
+        return [self._step(actions[0])]
+
+
+class ManyWorlds:
+    """A vectorized benchmark: reset(worlds, tasks, seeds) and step(worlds, actions), one answer a world."""
+
+    def __init__(self, instance: Any, spec: BenchmarkSpec, size: int) -> None:
+        self.size = size
+        self._reset: Callable[[list[int], list[str], list[int]], Sequence[Any]] = getattr(
+            instance, spec.reset_method
+        )
+        self._step: Callable[[list[int], list[Any]], Sequence[StepOutcome]] = getattr(
+            instance, spec.step_method
+        )
+
+    def reset(self, slots: list[int], tasks: list[str], seeds: list[int]) -> list[Any]:
+        return _one_each(self._reset(slots, tasks, seeds), len(slots), "reset", "observation")
+
+    def step(self, slots: list[int], actions: list[Any]) -> list[StepOutcome]:
+        return _one_each(self._step(slots, actions), len(slots), "step", "(observation, done, success)")
+
+
+def _one_each(answers: Sequence[Any], count: int, method: str, what: str) -> list[Any]:
+    if not isinstance(answers, (list, tuple)) or len(answers) != count:
+        got = f"{len(answers)} answers" if isinstance(answers, (list, tuple)) else type(answers).__name__
+        raise ValueError(
+            f"a vectorized benchmark's {method} returns one {what} a world it was handed: "
+            f"{count} worlds, got {got}"
+        )
+    return list(answers)

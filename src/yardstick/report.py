@@ -1,0 +1,97 @@
+"""The report of a run: what was asked, what came of it per task and overall, what failed, and where the
+time went. A plain dict, the same one `report.json` holds and `--json` prints."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from yardstick import __version__
+from yardstick.engine.results import Timing
+from yardstick.engine.run import RunOutcome
+from yardstick.scoring import summarize
+
+
+def build_report(outcome: RunOutcome) -> dict[str, Any]:
+    request = outcome.request
+    work = request.work
+    finished = [r for r in outcome.results if r.finished]
+    failed = [r for r in outcome.results if not r.finished]
+    not_run = len(outcome.planned) - len(outcome.results)
+    tasks = list(dict.fromkeys(e.task for e in outcome.planned))
+    summary = summarize(
+        [
+            {
+                "task": r.task,
+                "metrics": r.metrics,
+                "steps": r.steps,
+                "robot_seconds": r.robot_seconds,
+                "error": r.error,
+            }
+            for r in outcome.results
+        ],
+        {task: outcome.benchmark.tasks[task] for task in tasks},
+    ).to_dict()
+    policy = outcome.policy
+    return {
+        "yardstick": __version__,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "status": "complete" if outcome.complete else "incomplete",
+        "interrupted": outcome.interrupted,
+        "benchmark": {
+            "ref": work.benchmark.ref,
+            "name": outcome.benchmark.name,
+            "params": work.benchmark.params,
+        },
+        "policy": {
+            "ref": work.policy.ref,
+            "name": policy.name,
+            "params": work.policy.params,
+            "hz": policy.hz,
+            "action_chunk_len": policy.action_chunk_len,
+            "action_chunk_exec_len": policy.replan_every,
+            "batch_sizes": list(policy.batch_sizes) if policy.batch_sizes else None,
+        },
+        "config": {
+            "tasks": tasks,
+            "trials": request.trials,
+            "seeds": list(request.seeds or []) or None,
+            "episodes": len(outcome.planned),
+            "executor": outcome.executor,
+            "workers": outcome.workers,
+            "charge_inference": work.playback.charge_inference,
+            "latency_ms": work.playback.latency_ms,
+            "call_timeout_s": work.call_timeout_s,
+        },
+        "episodes": {
+            "planned": len(outcome.planned),
+            "finished": len(finished),
+            "failed": len(failed),
+            "not_run": not_run,
+            "repeats": sum(1 for e in outcome.planned if e.repeat),
+        },
+        "summary": summary,
+        "errors": [
+            {"index": r.index, "task": r.task, "trial": r.trial, "seed": r.seed, "error": r.error}
+            for r in failed
+        ],
+        "timing": _timing(outcome),
+    }
+
+
+def _timing(outcome: RunOutcome) -> dict[str, Any]:
+    spent = Timing()
+    for result in outcome.results:
+        spent.add(result.timing)
+    steps = sum(r.steps for r in outcome.results)
+    per_step = {
+        name: round(1000 * getattr(spent, name) / steps, 4) if steps else None
+        for name in ("simulation", "rendering", "policy", "overhead")
+    }
+    return {
+        "wall_s": round(outcome.wall_s, 3),
+        "cold_start_s": round(max(outcome.cold_starts), 3) if outcome.cold_starts else None,
+        "steps": steps,
+        "steps_per_s": round(steps / outcome.wall_s, 1) if outcome.wall_s else None,
+        "per_step_ms": per_step,
+    }

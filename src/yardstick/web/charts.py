@@ -1,0 +1,105 @@
+"""Charts for the pages, drawn by matplotlib and returned as inline SVG (a page must work offline)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from typing import Any
+
+from yardstick.scoring import Summary
+
+_INCHES_PER_TASK = 0.26
+_WIDTH_INCHES = 7.0
+_INCHES_PER_CHAR = 0.068  # an 8-point DejaVu Sans character, on average
+_BAR = "#4c72b0"
+_MEAN = "#c44e52"
+
+
+def _as_mapping(summary: Summary | Mapping[str, Any]) -> Mapping[str, Any]:
+    return summary.to_dict() if isinstance(summary, Summary) else summary
+
+
+def _percent(value: float) -> str:
+    return f"{value * 100:.0f}%"
+
+
+def success_chart_svg(summary: Summary | Mapping[str, Any]) -> str:
+    """Success per task as horizontal bars with their intervals, and the overall mean of task means as a
+    vertical line over its interval band. Tasks read top to bottom in the summary's order."""
+    # Imported here: matplotlib takes a good part of a second to import, and most users of yardstick.web
+    # (the gateway's pages) never draw a chart.
+    import matplotlib
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import PercentFormatter
+
+    data = _as_mapping(summary)
+    tasks: Mapping[str, Any] = data.get("tasks") or {}
+    names = list(tasks)
+    rates = [(tasks[name].get("metrics") or {}).get("success") for name in names]
+    height = 1.0 + _INCHES_PER_TASK * max(len(names), 1)
+
+    # Margins set by hand from the label lengths: constrained layout measures every tick label and would
+    # double the drawing time for 50 tasks.
+    longest = max((len(name) for name in names), default=0)
+    left = min(0.55, (0.2 + _INCHES_PER_CHAR * longest) / _WIDTH_INCHES)
+    fig = Figure(figsize=(_WIDTH_INCHES, height))
+    fig.subplots_adjust(
+        left=left, right=1.0 - 0.55 / _WIDTH_INCHES, bottom=0.55 / height, top=1.0 - 0.4 / height
+    )
+    ax = fig.add_subplot()
+    positions = list(range(len(names)))
+    drawn = [(y, rate) for y, rate in zip(positions, rates, strict=True) if rate is not None]
+    if drawn:
+        ys = [y for y, _ in drawn]
+        values = [float(rate["value"]) for _, rate in drawn]
+        below = [max(0.0, v - float(rate["low"])) for v, (_, rate) in zip(values, drawn, strict=True)]
+        above = [max(0.0, float(rate["high"]) - v) for v, (_, rate) in zip(values, drawn, strict=True)]
+        ax.barh(ys, values, height=0.7, color=_BAR, alpha=0.85)
+        ax.errorbar(values, ys, xerr=[below, above], fmt="none", ecolor="#222222", elinewidth=1, capsize=2.5)
+    for y, rate in zip(positions, rates, strict=True):
+        if rate is None:
+            ax.text(
+                0.01, y, "no finished episodes", va="center", fontsize=8, color="#777777", parse_math=False
+            )
+    overall = (data.get("overall") or {}).get("success")
+    if overall is not None and overall.get("value") is not None:
+        mean = float(overall["value"])
+        # Behind the bars (zorder), so the band tints the background rather than veiling the bars.
+        ax.axvspan(
+            float(overall["low"]),
+            float(overall["high"]),
+            color=_MEAN,
+            alpha=0.12,
+            linewidth=0,
+            zorder=0.5,
+            label=f"its {overall.get('interval', 'interval')}",
+        )
+        ax.axvline(mean, color=_MEAN, linewidth=1.5, label=f"mean of task means {_percent(mean)}")
+        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=2, fontsize=8, frameon=False)
+    if not names:
+        ax.text(0.5, 0.5, "no tasks", ha="center", va="center", transform=ax.transAxes, color="#777777")
+
+    ax.set_xlim(0.0, 1.0)
+    ax.set_ylim(len(names) - 0.5, -0.5)  # first task on top
+    # Task names are user text: no mathtext, or "a$b$" would be typeset (or fail to parse).
+    ax.set_yticks(positions, labels=names, fontsize=8, parse_math=False)
+    ax.xaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
+    ax.set_xlabel("success rate", fontsize=9)
+    ax.tick_params(axis="x", labelsize=8)
+    ax.grid(axis="x", color="#dddddd", linewidth=0.6)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    # The rate as text at the right edge, so a reader need not gauge bar lengths.
+    edge = ax.get_yaxis_transform()
+    for y, rate in zip(positions, rates, strict=True):
+        if rate is not None:
+            ax.text(1.01, y, _percent(float(rate["value"])), transform=edge, va="center", fontsize=8)
+
+    buffer = io.BytesIO()
+    # Text stays text (smaller, selectable, searchable), and ids are salted so the same summary draws the
+    # same bytes. rc_context restores the global settings on exit.
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "yardstick"}):
+        fig.savefig(buffer, format="svg", metadata={"Date": None})
+    svg = buffer.getvalue().decode("utf-8")
+    return svg[svg.index("<svg") :]

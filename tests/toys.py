@@ -1,0 +1,191 @@
+"""Small benchmarks and policies whose every step is known, for testing the engine exactly.
+
+Loaded by path ("tests/toys.py:Name") so that pool workers, which start fresh interpreters, find them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, ClassVar
+
+import numpy as np
+
+import yardstick as ys
+
+# Steps a task takes before the benchmark says done; "never" runs into its time limit.
+GOALS = {"three": 3, "ten": 10, "never": 10**9}
+
+
+@ys.benchmark(
+    tasks={"three": "done after 3 steps", "ten": "done after 10 steps", "never": "never done"},
+    seeds=range(4),
+    max_seconds=2.0,
+    action_space=([-1.0], [1.0]),
+)
+class Tally:
+    """Counts steps. Each observation says how many steps were played and the last action; success is
+    reaching the goal on an even seed (so success varies with the seed)."""
+
+    def __init__(self) -> None:
+        self.played: list[Any] = []
+        self.resets = 0
+
+    @ys.reset
+    def start(self, task: str, seed: int) -> dict[str, Any]:
+        self.task, self.seed, self.t, self.total = task, seed, 0, 0.0
+        self.played = []
+        self.resets += 1
+        return {"t": 0, "seed": seed, "task": task}
+
+    @ys.step
+    def play(self, action: Any) -> tuple[Any, bool, bool, dict[str, float]]:
+        self.played.append(action)
+        self.t += 1
+        self.total += float(np.asarray(action).ravel()[0])
+        done = self.t >= GOALS[self.task]
+        return (
+            {"t": self.t, "seed": self.seed, "task": self.task},
+            done,
+            done and self.seed % 2 == 0,
+            {"total": self.total, "label": "text is not aggregated"},
+        )
+
+
+@ys.benchmark(
+    tasks={"three": "done after 3 steps", "ten": "done after 10 steps", "never": "never done"},
+    seeds=range(4),
+    max_seconds=2.0,
+    init={"worlds": "{num_worlds}"},
+    action_space=([-1.0], [1.0]),
+)
+class TallyMany:
+    """Tally, vectorized: `worlds` independent counters stepped together."""
+
+    def __init__(self, worlds: int) -> None:
+        self.worlds = [Tally() for _ in range(worlds)]
+
+    @ys.reset
+    def start(self, worlds: list[int], tasks: list[str], seeds: list[int]) -> list[Any]:
+        return [self.worlds[w].start(t, s) for w, t, s in zip(worlds, tasks, seeds, strict=True)]
+
+    @ys.step
+    @ys.concurrent(sizes=[4])
+    def play(self, worlds: list[int], actions: list[Any]) -> list[Any]:
+        return [self.worlds[w].play(a) for w, a in zip(worlds, actions, strict=True)]
+
+
+@ys.policy(hz=10, action_chunk_len=4, action_chunk_exec_len=2)
+class Rows:
+    """Answers rows numbered by the step they were asked at: row i of a chunk asked at step t is
+    t * 100 + i, so the actions played tell exactly which chunk and row each step took."""
+
+    @ys.infer
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        return np.array([[obs["t"] * 100 + i] for i in range(4)], dtype=np.float64)
+
+
+@ys.policy(hz=10, action_chunk_len=4, action_chunk_exec_len=2, batch_sizes=[1, 2, 4])
+class BatchedRows:
+    """Rows, answering a batch at a time; counts its calls and their sizes."""
+
+    calls: ClassVar[list[int]] = []
+
+    @ys.infer
+    def act(self, obs: list[dict[str, Any]]) -> list[np.ndarray]:
+        type(self).calls.append(len(obs))
+        return [np.array([[o["t"] * 100 + i] for i in range(4)], dtype=np.float64) for o in obs]
+
+
+@ys.policy(hz=10)
+class Sampler:
+    """Samples its action from the seed the engine hands it; keeps a per-episode count in its state."""
+
+    @ys.on_episode
+    def begin(self, episode: ys.Episode) -> None:
+        episode.state["asked"] = 0
+
+    @ys.infer
+    def act(self, obs: Any, *, episode: ys.Episode, seed: int) -> np.ndarray:
+        episode.state["asked"] += 1
+        low, high = episode.action_space or ([-1.0], [1.0])
+        return np.random.default_rng(seed).uniform(low, high, size=(1, len(low)))
+
+
+@ys.policy(hz=10)
+class CrashOnTen:
+    """Raises on the task "ten"; fine elsewhere."""
+
+    @ys.infer
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        if obs["task"] == "ten" and obs["t"] == 5:
+            raise RuntimeError("boom at step 5")
+        return np.zeros((1, 1))
+
+
+@ys.policy(hz=10)
+class HangOnTen:
+    """Sleeps for an hour on the task "ten" (a Python-level hang: the alarm can cut it)."""
+
+    @ys.infer
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        if obs["task"] == "ten" and obs["t"] == 5:
+            time.sleep(3600)
+        return np.zeros((1, 1))
+
+
+@ys.policy(hz=10)
+class WedgeOnTen:
+    """Blocks signals and sleeps on the task "ten": a hang the alarm cannot cut, as C code would."""
+
+    @ys.infer
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        if obs["task"] == "ten" and obs["t"] == 5:
+            import signal
+
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+            time.sleep(3600)
+        return np.zeros((1, 1))
+
+
+@ys.policy(hz=10)
+class DieOnTen:
+    """Kills its own process on the task "ten" (a segfault, as far as the pool can tell)."""
+
+    @ys.infer
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        if obs["task"] == "ten" and obs["t"] == 5:
+            os._exit(139)
+        return np.zeros((1, 1))
+
+
+@ys.benchmark(tasks={"ok": "fine", "bad": "raises in step 2"}, seeds=range(2), max_seconds=1.0)
+class Fragile:
+    """Raises in its step on the task "bad"; counts its instances (rebuilt after a failure)."""
+
+    built = 0
+
+    def __init__(self) -> None:
+        type(self).built += 1
+
+    @ys.reset
+    def start(self, task: str, seed: int) -> dict[str, Any]:
+        self.task, self.t = task, 0
+        return {"t": 0, "task": task}
+
+    @ys.step
+    def play(self, action: Any) -> tuple[Any, bool, bool]:
+        self.t += 1
+        if self.task == "bad" and self.t == 2:
+            raise ValueError("the simulation diverged")
+        return {"t": self.t, "task": self.task}, self.t >= 3, True
+
+
+@ys.policy(hz=10, action_chunk_len=4, action_chunk_exec_len=2)
+class SlowRows(Rows):
+    """Rows, taking 20 ms to think."""
+
+    @ys.infer
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        time.sleep(0.02)
+        return super().act(obs)
