@@ -35,7 +35,7 @@ def plain(trials: int) -> tuple[float, list[tuple[str, int, bool, int]]]:
     outcomes = []
     started = time.perf_counter()
     for task in MT10_NAMES:
-        env = ALL_V3_ENVIRONMENTS[task]()
+        env: Any = ALL_V3_ENVIRONMENTS[task]()
         env._partially_observable = False  # goal-observable, with the variation drawn from env.seed
         del env.sawyer_observation_space
         env._set_task_called = True
