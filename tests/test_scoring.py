@@ -131,7 +131,7 @@ def test_mean_of_task_means_differs_from_pooled_on_unbalanced_tasks() -> None:
     overall = summary.overall
     assert overall["success"].value == pytest.approx((1.0 + 0.25) / 2)
     assert overall["success"].method == "mean of task means"
-    assert overall["success"].interval == "stratified bootstrap 95%"
+    assert overall["success"].interval == "stratified wilson 95%"
     assert overall["success"].n == 24
     assert overall["success_pooled"].value == pytest.approx(21 / 24)
     assert overall["success_pooled"].method == "pooled"
@@ -331,3 +331,17 @@ def test_gate_explanations_do_not_round_a_miss_into_a_tie() -> None:
     data = {"overall": {"success": {"value": 0.89999999, "low": 0.8, "high": 0.95, "n": 10}}, "tasks": {}}
     met, why = parse_gate("success>=0.9").check(data)
     assert not met and "0.89999999 >= 0.9" in why
+
+
+def test_stratified_wilson_does_not_collapse_when_every_task_is_all_or_nothing() -> None:
+    from yardstick.scoring import stratified_wilson
+
+    perfect = [[1.0] * 10 for _ in range(10)]
+    low, high = stratified_wilson(perfect)
+    assert high == 1.0 and low == pytest.approx(wilson(100, 100)[0]) and low < 0.97
+    assert stratified_wilson([[1.0, 0.0, 1.0, 1.0]]) == pytest.approx(wilson(3, 4))  # one task: plain Wilson
+    mixed = [[1.0] * 9 + [0.0], [0.0] * 8 + [1.0] * 2]
+    low, high = stratified_wilson(mixed)
+    assert low < (0.9 + 0.2) / 2 < high
+    # Wider than the pooled interval of the same episodes would be with twice as many.
+    assert high - low > wilson(22, 40)[1] - wilson(22, 40)[0]

@@ -183,9 +183,12 @@ class Fragile:
 
 @ys.policy(hz=10, action_chunk_len=4, action_chunk_exec_len=2)
 class SlowRows(Rows):
-    """Rows, taking 20 ms to think."""
+    """Rows, taking `delay` seconds to think."""
+
+    def __init__(self, delay: float = 0.02) -> None:
+        self.delay = delay
 
     @ys.infer
     def act(self, obs: dict[str, Any]) -> np.ndarray:
-        time.sleep(0.02)
+        time.sleep(self.delay)
         return super().act(obs)

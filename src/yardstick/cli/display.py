@@ -72,8 +72,13 @@ def _num(value: float | None, digits: int = 1) -> str:
 
 def results_table(report: dict[str, Any]) -> Table:
     summary = report["summary"]
-    table = Table(title=f"{report['policy']['name']} on {report['benchmark']['name']}", title_justify="left")
-    table.add_column("task")
+    table = Table(
+        title=f"{report['policy']['name']} on {report['benchmark']['name']}",
+        title_justify="left",
+        caption="overall: the mean of task means; pooled: all episodes as one",
+        caption_justify="left",
+    )
+    table.add_column("task", no_wrap=True)
     table.add_column("episodes", justify="right")
     table.add_column("success %", justify="right")
     table.add_column("95% interval", justify="right")
@@ -89,7 +94,7 @@ def results_table(report: dict[str, Any]) -> Table:
         )
     overall = summary["overall"]
     table.add_section()
-    for key, label in (("success", "overall (mean of task means)"), ("success_pooled", "overall (pooled)")):
+    for key, label in (("success", "overall"), ("success_pooled", "pooled")):
         value, interval = _pct(overall.get(key))
         n = overall.get(key, {}).get("n", 0) if overall.get(key) else 0
         table.add_row(f"[bold]{label}[/bold]", str(n), f"[bold]{value}[/bold]", interval, "", "")

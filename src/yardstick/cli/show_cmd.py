@@ -23,7 +23,7 @@ def _resolve(kind: str, ref: str) -> type:
     try:
         return resolve(kind, ref)  # type: ignore[arg-type]
     except AuthoringError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         raise typer.Exit(Exit.CALLER) from None
 
 

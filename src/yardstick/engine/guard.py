@@ -1,8 +1,11 @@
 """Cut a benchmark or policy call that runs past its limit, and say who failed and how.
 
-A call is cut by SIGALRM, which Python turns into an exception between bytecodes: that stops a policy
-sleeping on a socket or looping in Python. A call stuck inside C code never returns to the interpreter;
-for that the pool's supervisor watches `busy_since` from outside and replaces the whole process.
+Before each call the engine writes down its deadline (a float: no system call, since episodes make
+thousands of calls a second and an interval timer per call costs several percent of a simulator step). A
+watchdog thread looks at the deadline a few times per limit and, when a call has overrun, sends SIGALRM
+to the main thread, where Python raises between bytecodes: that stops a policy sleeping on a socket or
+looping in Python. A call stuck inside C code never returns to the interpreter; for that the pool's
+supervisor reads the same deadline (the beacon) from outside and replaces the whole process.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from types import FrameType
 from typing import Any, Protocol, TypeVar
 
 _T = TypeVar("_T")
+_OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 class CallTimeout(Exception):
@@ -39,9 +43,16 @@ class Beacon(Protocol):
     value: float
 
 
+class _Deadline:
+    """A beacon of this process's own, when no one outside watches."""
+
+    value = 0.0
+
+
 def describe(what: str, exc: BaseException) -> str:
     """`what` raised `exc`, with the place in the user's code it came from."""
-    frames = traceback.extract_tb(exc.__traceback__)
+    # The innermost frame of the caller's code, not ours: that is where they will look.
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(_OURS)]
     where = ""
     if frames:
         last = frames[-1]
@@ -51,50 +62,60 @@ def describe(what: str, exc: BaseException) -> str:
 
 
 class Guard:
-    """Runs calls under a time limit. Use as a context manager around the work: it installs the alarm
-    handler on entry (main thread only) and restores the previous one on exit."""
+    """Runs calls under a time limit. Use as a context manager around the work: on entry (in the main
+    thread) it installs the alarm handler and starts the watchdog; on exit it puts both back."""
 
     def __init__(self, seconds: float | None, beacon: Beacon | None = None) -> None:
         self.seconds = seconds
-        self.beacon = beacon
+        self.beacon: Beacon = beacon if beacon is not None else _Deadline()
         self._armed = False
-        self._inside = False
+        self._call = 0  # which call is in progress; the watchdog fires at most once for each
+        self._fired = -1
         self._previous: Any = None
+        self._stop = threading.Event()
+        self._watchdog: threading.Thread | None = None
 
     def __enter__(self) -> Guard:
-        usable = (
-            self.seconds is not None
-            and hasattr(signal, "setitimer")
-            and threading.current_thread() is threading.main_thread()
-        )
+        usable = self.seconds is not None and threading.current_thread() is threading.main_thread()
         if usable:
             self._previous = signal.signal(signal.SIGALRM, self._on_alarm)
             self._armed = True
+            self._stop.clear()
+            self._watchdog = threading.Thread(target=self._watch, name="yardstick-guard", daemon=True)
+            self._watchdog.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._armed:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            self._stop.set()
+            if self._watchdog is not None:
+                self._watchdog.join()
             signal.signal(signal.SIGALRM, self._previous)
             self._armed = False
 
+    def _watch(self) -> None:
+        main = threading.main_thread().ident
+        # A few looks per limit: a call is cut within a quarter of its limit after it overran.
+        interval = min(max((self.seconds or 1.0) / 4, 0.01), 0.5)
+        while not self._stop.wait(interval):
+            deadline, call = self.beacon.value, self._call
+            if deadline and time.monotonic() > deadline and self._fired != call and main is not None:
+                self._fired = call
+                signal.pthread_kill(main, signal.SIGALRM)
+
     def _on_alarm(self, signum: int, frame: FrameType | None) -> None:
-        # An alarm that lands just after the call returned must not fail the caller.
-        if self._inside:
+        # Only the call the watchdog fired for is cut; an alarm that lands after it returned is dropped.
+        if self._fired == self._call and self.beacon.value:
             raise CallTimeout()
 
     def call(self, what: str, fn: Callable[..., _T], *args: Any) -> _T:
         """`fn(*args)`, or CallFailed naming `what` when it raises or runs past the limit."""
         beacon = self.beacon
-        if beacon is not None and self.seconds is not None:
+        self._call += 1
+        if self.seconds is not None:
             beacon.value = time.monotonic() + self.seconds
-        if self._armed:
-            signal.setitimer(signal.ITIMER_REAL, self.seconds or 0)
-        self._inside = True
         try:
-            result = fn(*args)
-            self._inside = False
-            return result
+            return fn(*args)
         except CallTimeout:
             raise CallFailed(f"{what} ran past its {self.seconds:g} s limit and was cut") from None
         except (KeyboardInterrupt, SystemExit, CallFailed):
@@ -102,8 +123,4 @@ class Guard:
         except Exception as exc:
             raise CallFailed(describe(what, exc)) from exc
         finally:
-            self._inside = False
-            if self._armed:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-            if beacon is not None:
-                beacon.value = 0.0
+            beacon.value = 0.0

@@ -11,7 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from yardstick.scoring.intervals import bootstrap_mean, stratified_bootstrap_mean_of_means, wilson
+from yardstick.scoring.intervals import (
+    bootstrap_mean,
+    stratified_bootstrap_mean_of_means,
+    stratified_wilson,
+    wilson,
+)
 
 SUCCESS = "success"
 SUCCESS_POOLED = "success_pooled"
@@ -162,11 +167,14 @@ def summarize(
     overall: dict[str, Estimate] = {}
     for name in _ordered({name for bucket in by_task.values() for name in bucket.metrics}):
         groups = [bucket.metrics[name] for bucket in by_task.values() if bucket.metrics.get(name)]
-        low, high = stratified_bootstrap_mean_of_means(groups, confidence, resamples, seed)
+        if name == SUCCESS and binary_success:
+            low, high = stratified_wilson(groups, confidence)
+            kind = f"stratified wilson {pct}"
+        else:
+            low, high = stratified_bootstrap_mean_of_means(groups, confidence, resamples, seed)
+            kind = f"stratified bootstrap {pct}"
         value = math.fsum(math.fsum(g) / len(g) for g in groups) / len(groups)
-        overall[name] = Estimate(
-            value, low, high, sum(map(len, groups)), f"stratified bootstrap {pct}", MEAN_OF_TASK_MEANS
-        )
+        overall[name] = Estimate(value, low, high, sum(map(len, groups)), kind, MEAN_OF_TASK_MEANS)
         if name == SUCCESS:
             overall[SUCCESS_POOLED] = estimate(SUCCESS, success_values, POOLED)
     return Summary(overall=overall, tasks=tasks)

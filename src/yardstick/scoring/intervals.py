@@ -33,14 +33,35 @@ def wilson(successes: int, n: int, confidence: float = 0.95) -> tuple[float, flo
     if n == 0:
         _check_confidence(confidence)
         return (0.0, 1.0)
+    return _wilson_of(successes / n, n, confidence)
+
+
+def stratified_wilson(groups: Sequence[Sequence[float]], confidence: float = 0.95) -> tuple[float, float]:
+    """A Wilson interval for the mean of per-group success rates (each group one task, weighing the same).
+
+    The Wilson interval is taken at the estimate's effective sample size, p(1-p) / Var, where Var is the
+    variance of the mean of group rates (Kish). A bootstrap of 0/1 outcomes collapses to a point when every
+    task is all success or all failure; this does not, so 10 tasks at 10/10 read 100% with a lower bound
+    below it, as a researcher expects. With no variance to measure, every episode counts once."""
+    rates = [(math.fsum(g) / len(g), len(g)) for g in groups if len(g)]
+    if not rates:
+        raise ValueError("stratified_wilson needs at least one group with values")
+    total = sum(n for _, n in rates)
+    p = math.fsum(rate for rate, _ in rates) / len(rates)
+    variance = math.fsum(rate * (1 - rate) / n for rate, n in rates) / len(rates) ** 2
+    effective = p * (1 - p) / variance if variance > 0 else float(total)
+    return _wilson_of(p, min(max(effective, 1.0), float(total)), confidence)
+
+
+def _wilson_of(p: float, n: float, confidence: float) -> tuple[float, float]:
     z = _z(confidence)
-    p = successes / n
+    successes, count = p * n, n
     z2n = z * z / n
     centre = (p + z2n / 2.0) / (1.0 + z2n)
     half = z * math.sqrt(p * (1.0 - p) / n + z2n / (4.0 * n)) / (1.0 + z2n)
     # At 0/n and n/n the bound is exactly 0 or 1 in theory; do not let rounding print 2.8e-17.
     low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == n else min(1.0, centre + half)
+    high = 1.0 if successes == count else min(1.0, centre + half)
     return (low, high)
 
 

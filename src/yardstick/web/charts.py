@@ -72,7 +72,7 @@ def success_chart_svg(summary: Summary | Mapping[str, Any]) -> str:
             alpha=0.12,
             linewidth=0,
             zorder=0.5,
-            label=f"its {overall.get('interval', 'interval')}",
+            label=f"overall, {overall.get('interval', 'interval')}",
         )
         ax.axvline(mean, color=_MEAN, linewidth=1.5, label=f"mean of task means {_percent(mean)}")
         ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=2, fontsize=8, frameon=False)

@@ -226,9 +226,13 @@ def _error_row(error: Any) -> dict[str, str]:
 def _key_values(section: Any) -> list[tuple[str, str]]:
     if not isinstance(section, Mapping):
         return []
-    rows = []
+    rows: list[tuple[str, str]] = []
     for key, value in section.items():
-        if isinstance(value, (Mapping, list, tuple)):
+        if isinstance(value, Mapping):
+            # One level of nesting (timing's per_step_ms) reads better as rows of its own.
+            rows.extend((f"{key}.{inner}", text) for inner, text in _key_values(value))
+            continue
+        if isinstance(value, (list, tuple)):
             text = json.dumps(value, default=str)
         elif isinstance(value, float):
             text = _number(value)

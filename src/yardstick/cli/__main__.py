@@ -1,0 +1,3 @@
+from yardstick.cli.main import main
+
+main()
