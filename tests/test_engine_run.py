@@ -125,6 +125,18 @@ def test_a_crashing_benchmark_fails_its_episode_and_is_rebuilt(workers: int) -> 
     assert [o["error"] is None for o in results] == [True, True, False, False]
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_hanging_benchmark_and_one_that_cannot_reset_fail_only_their_episodes(workers: int) -> None:
+    work = Work(Component(toy("Fragile")), Component(toy("Rows")), call_timeout_s=0.5)
+    outcome = evaluate(RunRequest(work=work, trials=2, workers=workers, tasks=["hang", "no-start", "ok"]))
+    results = [r.outcome() for r in outcome.results]
+    failed = failed_of(results)
+    assert sorted(failed) == ["hang", "no-start"]
+    assert all("benchmark.step ran past its 0.5 s limit" in e for e in failed["hang"])
+    assert all("benchmark.reset raised OSError: the scene file is missing" in e for e in failed["no-start"])
+    assert [o["error"] is None for o in results if o["task"] == "ok"] == [True, True]
+
+
 def test_a_constructor_that_raises_is_a_build_error_naming_it(tmp_path: object) -> None:
     work = Work(Component("collections:OrderedDict"), Component(toy("Rows")))
     with pytest.raises(Exception, match="not a benchmark"):

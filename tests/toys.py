@@ -159,9 +159,14 @@ class DieOnTen:
         return np.zeros((1, 1))
 
 
-@ys.benchmark(tasks={"ok": "fine", "bad": "raises in step 2"}, seeds=range(2), max_seconds=1.0)
+@ys.benchmark(
+    tasks={"ok": "fine", "bad": "raises in step 2", "hang": "hangs in step 2", "no-start": "raises in reset"},
+    seeds=range(2),
+    max_seconds=1.0,
+)
 class Fragile:
-    """Raises in its step on the task "bad"; counts its instances (rebuilt after a failure)."""
+    """Raises in its step on the task "bad", hangs on "hang", cannot reset "no-start"; counts its
+    instances (rebuilt after a failure)."""
 
     built = 0
 
@@ -170,6 +175,8 @@ class Fragile:
 
     @ys.reset
     def start(self, task: str, seed: int) -> dict[str, Any]:
+        if task == "no-start":
+            raise OSError("the scene file is missing")
         self.task, self.t = task, 0
         return {"t": 0, "task": task}
 
@@ -178,6 +185,8 @@ class Fragile:
         self.t += 1
         if self.task == "bad" and self.t == 2:
             raise ValueError("the simulation diverged")
+        if self.task == "hang" and self.t == 2:
+            time.sleep(3600)
         return {"t": self.t, "task": self.task}, self.t >= 3, True
 
 
