@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[sim,test]'
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps openpi-client==0.1.2
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -27,6 +28,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/engine.py
+	$(PY) bench/wire.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

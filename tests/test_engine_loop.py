@@ -12,9 +12,9 @@ import pytest
 from yardstick.engine.guard import Guard
 from yardstick.engine.loop import Playback, play
 from yardstick.engine.plan import plan_episodes
-from yardstick.engine.policies import InProcessPolicy, inference_seed
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.worlds import ManyWorlds, SingleWorld
+from yardstick.sdk.calls import InProcessPolicy, inference_seed
 from yardstick.sdk.decorators import benchmark_spec, policy, policy_spec
 from yardstick.sdk.errors import SpecError
 

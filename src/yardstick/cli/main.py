@@ -8,6 +8,7 @@ import typer
 
 from yardstick import __version__
 from yardstick.cli.eval_cmd import eval_app
+from yardstick.cli.serve_cmd import serve
 from yardstick.cli.show_cmd import benchmark_app, policy_app
 
 app = typer.Typer(
@@ -19,6 +20,7 @@ app = typer.Typer(
 app.add_typer(eval_app, name="eval")
 app.add_typer(benchmark_app, name="benchmark")
 app.add_typer(policy_app, name="policy")
+policy_app.command("serve")(serve)
 
 
 def _version(value: bool) -> None:

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from yardstick.engine.guard import CallFailed, Guard
-from yardstick.engine.policies import PolicyDriver, inference_seed
 from yardstick.engine.results import EpisodeResult, EpisodeSpec, Timing
 from yardstick.engine.worlds import Worlds
 from yardstick.sdk import timing as bench_timing
+from yardstick.sdk.calls import PolicyDriver, inference_seed
 from yardstick.sdk.episode import Episode
 from yardstick.sdk.specs import BenchmarkSpec
 
@@ -221,6 +221,7 @@ def _begin(
     render_s = bench_timing.drain("rendering")
     for index, episode, obs in zip(where, fresh, observations, strict=True):
         seen = Episode(
+            params=dict(policy.spec.session_params),
             id=str(episode.index),
             task=episode.task,
             description=spec.tasks[episode.task],

@@ -3,7 +3,6 @@ declared fields), each built once and reused for every episode this process play
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -11,19 +10,22 @@ from typing import Any, Literal
 
 from yardstick.engine.guard import Beacon, CallFailed, Guard
 from yardstick.engine.loop import Playback, Rebuild, play
-from yardstick.engine.policies import InProcessPolicy, PolicyDriver
+from yardstick.engine.remote import RemotePolicy, RemotePolicyError, probe_spec
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.worlds import ManyWorlds, SingleWorld, Worlds
-from yardstick.sdk.construct import build
+from yardstick.sdk.calls import InProcessPolicy, PolicyDriver, instantiate
 from yardstick.sdk.decorators import benchmark_spec, policy_spec
-from yardstick.sdk.load import load_object, source_dir
+from yardstick.sdk.load import load_object
 from yardstick.sdk.specs import BenchmarkSpec, PolicySpec
+from yardstick.wire.address import endpoint_from_ref
 
 Kind = Literal["benchmark", "policy"]
 Resolver = Callable[[Kind, str], type]
 
 # Building a model or a simulator may take long; a constructor that takes longer than this is stuck.
 BUILD_TIMEOUT_S = 600.0
+# How long an episode waits for a policy server that dropped to take a new session (a restart).
+RECONNECT_S = 10.0
 
 
 class BuildError(Exception):
@@ -51,6 +53,8 @@ class Work:
     call_timeout_s: float | None = 60.0
     worlds: int | None = None
     resolver: str = "yardstick.catalog:resolve"
+    # How long a remote policy's server may take to come up (to answer, then to be ready).
+    startup_timeout_s: float = 60.0
 
 
 def resolve(work: Work, kind: Kind) -> type:
@@ -60,8 +64,17 @@ def resolve(work: Work, kind: Kind) -> type:
 
 
 def specs_of(work: Work) -> tuple[BenchmarkSpec, PolicySpec]:
-    """The declarations a run is played under, read without building anything."""
-    return benchmark_spec(resolve(work, "benchmark")), policy_spec(resolve(work, "policy"))
+    """The declarations a run is played under, read without building anything (a remote policy's are
+    asked of its server)."""
+    endpoint = endpoint_from_ref(work.policy.ref)
+    if endpoint is not None:
+        try:
+            policy = probe_spec(endpoint, work.policy.params, startup_timeout=work.startup_timeout_s)
+        except RemotePolicyError as exc:
+            raise BuildError(str(exc)) from None
+    else:
+        policy = policy_spec(resolve(work, "policy"))
+    return benchmark_spec(resolve(work, "benchmark")), policy
 
 
 class Runtime:
@@ -71,38 +84,45 @@ class Runtime:
         started = time.perf_counter()
         self.work = work
         self.beacon = beacon
-        policy_cls = resolve(work, "policy")
-        self.policy_spec = policy_spec(policy_cls)
-        self.policy: PolicyDriver = InProcessPolicy(
-            self._build(policy_cls, self.policy_spec, work.policy), self.policy_spec
-        )
+        self.policy: PolicyDriver = self._build_policy()
+        self.policy_spec = self.policy.spec
         self._benchmark_cls = resolve(work, "benchmark")
         self.benchmark_spec = benchmark_spec(self._benchmark_cls)
         self.worlds = self._build_worlds()
         self.cold_start_s = time.perf_counter() - started
 
+    def _build_policy(self) -> PolicyDriver:
+        work = self.work
+        endpoint = endpoint_from_ref(work.policy.ref)
+        if endpoint is not None:
+            # Its reply timeout sits inside the engine's call limit, so a silent server fails the episode
+            # as a timeout of the wire, with the connection dropped, rather than as a cut call.
+            limit = work.call_timeout_s or 60.0
+            try:
+                return RemotePolicy(
+                    endpoint,
+                    work.policy.params,
+                    reply_timeout=0.9 * limit,
+                    startup_timeout=work.startup_timeout_s,
+                    reconnect_timeout=min(work.startup_timeout_s, RECONNECT_S),
+                )
+            except RemotePolicyError as exc:
+                raise BuildError(str(exc)) from None
+        cls = resolve(work, "policy")
+        spec = policy_spec(cls)
+        self.policy_spec = spec  # the constructor's forms may read it
+        return InProcessPolicy(self._build(cls, spec, work.policy), spec)
+
     def _build(
         self, cls: type, spec: BenchmarkSpec | PolicySpec, component: Component, *, worlds: int | None = None
     ) -> Any:
-        base = source_dir(cls)
-        weights: Any = None
-        policy_fields = None
-        if isinstance(spec, PolicySpec):
-            weights = _absolute(spec.weights, base)
-        else:
-            policy_fields = self.policy_spec.fields()
+        policy_fields = None if isinstance(spec, PolicySpec) else self.policy_spec.fields()
         with Guard(BUILD_TIMEOUT_S, self.beacon) as guard:
             try:
                 return guard.call(
                     f"{spec.name}'s constructor",
-                    lambda: build(
-                        cls,
-                        spec.constructor,
-                        base_dir=base,
-                        weights=weights,
-                        worlds=worlds,
-                        policy=policy_fields,
-                        params=component.params,
+                    lambda: instantiate(
+                        cls, spec, params=component.params, worlds=worlds, policy=policy_fields
                     ),
                 )
             except CallFailed as failure:
@@ -140,11 +160,3 @@ class Runtime:
 
     def close(self) -> None:
         self.policy.close()
-
-
-def _absolute(weights: str | dict[str, str] | None, base: str) -> str | dict[str, str] | None:
-    if weights is None:
-        return None
-    if isinstance(weights, dict):
-        return {part: os.path.join(base, path) for part, path in weights.items()}
-    return os.path.join(base, weights)

@@ -170,10 +170,14 @@ def policy(
     init: Any = None,
     make: str | None = None,
     weights: str | dict[str, str] | None = None,
+    session_params: dict[str, Any] | None = None,
+    image_sizes: dict[str, tuple[int, int]] | None = None,
     name: str | None = None,
 ) -> Callable[[_C], _C]:
     """Declare a class a policy. `weights` is where its weights are (a directory, or {part: directory}),
-    which init= hands its constructor as "{weights}" or "{weights.<part>}"."""
+    which init= hands its constructor as "{weights}" or "{weights.<part>}". `session_params` are the
+    settings a session may choose, with their defaults (each episode reads its own in `episode.params`);
+    `image_sizes` ({observation key: (height, width)}) tells remote clients what to send."""
 
     def decorate(cls: _C) -> _C:
         owner = f"policy {name or cls.__name__}"
@@ -204,6 +208,8 @@ def policy(
             batch_sizes=tuple(batch_sizes) if batch_sizes is not None else None,
             constructor=Constructor.of(init, make),
             weights=weights,
+            session_params=dict(session_params or {}),
+            image_sizes=dict(image_sizes or {}),
             infer_method=roles["infer"],
             on_episode_method=roles.get("on_episode"),
             infer_keywords=keywords,

@@ -23,3 +23,6 @@ class Episode:
     action_space: tuple[list[float], list[float]] | None = None
     inferences: int = 0
     state: dict[str, Any] = field(default_factory=dict)
+    # The session settings this episode runs with: the policy's declared defaults, with what a remote
+    # session asked for laid over them.
+    params: dict[str, Any] = field(default_factory=dict)

@@ -162,6 +162,11 @@ class PolicySpec(BaseModel):
     constructor: Constructor = Field(default_factory=Constructor)
     # Where its weights are: one directory, or {part: directory}; relative paths from its file's folder.
     weights: str | dict[str, str] | None = None
+    # The settings a session may choose (a server reads them from the session's query), with defaults;
+    # each episode is told the values it runs with (`Episode.params`).
+    session_params: dict[str, Any] = Field(default_factory=dict)
+    # Image sizes the policy expects, {observation key: [height, width]}, told to remote clients.
+    image_sizes: dict[str, tuple[int, int]] = Field(default_factory=dict)
     infer_method: str = "infer"
     on_episode_method: str | None = None
     # The keywords its infer takes beside the observation: "episode", "seed".

@@ -1,0 +1,188 @@
+"""Round trips of one policy session on loopback: our client and server against the openpi pair.
+
+An observation of 8 floats plus 0, 1 or 2 images of 224×224×3 uint8, answered by an 8×7 float32 chunk.
+Each server runs in a process of its own (so it does not share the client's interpreter), and the pairs
+take turns in one run:
+  openpi        openpi-client's WebsocketClientPolicy against an openpi-style server (the baseline)
+  ours          our client (the v3 session protocol) against `yardstick policy serve`
+  ours/openpi   openpi-client against our server's openpi dialect
+Prints round trips/s, p50 and p99 in ms, and each pair's ratio to the baseline. Targets: p50 <= 1 ms with
+two images, and no slower than the openpi pair. Run with `make bench`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import yardstick as ys
+
+CHUNK = np.arange(56, dtype=np.float32).reshape(8, 7)
+
+
+@ys.policy(hz=15, action_chunk_len=8)
+class Constant:
+    """Answers the same 8×7 chunk, so the bench times the wire and nothing else."""
+
+    @ys.infer
+    def act(self, obs: Any) -> np.ndarray:
+        return CHUNK
+
+
+def observation(images: int) -> dict[str, Any]:
+    rng = np.random.default_rng(0)
+    obs: dict[str, Any] = {"state": rng.standard_normal(8).astype(np.float32), "prompt": "pick up the cube"}
+    for k in range(images):
+        obs[f"image.{k}"] = rng.integers(0, 256, (224, 224, 3), dtype=np.uint8)
+    return obs
+
+
+def serve_openpi_style(port: int) -> None:
+    """An openpi-style server: asyncio websockets, the metadata frame, then one packed answer per request."""
+    import websockets.asyncio.server
+    from openpi_client import msgpack_numpy
+
+    packer = msgpack_numpy.Packer()
+
+    async def handler(websocket: Any) -> None:
+        await websocket.send(packer.pack({"policy": "constant"}))
+        async for message in websocket:
+            msgpack_numpy.unpackb(message)
+            await websocket.send(packer.pack({"actions": CHUNK}))
+
+    async def main() -> None:
+        async with websockets.asyncio.server.serve(
+            handler, "127.0.0.1", port, compression=None, max_size=None
+        ):
+            await asyncio.Future()
+
+    asyncio.run(main())
+
+
+def serve_ours(port: int) -> None:
+    from yardstick.wire.server.host import PolicyHost
+    from yardstick.wire.server.serve import PolicyServer, ServeOptions
+
+    host = PolicyHost(Constant, model_id="constant", reference=f"{__file__}:Constant")
+    server = PolicyServer({"constant": host}, ServeOptions(port=port))
+    server.start()
+    server.wait()
+
+
+def time_round_trips(
+    calls: dict[str, Callable[[], Any]], count: int, rounds: int = 20
+) -> dict[str, list[float]]:
+    """`count` round trips of each pair, taken in turns of count/rounds, so a change in the machine's load
+    falls on every pair alike."""
+    took: dict[str, list[float]] = {name: [] for name in calls}
+    for call in calls.values():
+        for _ in range(max(20, count // 10)):
+            call()
+    for _ in range(rounds):
+        for name, call in calls.items():
+            for _ in range(max(1, count // rounds)):
+                started = time.perf_counter()
+                call()
+                took[name].append(time.perf_counter() - started)
+    return took
+
+
+def openpi_client(port: int, obs: dict[str, Any]) -> Callable[[], Any]:
+    from openpi_client.websocket_client_policy import WebsocketClientPolicy
+
+    client = WebsocketClientPolicy("127.0.0.1", port)
+
+    def call() -> Any:
+        return client.infer(obs)["actions"]
+
+    return call
+
+
+def our_client(port: int, obs: dict[str, Any]) -> Callable[[], Any]:
+    from yardstick.wire.address import endpoint_from_ref
+    from yardstick.wire.session import open_session
+
+    endpoint = endpoint_from_ref(f"ws://127.0.0.1:{port}/api/v1/session")
+    assert endpoint is not None
+    session = open_session(endpoint)
+
+    def call() -> Any:
+        return session.infer(obs)[0]
+
+    return call
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def start(kind: str) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    process = subprocess.Popen([sys.executable, __file__, "--serve", kind, "--port", str(port)])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return process, port
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise SystemExit(f"the {kind} server did not come up")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--count", type=int, default=1000, help="round trips per measurement")
+    parser.add_argument("--serve", choices=("openpi", "ours"), help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve == "openpi":
+        serve_openpi_style(args.port)
+        return
+    if args.serve == "ours":
+        serve_ours(args.port)
+        return
+
+    openpi_server, openpi_port = start("openpi")
+    our_server, our_port = start("ours")
+    pairs: dict[str, Callable[[dict[str, Any]], Callable[[], Any]]] = {
+        "openpi": lambda obs: openpi_client(openpi_port, obs),
+        "ours": lambda obs: our_client(our_port, obs),
+        "ours/openpi": lambda obs: openpi_client(our_port, obs),
+    }
+    try:
+        print(f"{'images':>6} {'pair':<12} {'trips/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'p50 vs openpi':>14}")
+        for images in (0, 1, 2):
+            obs = observation(images)
+            calls = {name: make(obs) for name, make in pairs.items()}
+            for name, call in calls.items():
+                assert np.array_equal(np.asarray(call()), CHUNK), name
+            measured = time_round_trips(calls, args.count)
+            base = statistics.median(measured["openpi"])
+            for name, took in measured.items():
+                p50 = statistics.median(took) * 1000
+                p99 = float(np.percentile(took, 99)) * 1000
+                print(
+                    f"{images:>6} {name:<12} {len(took) / sum(took):>9.0f} {p50:>8.3f} {p99:>8.3f} "
+                    f"{base * 1000 / p50:>13.2f}x",
+                    flush=True,
+                )
+    finally:
+        for process in (openpi_server, our_server):
+            process.terminate()
+            process.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""A policy across a wire is a policy like any other: the same episodes as in process, sessions in
+parallel from a pool, and a server that fails, hangs, drops or talks nonsense fails only the episodes it
+touched, with a reason that says so."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import toy
+
+sys.path.insert(0, str(Path(__file__).parent))
+import toys
+from yardstick.engine import BuildError, Component, RunRequest, Work, evaluate
+from yardstick.engine.run import RunOutcome
+from yardstick.report import build_report
+from yardstick.wire.server.host import PolicyHost
+from yardstick.wire.server.serve import PolicyServer, ServeOptions
+
+SERVED = ("Rows", "Sampler", "CrashOnTen", "HangOnTen", "BatchedRows", "SlowRows")
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, PolicyServer]]:
+    """One server per toy policy, each on a websocket port, a gRPC port and a unix socket."""
+    folder = tmp_path_factory.mktemp("sockets")
+    running: dict[str, PolicyServer] = {}
+    try:
+        for name in SERVED:
+            host = PolicyHost(getattr(toys, name), model_id=name.lower(), reference=toy(name))
+            options = ServeOptions(port=0, grpc_port=0, uds=str(folder / f"{name}.sock"))
+            running[name] = PolicyServer({name.lower(): host}, options).start()
+        yield running
+    finally:
+        for server in running.values():
+            server.stop()
+
+
+def url(server: PolicyServer, wire: str = "websocket") -> str:
+    return {
+        "websocket": f"ws://127.0.0.1:{server.port}/api/v1/session",
+        "grpc": f"grpc://127.0.0.1:{server.grpc_port}/api/v1/session",
+        "websocket_unix": f"ws+unix://{server.options.uds}/api/v1/session",
+        "openpi": f"openpi://127.0.0.1:{server.port}",
+    }[wire]
+
+
+def run(
+    policy: str,
+    *,
+    benchmark: str = "Tally",
+    workers: int | None = 0,
+    trials: int = 3,
+    timeout: float = 10.0,
+    params: dict[str, Any] | None = None,
+    tasks: list[str] | None = None,
+) -> RunOutcome:
+    work = Work(
+        Component(toy(benchmark)),
+        Component(policy, params or {}),
+        call_timeout_s=timeout,
+        startup_timeout_s=5.0,
+    )
+    return evaluate(RunRequest(work=work, trials=trials, workers=workers, tasks=tasks))
+
+
+def plain(result: RunOutcome) -> list[dict[str, Any]]:
+    return [r.outcome() for r in result.results]
+
+
+def errors(result: RunOutcome) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for r in result.results:
+        if r.error:
+            found.setdefault(r.task, []).append(r.error)
+    return found
+
+
+@pytest.mark.parametrize("wire", ["websocket", "grpc", "websocket_unix", "openpi"])
+def test_a_served_policy_plays_the_episodes_it_plays_in_process(
+    servers: dict[str, PolicyServer], wire: str
+) -> None:
+    remote = run(url(servers["Rows"], wire))
+    assert remote.complete and plain(remote) == plain(run(toy("Rows")))
+    # Its rate and chunking came from the handshake.
+    assert (remote.policy.hz, remote.policy.action_chunk_len, remote.policy.replan_every) == (10, 4, 2)
+
+
+def test_a_sampling_policy_replays_exactly_across_the_wire(servers: dict[str, PolicyServer]) -> None:
+    remote = run(url(servers["Sampler"]), trials=4)
+    assert plain(remote) == plain(run(toy("Sampler"), trials=4))
+
+
+def test_a_pool_runs_sessions_in_parallel_and_still_agrees(servers: dict[str, PolicyServer]) -> None:
+    server = servers["SlowRows"]
+    peak = 0
+    stop = threading.Event()
+
+    def watch() -> None:
+        nonlocal peak
+        while not stop.is_set():
+            peak = max(peak, server.activity.sessions)
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        pooled = run(url(server), workers=2, trials=2)
+    finally:
+        stop.set()
+        watcher.join()
+    assert pooled.complete and peak >= 2
+    assert plain(pooled) == plain(run(toy("SlowRows"), trials=2))
+
+
+def test_a_vectorized_benchmark_batches_across_sessions_on_the_server(
+    servers: dict[str, PolicyServer],
+) -> None:
+    remote = run(url(servers["BatchedRows"]), benchmark="TallyMany", trials=4)
+    assert remote.complete and plain(remote) == plain(run(toy("Rows"), trials=4))
+
+
+def test_a_policy_that_raises_on_the_server_fails_its_episodes_and_the_run_goes_on(
+    servers: dict[str, PolicyServer],
+) -> None:
+    result = run(url(servers["CrashOnTen"]), trials=2)
+    failed = errors(result)
+    assert list(failed) == ["ten"] and all(
+        "the policy raised on the server: RuntimeError: boom at step 5" in e for e in failed["ten"]
+    )
+    assert sum(r.finished for r in result.results) == 4
+
+
+def test_a_server_that_does_not_answer_in_time_fails_the_episode(servers: dict[str, PolicyServer]) -> None:
+    result = run(url(servers["HangOnTen"]), trials=1, timeout=1.0, tasks=["three", "ten"])
+    failed = errors(result)
+    assert list(failed) == ["ten"] and "did not answer within 0.9 s" in failed["ten"][0]
+    assert result.results[0].finished
+
+
+def test_no_server_is_a_refusal_before_the_run() -> None:
+    with pytest.raises(BuildError, match="refused the session"):
+        run("ws://127.0.0.1:9/api/v1/session")
+
+
+def test_a_server_killed_mid_run_fails_only_the_episodes_in_flight(tmp_path: Path) -> None:
+    port = _free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "yardstick.cli",
+        "policy",
+        "serve",
+        toy("SlowRows"),
+        "--port",
+        str(port),
+        "--param",
+        "policy.delay=0.05",
+    ]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    done: list[Any] = []
+
+    def evaluate_in_background() -> None:
+        done.append(run(f"ws://127.0.0.1:{port}/api/v1/session", trials=4, timeout=10.0))
+
+    try:
+        evaluation = threading.Thread(target=evaluate_in_background)
+        evaluation.start()
+        time.sleep(4.0)  # a few episodes played, one in flight
+        server.kill()
+        server.wait()
+        time.sleep(0.5)
+        server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        evaluation.join(timeout=120)
+    finally:
+        server.kill()
+        server.wait()
+    [result] = done
+    failed = [r for r in result.results if r.error]
+    assert 1 <= len(failed) <= 2, [r.error for r in failed]
+    assert all("dropped the session mid-episode" in r.error or "refused" in r.error for r in failed)
+    assert sum(r.finished for r in result.results) == len(result.planned) - len(failed)
+    report = build_report(result)
+    assert report["status"] == "incomplete" and {e["index"] for e in report["errors"]} == {
+        r.index for r in failed
+    }
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
