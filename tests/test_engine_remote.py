@@ -49,6 +49,7 @@ def url(server: PolicyServer, wire: str = "websocket") -> str:
         "grpc": f"grpc://127.0.0.1:{server.grpc_port}/api/v1/session",
         "websocket_unix": f"ws+unix://{server.options.uds}/api/v1/session",
         "openpi": f"openpi://127.0.0.1:{server.port}",
+        "roboarena": f"roboarena://127.0.0.1:{server.port}",
     }[wire]
 
 
@@ -83,7 +84,7 @@ def errors(result: RunOutcome) -> dict[str, list[str]]:
     return found
 
 
-@pytest.mark.parametrize("wire", ["websocket", "grpc", "websocket_unix", "openpi"])
+@pytest.mark.parametrize("wire", ["websocket", "grpc", "websocket_unix", "openpi", "roboarena"])
 def test_a_served_policy_plays_the_episodes_it_plays_in_process(
     servers: dict[str, PolicyServer], wire: str
 ) -> None:
@@ -123,8 +124,10 @@ def test_a_pool_runs_sessions_in_parallel_and_still_agrees(servers: dict[str, Po
 def test_a_vectorized_benchmark_batches_across_sessions_on_the_server(
     servers: dict[str, PolicyServer],
 ) -> None:
+    toys.BatchedRows.calls.clear()  # the served instance lives in this process
     remote = run(url(servers["BatchedRows"]), benchmark="TallyMany", trials=4)
     assert remote.complete and plain(remote) == plain(run(toy("Rows"), trials=4))
+    assert max(toys.BatchedRows.calls) > 1  # concurrent sessions were answered in one call
 
 
 def test_a_policy_that_raises_on_the_server_fails_its_episodes_and_the_run_goes_on(
@@ -199,3 +202,35 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_meta_world_through_yardstick_policy_serve_plays_the_in_process_episodes() -> None:
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "yardstick.cli", "policy", "serve", "expert", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    tasks = ["reach-v3", "push-v3", "drawer-open-v3", "window-close-v3"]
+    try:
+        remote = evaluate(
+            RunRequest(
+                work=Work(
+                    Component("mt10"),
+                    Component(f"ws://127.0.0.1:{port}/api/v1/session"),
+                    startup_timeout_s=60,
+                ),
+                tasks=tasks,
+                seeds=[0, 1],
+                workers=2,
+            )
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=15)
+    local = evaluate(
+        RunRequest(work=Work(Component("mt10"), Component("expert")), tasks=tasks, seeds=[0, 1], workers=0)
+    )
+    assert remote.complete and plain(remote) == plain(local)
+    assert remote.policy.hz == 80

@@ -63,6 +63,9 @@ def run(
     call_timeout: float = typer.Option(
         60.0, min=0.01, help="Seconds a single policy or benchmark call may take."
     ),
+    startup_timeout: float = typer.Option(
+        60.0, min=0.1, help="Seconds to wait for a remote policy's server to come up and be ready."
+    ),
     out: Path | None = typer.Option(None, help="The run folder (default: runs/<time>-<benchmark>-<policy>)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
     gate: list[str] = typer.Option(
@@ -84,6 +87,7 @@ def run(
         policy=Component(policy, policy_params),
         playback=Playback(charge_inference or latency_ms is not None, latency_ms),
         call_timeout_s=call_timeout,
+        startup_timeout_s=startup_timeout,
         worlds=worlds,
     )
     request = RunRequest(
