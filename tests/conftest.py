@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,3 +21,38 @@ def toy(name: str) -> str:
 @pytest.fixture
 def toys_ref() -> object:
     return toy
+
+
+PG_URL = os.environ.get("YARDSTICK_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def _postgres_available() -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_URL.replace("postgresql://", "postgresql://", 1), connect_timeout=2):
+            return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database: a SQLite file, or a schema of its own on the machine's PostgreSQL."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'yardstick.db'}"
+        return
+    if not _postgres_available():
+        pytest.skip("no PostgreSQL at " + PG_URL)
+    import secrets
+
+    import psycopg
+
+    schema = f"ys_{secrets.token_hex(6)}"
+    with psycopg.connect(PG_URL, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{PG_URL}?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")

@@ -169,3 +169,20 @@ def test_the_executors_report_their_cold_start() -> None:
         report = build_report(outcome)
         assert report["timing"]["cold_start_s"] is not None and report["timing"]["steps"] > 0
         assert set(report["timing"]["per_step_ms"]) == {"simulation", "rendering", "policy", "overhead"}
+
+
+def test_every_failure_says_whose_fault_it_is() -> None:
+    crashed = evaluate(request("CrashOnTen", trials=1))
+    assert {r.fault for r in crashed.results if r.error} == {"policy"}
+    fragile = evaluate(
+        RunRequest(
+            work=Work(Component(toy("Fragile")), Component(toy("Rows"))),
+            trials=1,
+            workers=0,
+            tasks=["bad", "no-start"],
+        )
+    )
+    assert {r.fault for r in fragile.results} == {"benchmark"}
+    died = evaluate(request("DieOnTen", workers=2, trials=1))
+    assert {r.fault for r in died.results if r.error} == {"platform"}
+    assert all(r.fault is None for r in crashed.results if r.finished)

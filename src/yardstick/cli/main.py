@@ -8,6 +8,7 @@ import typer
 
 from yardstick import __version__
 from yardstick.cli.eval_cmd import eval_app
+from yardstick.cli.platform_cmd import admin_app, db_app, server, worker
 from yardstick.cli.serve_cmd import serve
 from yardstick.cli.show_cmd import benchmark_app, policy_app
 
@@ -21,6 +22,10 @@ app.add_typer(eval_app, name="eval")
 app.add_typer(benchmark_app, name="benchmark")
 app.add_typer(policy_app, name="policy")
 policy_app.command("serve")(serve)
+app.command("server")(server)
+app.command("worker")(worker)
+app.add_typer(db_app, name="db")
+app.add_typer(admin_app, name="admin")
 
 
 def _version(value: bool) -> None:

@@ -72,6 +72,18 @@ class EpisodeResult:
     def finished(self) -> bool:
         return self.error is None
 
+    @property
+    def fault(self) -> str | None:
+        """Whose fault a failed episode is: "policy", "benchmark", or "platform" (a worker lost). Every
+        reason the engine writes starts with the call that failed (`policy.infer …`, `benchmark.step …`)."""
+        if self.error is None:
+            return None
+        if self.error.startswith("policy."):
+            return "policy"
+        if self.error.startswith(("benchmark.", "its worlds were rebuilt", "the benchmark could not")):
+            return "benchmark"
+        return "platform"
+
     def outcome(self) -> dict[str, Any]:
         """The fields a rerun must reproduce exactly: no timing."""
         return {

@@ -30,7 +30,11 @@ RECONNECT_S = 10.0
 
 class BuildError(Exception):
     """The benchmark or the policy could not be built: the caller's fault (a bad reference, a refused
-    declaration, a constructor that raised)."""
+    declaration, a constructor that raised). `part` says which: "policy" or "benchmark"."""
+
+    def __init__(self, reason: str, part: str = "") -> None:
+        super().__init__(reason)
+        self.part = part
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,7 @@ class Runtime:
                     reconnect_timeout=min(work.startup_timeout_s, RECONNECT_S),
                 )
             except RemotePolicyError as exc:
-                raise BuildError(str(exc)) from None
+                raise BuildError(str(exc), "policy") from None
         cls = resolve(work, "policy")
         spec = policy_spec(cls)
         self.policy_spec = spec  # the constructor's forms may read it
@@ -126,7 +130,9 @@ class Runtime:
                     ),
                 )
             except CallFailed as failure:
-                raise BuildError(failure.reason) from None
+                raise BuildError(
+                    failure.reason, "policy" if isinstance(spec, PolicySpec) else "benchmark"
+                ) from None
 
     def _build_worlds(self) -> Worlds:
         spec = self.benchmark_spec

@@ -1,0 +1,164 @@
+"""What an administrator does with direct access to the database: orgs, users, keys, evals, boards and
+baselines. The CLI's `yardstick admin …` calls these; so do tests and benchmarks setting up a platform."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from yardstick.service import keys
+from yardstick.store.models import ApiKey, Baseline, Board, Eval, Membership, Org, Submission, Task, User
+
+
+class AdminError(ValueError):
+    """An admin command that cannot be done as asked; the message says what and why."""
+
+
+def create_org(
+    session: Session,
+    slug: str,
+    *,
+    name: str = "",
+    per_day: int = 20,
+    concurrent: int = 4,
+    may_compose: bool = True,
+) -> Org:
+    if session.execute(select(Org).where(Org.slug == slug)).scalar_one_or_none() is not None:
+        raise AdminError(f"org {slug!r} exists already")
+    org = Org(
+        slug=slug,
+        name=name or slug,
+        submissions_per_day=per_day,
+        concurrent_submissions=concurrent,
+        may_compose=may_compose,
+    )
+    session.add(org)
+    session.flush()
+    return org
+
+
+def org(session: Session, slug: str) -> Org:
+    found = session.execute(select(Org).where(Org.slug == slug)).scalar_one_or_none()
+    if found is None:
+        raise AdminError(f"no org {slug!r}")
+    return found
+
+
+def create_user(
+    session: Session, login: str, *, orgs: list[str], alias: str | None = None, is_admin: bool = False
+) -> User:
+    if session.execute(select(User).where(User.login == login)).scalar_one_or_none() is not None:
+        raise AdminError(f"user {login!r} exists already")
+    user = User(login=login, alias=alias, is_admin=is_admin)
+    session.add(user)
+    session.flush()
+    for slug in orgs:
+        session.add(Membership(user_id=user.id, org_id=org(session, slug).id))
+    return user
+
+
+def user(session: Session, login: str) -> User:
+    found = session.execute(select(User).where(User.login == login)).scalar_one_or_none()
+    if found is None:
+        raise AdminError(f"no user {login!r}")
+    return found
+
+
+def add_member(session: Session, login: str, slug: str) -> None:
+    session.merge(Membership(user_id=user(session, login).id, org_id=org(session, slug).id))
+
+
+def create_key(session: Session, login: str, label: str = "") -> keys.MintedKey:
+    return keys.mint(session, user(session, login).id, label)
+
+
+def revoke_key(session: Session, prefix: str) -> None:
+    found = session.execute(select(ApiKey).where(ApiKey.prefix == prefix)).scalar_one_or_none()
+    if found is None or not keys.revoke(session, found.id):
+        raise AdminError(f"no live key with prefix {prefix!r}")
+
+
+@dataclass(frozen=True)
+class EvalTasks:
+    """Which tasks of a benchmark an eval offers (None: all), and how many trials each."""
+
+    tasks: list[str] | None = None
+    trials: int = 10
+
+
+def create_eval(
+    session: Session,
+    slug: str,
+    benchmark: str,
+    *,
+    title: str = "",
+    description: str = "",
+    choice: EvalTasks = EvalTasks(),
+    org_slug: str | None = None,
+    board: bool = True,
+) -> Eval:
+    """An eval over a benchmark the engine can build, with its tasks, and a board: public, or the org's."""
+    from yardstick.catalog import resolve
+    from yardstick.sdk.decorators import benchmark_spec
+    from yardstick.sdk.errors import AuthoringError
+
+    if session.execute(select(Eval).where(Eval.slug == slug)).scalar_one_or_none() is not None:
+        raise AdminError(f"eval {slug!r} exists already")
+    try:
+        spec = benchmark_spec(resolve("benchmark", benchmark))
+    except AuthoringError as exc:
+        raise AdminError(f"benchmark {benchmark!r}: {exc}") from None
+    chosen = choice.tasks or list(spec.tasks)
+    unknown = [t for t in chosen if t not in spec.tasks]
+    if unknown:
+        raise AdminError(f"tasks {unknown} are not tasks of {benchmark} ({', '.join(spec.tasks)})")
+    owner = org(session, org_slug).id if org_slug else None
+    row = Eval(
+        slug=slug,
+        title=title or slug,
+        description=description,
+        benchmark=benchmark,
+        embodiment="sim",
+        trials_per_task=choice.trials,
+        org_id=owner,
+    )
+    session.add(row)
+    session.flush()
+    for position, task in enumerate(chosen):
+        session.add(
+            Task(
+                eval_id=row.id,
+                task_id=task,
+                benchmark_task=task,
+                description=spec.tasks[task],
+                position=position,
+                default_cap_sec=math.ceil(spec.limit(task)),
+                seeds=list(spec.seeds),
+            )
+        )
+    if board:
+        session.add(
+            Board(
+                slug=slug,
+                title=row.title,
+                eval_id=row.id,
+                visibility="tenant" if owner else "public",
+                org_id=owner,
+            )
+        )
+    return row
+
+
+def add_baseline(session: Session, board_slug: str, submission_id: int, publisher: str, name: str) -> None:
+    board = session.execute(select(Board).where(Board.slug == board_slug)).scalar_one_or_none()
+    if board is None:
+        raise AdminError(f"no board {board_slug!r}")
+    submission = session.get(Submission, submission_id)
+    if submission is None or submission.eval_id != board.eval_id:
+        raise AdminError(f"submission {submission_id:x} is not a run of board {board_slug!r}'s eval")
+    session.add(
+        Baseline(board_id=board.id, submission_id=submission_id, publisher=publisher, display_name=name)
+    )

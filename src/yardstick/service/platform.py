@@ -1,0 +1,549 @@
+"""The platform's use-cases, contract-neutral: catalogue, submissions (resolve, admit under quota, read,
+list, cancel), artifacts and boards. The front doors (`positronic.py`) translate their wire models to
+these calls and the rows back; workers (`worker.py`) play the episodes this admits."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from platform_client.enums import ErrorCode
+from platform_client.eval_plan import EvalPlan, NebiusCompetition, PrivateEval
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from yardstick.service import catalog_seed, plans
+from yardstick.service.artifacts import LocalArtifactStore, UrlSigner, load_secret, page
+from yardstick.service.errors import ApiError, bad_request, forbidden, not_found
+from yardstick.service.identity import Caller, caller_for_key
+from yardstick.service.settings import Settings
+from yardstick.store.db import Database
+from yardstick.store.models import (
+    Artifact,
+    Baseline,
+    Board,
+    Episode,
+    Eval,
+    Org,
+    PolicySpec,
+    QuotaEvent,
+    Submission,
+    Task,
+    User,
+    WorkerBeat,
+    utcnow,
+)
+from yardstick.store.queue import EpisodeQueue
+
+ACTIVE = ("pending", "running")
+TERMINAL = ("finished", "errored", "cancelled")
+LIST_LIMIT, LIST_CAP = 50, 200
+ARTIFACT_PAGE, ARTIFACT_CAP = 100, 1000
+# A worker that has not beaten this long is gone; a pending run with none says it waits for one.
+WORKER_ALIVE_S = 30.0
+
+
+@dataclass(frozen=True)
+class Quota:
+    key: str
+    window: str
+    subject: str
+    limit: int
+    used: int
+    resets_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class BoardRow:
+    rank: int | None
+    display_name: str
+    tag: str
+    primary: float | None
+    submission_id: int
+    submitted_at: dt.datetime
+    baseline_publisher: str | None
+
+
+class Platform:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self.db = Database(settings.database)
+        self.db.upgrade()
+        with self.db.writing() as session:
+            catalog_seed.install(session)
+        self.store = LocalArtifactStore(settings.artifact_root)
+        secret = load_secret(settings.secret_file)
+        self.signer = UrlSigner(secret, ttl_s=settings.artifact_ttl_s)
+        self._tag_secret = hashlib.sha256(b"board-tags" + secret).digest()
+        self.queue = EpisodeQueue(self.db, lease_s=settings.lease_s, max_attempts=settings.max_attempts)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # --- who ---------------------------------------------------------------------------------
+
+    def authenticate(self, bearer: str | None) -> Caller | None:
+        if not bearer:
+            return None
+        with self.db.writing() as session:
+            return caller_for_key(session, bearer)
+
+    # --- catalogue -----------------------------------------------------------------------------
+
+    def catalog(self, session: Session, caller: Caller, org: Org | None = None) -> plans.Catalog:
+        visible = (
+            session.execute(
+                select(Eval)
+                .where((Eval.org_id.is_(None)) | (Eval.org_id.in_(caller.org_ids or {0})))
+                .order_by(Eval.slug)
+            )
+            .scalars()
+            .all()
+        )
+        evals: dict[str, plans.CatalogEval] = {}
+        for row in visible:
+            tasks = session.execute(
+                select(Task).where(Task.eval_id == row.id).order_by(Task.position)
+            ).scalars()
+            evals[row.slug] = plans.CatalogEval(
+                slug=row.slug,
+                benchmark=row.benchmark,
+                embodiment=row.embodiment,
+                trials_per_task=row.trials_per_task,
+                composable=row.composable,
+                accepting=row.accepting,
+                tasks=tuple(
+                    plans.CatalogTask(
+                        task_id=t.task_id,
+                        benchmark_task=t.benchmark_task,
+                        description=t.description,
+                        default_cap_sec=t.default_cap_sec,
+                        seeds=tuple(t.seeds),
+                        scene=dict(t.scene),
+                    )
+                    for t in tasks
+                ),
+            )
+        composed: dict[str, tuple[plans.CatalogEval, plans.CatalogTask]] = {}
+        # A task offered by two evals (MT10's are MT50's too) is composed from the larger one.
+        for catalog_eval in sorted(evals.values(), key=lambda e: len(e.tasks)):
+            if catalog_eval.composable:
+                for task in catalog_eval.tasks:
+                    composed[task.task_id] = (catalog_eval, task)
+        specs = frozenset(session.execute(select(PolicySpec.name)).scalars())
+        may_compose = org.may_compose if org is not None else any(o.may_compose for o in caller.orgs)
+        return plans.Catalog(evals=evals, tasks=composed, policy_specs=specs, may_compose=may_compose)
+
+    def eval_rows(self, caller: Caller) -> list[tuple[Eval, list[Task]]]:
+        with self.db.reading() as session:
+            rows = (
+                session.execute(
+                    select(Eval)
+                    .where((Eval.org_id.is_(None)) | (Eval.org_id.in_(caller.org_ids or {0})))
+                    .order_by(Eval.slug)
+                )
+                .scalars()
+                .all()
+            )
+            return [
+                (
+                    row,
+                    list(
+                        session.execute(
+                            select(Task).where(Task.eval_id == row.id).order_by(Task.position)
+                        ).scalars()
+                    ),
+                )
+                for row in rows
+            ]
+
+    # --- submissions ---------------------------------------------------------------------------
+
+    def org_for(self, caller: Caller, plan: EvalPlan) -> Org:
+        """The org a plan runs for: the one a private eval names (the caller must belong to it), else the
+        caller's first."""
+        request = plan.request_type
+        if isinstance(request, PrivateEval):
+            org = caller.org_by_slug(request.org)
+            if org is None:
+                raise forbidden(
+                    f"request_type.org: {request.org!r} is not an organization you belong to",
+                    organizations=[o.slug for o in caller.orgs],
+                )
+            return org
+        if not caller.orgs:
+            raise forbidden("you belong to no organization; an admin adds you to one (yardstick admin user)")
+        return caller.orgs[0]
+
+    def resolve(self, caller: Caller, plan: EvalPlan) -> plans.Resolution:
+        org = self.org_for(caller, plan)
+        with self.db.reading() as session:
+            return plans.resolve(
+                plan, self.catalog(session, caller, org), transaction_key=plan.transaction_key
+            )
+
+    def create(self, caller: Caller, plan: EvalPlan) -> tuple[Submission, bool]:
+        """Admit a plan: resolved, within quota, its episodes queued. The same transaction key with the same
+        plan returns the first submission (not charged again); with another plan it is a conflict."""
+        org = self.org_for(caller, plan)
+        body = plan.model_dump(mode="json")
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        key = plan.transaction_key
+        try:
+            with self.db.writing() as session:
+                if key is not None:
+                    earlier = self._by_key(session, caller.user_id, key, digest)
+                    if earlier is not None:
+                        return earlier, False
+                resolution = plans.resolve(plan, self.catalog(session, caller, org), transaction_key=key)
+                self._admit(session, caller, org)
+                now = utcnow()
+                submission = Submission(
+                    org_id=org.id,
+                    user_id=caller.user_id,
+                    eval_id=self._eval_id(session, resolution.eval.slug if resolution.eval else None),
+                    alias=plan.alias,
+                    transaction_key=key,
+                    plan_digest=digest,
+                    plan=body,
+                    resolved=resolution.resolved.model_dump(mode="json"),
+                    sampled=resolution.sampled,
+                    request_type="nebius_competition"
+                    if isinstance(plan.request_type, NebiusCompetition)
+                    else "private_eval",
+                    episodes_total=resolution.resolved.episodes_total,
+                    received_at=now,
+                )
+                session.add(submission)
+                session.flush()
+                session.add_all(
+                    Episode(
+                        submission_id=submission.id,
+                        index=e.index,
+                        task_pos=e.task_pos,
+                        task_id=e.task_id,
+                        benchmark_task=e.benchmark_task,
+                        endpoint=e.endpoint,
+                        trial=e.trial,
+                        seed=e.seed,
+                    )
+                    for e in resolution.episodes
+                )
+                session.add(
+                    QuotaEvent(
+                        org_id=org.id,
+                        user_id=caller.user_id,
+                        submission_id=submission.id,
+                        kind="charge",
+                        at=now,
+                    )
+                )
+                return submission, True
+        except IntegrityError:
+            # Two creates raced on one transaction key: the other won; answer as a replay would.
+            with self.db.reading() as session:
+                earlier = self._by_key(session, caller.user_id, key or "", digest)
+            if earlier is None:
+                raise
+            return earlier, False
+
+    def _by_key(self, session: Session, user_id: int, key: str, digest: str) -> Submission | None:
+        earlier = session.execute(
+            select(Submission).where(Submission.user_id == user_id, Submission.transaction_key == key)
+        ).scalar_one_or_none()
+        if earlier is not None and earlier.plan_digest != digest:
+            raise ApiError(
+                ErrorCode.transaction_conflict,
+                f"transaction_key {key!r} already filed another plan (submission {earlier.id:x})",
+            )
+        return earlier
+
+    @staticmethod
+    def _eval_id(session: Session, slug: str | None) -> int | None:
+        if slug is None:
+            return None
+        return session.execute(select(Eval.id).where(Eval.slug == slug)).scalar_one_or_none()
+
+    def _admit(self, session: Session, caller: Caller, org: Org) -> None:
+        """Refuse a create over the day's or the concurrent quota. The org's row is locked first, so
+        concurrent creates count one after another (PostgreSQL; SQLite has one writer anyway)."""
+        locked = select(Org).where(Org.id == org.id)
+        if not self.db.is_sqlite:
+            locked = locked.with_for_update()
+        row = session.execute(locked).scalar_one()
+        for quota in self._quotas(session, caller.user_id, row):
+            if quota.used >= quota.limit:
+                what = (
+                    "submissions today"
+                    if quota.key == "submissions.day"
+                    else "submissions running or queued at once"
+                )
+                raise ApiError(
+                    ErrorCode.quota_exceeded,
+                    f"{quota.key}: {quota.used} of {quota.limit} {what}",
+                    quota=quota_dict(quota),
+                )
+
+    def quotas(self, caller: Caller) -> list[Quota]:
+        if not caller.orgs:
+            return []
+        with self.db.reading() as session:
+            return self._quotas(session, caller.user_id, caller.orgs[0])
+
+    def _quotas(self, session: Session, user_id: int, org: Org) -> list[Quota]:
+        now = utcnow()
+        midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        counted = session.execute(
+            select(QuotaEvent.kind, func.count())
+            .where(QuotaEvent.user_id == user_id, QuotaEvent.org_id == org.id, QuotaEvent.at >= midnight)
+            .group_by(QuotaEvent.kind)
+        ).all()
+        by_kind = {kind: int(count) for kind, count in counted}
+        day_used = by_kind.get("charge", 0) - by_kind.get("refund", 0)
+        active = session.execute(
+            select(func.count())
+            .select_from(Submission)
+            .where(Submission.org_id == org.id, Submission.status.in_(ACTIVE))
+        ).scalar_one()
+        return [
+            Quota(
+                "submissions.day",
+                "day",
+                "user",
+                org.submissions_per_day,
+                day_used,
+                midnight + dt.timedelta(days=1),
+            ),
+            Quota(
+                "submissions.concurrent",
+                "concurrent",
+                "tenant",
+                org.concurrent_submissions,
+                int(active),
+                None,
+            ),
+        ]
+
+    def submission(self, caller: Caller, submission_id: int) -> Submission:
+        with self.db.reading() as session:
+            row = session.get(Submission, submission_id)
+        if row is None or not caller.may_see(row.org_id, row.user_id):
+            raise not_found(f"id: no submission {submission_id:x} that you can see")
+        return row
+
+    def queue_position(self, submission_id: int) -> int:
+        return self.queue.position(submission_id)
+
+    def workers_alive(self) -> bool:
+        with self.db.reading() as session:
+            since = utcnow() - dt.timedelta(seconds=WORKER_ALIVE_S)
+            return bool(
+                session.execute(
+                    select(func.count()).select_from(WorkerBeat).where(WorkerBeat.seen_at >= since)
+                ).scalar_one()
+            )
+
+    def list_submissions(
+        self, caller: Caller, after: int | None, limit: int | None
+    ) -> tuple[list[Submission], int | None]:
+        size = min(limit or LIST_LIMIT, LIST_CAP)
+        with self.db.reading() as session:
+            query = select(Submission)
+            if not caller.is_admin:
+                query = query.where(Submission.user_id == caller.user_id)
+            if after is not None:
+                anchor = session.get(Submission, after)
+                if anchor is None or not caller.may_see(anchor.org_id, anchor.user_id):
+                    raise bad_request(f"after: {after:x} is no submission of yours to page from")
+                query = query.where(
+                    (Submission.received_at > anchor.received_at)
+                    | ((Submission.received_at == anchor.received_at) & (Submission.id > anchor.id))
+                )
+            rows = list(
+                session.execute(
+                    query.order_by(Submission.received_at, Submission.id).limit(size + 1)
+                ).scalars()
+            )
+        more = len(rows) > size
+        rows = rows[:size]
+        return rows, (rows[-1].id if more and rows else None)
+
+    def cancel(self, caller: Caller, submission_id: int) -> tuple[str, bool]:
+        """Cancel a run that has not ended: its quota is given back only if nothing had started."""
+        with self.db.writing() as session:
+            row = session.get(Submission, submission_id)
+            if row is None or not caller.may_see(row.org_id, row.user_id):
+                raise not_found(f"id: no submission {submission_id:x} that you can see")
+            if row.status in TERMINAL:
+                raise bad_request(f"id: submission {submission_id:x} is already {row.status}")
+            refunded = row.status == "pending"
+            row.status, row.cancelled_at, row.ended_at = "cancelled", utcnow(), utcnow()
+            if refunded:
+                session.add(
+                    QuotaEvent(org_id=row.org_id, user_id=row.user_id, submission_id=row.id, kind="refund")
+                )
+        self.queue.stop_submission(submission_id)
+        return "cancelled", refunded
+
+    # --- artifacts -----------------------------------------------------------------------------
+
+    def artifact_page(
+        self,
+        caller: Caller,
+        submission_id: int,
+        prefix: str | None,
+        after: str | None,
+        limit: int | None,
+        base_url: str,
+    ) -> tuple[list[tuple[str, int, str]], str | None]:
+        row = self.submission(caller, submission_id)
+        if row.status != "finished":
+            raise bad_request(
+                f"id: submission {submission_id:x} is {row.status}: artifacts are listed for a finished"
+                " run (a failed run's records are linked from submissions.get)"
+            )
+        with self.db.reading() as session:
+            entries = [
+                (a.key, a.size)
+                for a in session.execute(
+                    select(Artifact).where(Artifact.submission_id == submission_id)
+                ).scalars()
+            ]
+        rows, after_key = page(
+            entries, prefix=prefix, after=after, limit=limit, cap=ARTIFACT_CAP, default=ARTIFACT_PAGE
+        )
+        return [
+            (key, size, self.signer.sign(submission_id, key, base_url=base_url)) for key, size in rows
+        ], after_key
+
+    def artifact_url(self, submission_id: int, key: str, base_url: str) -> str | None:
+        with self.db.reading() as session:
+            found = session.execute(
+                select(Artifact.id).where(Artifact.submission_id == submission_id, Artifact.key == key)
+            ).scalar_one_or_none()
+        return None if found is None else self.signer.sign(submission_id, key, base_url=base_url)
+
+    # --- boards ----------------------------------------------------------------------------------
+
+    def boards(self, caller: Caller | None) -> list[tuple[Board, Eval]]:
+        with self.db.reading() as session:
+            rows = session.execute(
+                select(Board, Eval).join(Eval, Eval.id == Board.eval_id).order_by(Board.slug)
+            ).all()
+        return [(board, ev) for board, ev in rows if self._may_read_board(caller, board)]
+
+    @staticmethod
+    def _may_read_board(caller: Caller | None, board: Board) -> bool:
+        return board.visibility == "public" or (caller is not None and caller.may_see(board.org_id))
+
+    def board(self, caller: Caller | None, slug: str) -> tuple[Board, Eval, list[BoardRow]]:
+        with self.db.reading() as session:
+            found = session.execute(
+                select(Board, Eval).join(Eval, Eval.id == Board.eval_id).where(Board.slug == slug)
+            ).one_or_none()
+            if found is None or not self._may_read_board(caller, found[0]):
+                raise not_found(f"board: no board {slug!r} that you can read")
+            board, ev = found
+            return board, ev, self._rows(session, board)
+
+    def _rows(self, session: Session, board: Board) -> list[BoardRow]:
+        ranked = (
+            select(Submission, User)
+            .join(User, User.id == Submission.user_id)
+            .where(
+                Submission.eval_id == board.eval_id,
+                Submission.status == "finished",
+                Submission.sampled.is_(False),
+            )
+        )
+        if board.visibility == "public":
+            ranked = ranked.where(Submission.request_type == "nebius_competition")
+        else:
+            ranked = ranked.where(
+                Submission.org_id == board.org_id, Submission.request_type == "private_eval"
+            )
+        baselines = {
+            b.submission_id: b
+            for b in session.execute(select(Baseline).where(Baseline.board_id == board.id)).scalars()
+        }
+        best: dict[int, tuple[Submission, User]] = {}
+        for submission, user in session.execute(ranked).all():
+            if submission.id in baselines:
+                continue
+            mine = best.get(user.id)
+            if mine is None or _better(submission, mine[0]):
+                best[user.id] = (submission, user)
+        rows: list[tuple[float | None, dt.datetime, bool, Submission, str, str, str | None]] = [
+            (primary_of(s), s.received_at, False, s, u.alias or "anonymous", self._tag(u.id), None)
+            for s, u in best.values()
+        ]
+        for submission_id, baseline in baselines.items():
+            sub = session.get(Submission, submission_id)
+            if sub is not None and sub.status == "finished":
+                rows.append(
+                    (
+                        primary_of(sub),
+                        sub.received_at,
+                        True,
+                        sub,
+                        baseline.display_name,
+                        self._tag(sub.user_id),
+                        baseline.publisher,
+                    )
+                )
+        rows.sort(key=lambda r: (-(r[0] if r[0] is not None else -1.0), r[1]))
+        out: list[BoardRow] = []
+        rank = 0
+        for primary, _, is_baseline, sub, name, tag, publisher in rows:
+            if not is_baseline:
+                rank += 1
+            out.append(
+                BoardRow(
+                    None if is_baseline else rank, name, tag, primary, sub.id, sub.received_at, publisher
+                )
+            )
+        return out
+
+    def _tag(self, user_id: int) -> str:
+        """Six hex characters that tell two users of one alias apart, the same on every board."""
+        return hashlib.sha256(self._tag_secret + user_id.to_bytes(8, "big")).hexdigest()[:6]
+
+
+def primary_of(submission: Submission) -> float | None:
+    value = (submission.scores or {}).get("primary")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _better(candidate: Submission, current: Submission) -> bool:
+    a, b = primary_of(candidate), primary_of(current)
+    if (a if a is not None else -1.0) != (b if b is not None else -1.0):
+        return (a if a is not None else -1.0) > (b if b is not None else -1.0)
+    return candidate.received_at < current.received_at  # a tie goes to the earlier run
+
+
+def quota_dict(quota: Quota) -> dict[str, Any]:
+    return {
+        "key": quota.key,
+        "meter": "submissions",
+        "unit": "submissions",
+        "scale": 1,
+        "window": quota.window,
+        "subject": quota.subject,
+        "scope": [],
+        "limit": quota.limit,
+        "used": quota.used,
+        "resets_at": quota.resets_at.isoformat() if quota.resets_at else None,
+        "on_exhausted": "block",
+    }
+
+
+def spec_reference(session: Session, name: str) -> tuple[str, dict[str, Any]]:
+    spec = session.get(PolicySpec, name)
+    if spec is None:
+        raise bad_request(f"spec: no served policy {name!r}")
+    return spec.reference, dict(spec.params)

@@ -1,0 +1,346 @@
+"""The Positronic front door: every route of `platform_client.routes` but billing, bound to the contract's
+own request and response models (`positronic-platform-client==0.37.1`), translated to and from the
+platform's use-cases. Nothing below this module imports the contract's wire models but plan resolution,
+which reads an `EvalPlan` as the contract defines it."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+from platform_client import routes
+from platform_client.boards import BoardRef
+from platform_client.catalog import EvalListResponse, EvalSummary, TaskListResponse, TaskSummary
+from platform_client.enums import BoardVisibility, ErrorCode, ReasonCode, SubmissionStatus
+from platform_client.eval_plan import EvalPlan
+from platform_client.ids import OrgSlug, SubmissionId, UserId
+from platform_client.requests import CancelRequest
+from platform_client.responses import (
+    ArtifactEntry,
+    ArtifactListResponse,
+    ArtifactRefs,
+    AuthConfig,
+    BaselineMark,
+    BlockedSubmissionView,
+    BoardListResponse,
+    BoardSummary,
+    CancelledSubmissionView,
+    CancelResponse,
+    EpisodeCounts,
+    ErroredSubmissionView,
+    FinishedSubmissionView,
+    MeResponse,
+    PendingSubmissionView,
+    QuotaLimit,
+    RankingRow,
+    RankingsResponse,
+    ResolvedPlan,
+    RunningSubmissionView,
+    RunSummary,
+    Scores,
+    SubmissionCreateResponse,
+    SubmissionListResponse,
+    SubmissionListRow,
+)
+from platform_client.tasks import TaskRef
+from positronic_evals.evals import EvalRef
+from pydantic import BaseModel
+
+from yardstick.service.errors import ApiError, bad_request, forbidden
+from yardstick.service.identity import Caller
+from yardstick.service.platform import Platform, quota_dict
+from yardstick.store.models import Submission
+
+router = APIRouter()
+
+
+def platform(request: Request) -> Platform:
+    found: Platform = request.app.state.platform
+    return found
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    return header[7:].strip() if header[:7].lower() == "bearer " else None
+
+
+def caller(request: Request, plat: Annotated[Platform, Depends(platform)]) -> Caller:
+    found = plat.authenticate(_bearer(request))
+    if found is None:
+        raise ApiError(ErrorCode.unauthorized, "a valid API key is required: Authorization: Bearer <key>")
+    return found
+
+
+def maybe_caller(request: Request, plat: Annotated[Platform, Depends(platform)]) -> Caller | None:
+    key = _bearer(request)
+    if key is None:
+        return None
+    return caller(request, plat)
+
+
+Plat = Annotated[Platform, Depends(platform)]
+Who = Annotated[Caller, Depends(caller)]
+MaybeWho = Annotated[Caller | None, Depends(maybe_caller)]
+
+
+def answer(model: BaseModel) -> JSONResponse:
+    return JSONResponse(model.model_dump(mode="json"))
+
+
+def submission_id(value: str, field: str = "id") -> int:
+    try:
+        return int(SubmissionId.parse(value))
+    except (ValueError, TypeError):
+        raise bad_request(
+            f"{field}: {value!r} is not a submission id (bare hexadecimal, 0 < id < 2**63)"
+        ) from None
+
+
+@router.get(routes.AUTH_CONFIG, response_model=AuthConfig)
+def auth_config() -> JSONResponse:
+    """The sign-ins this platform takes: none yet. Keys are minted by an admin (`yardstick admin key`)."""
+    body = AuthConfig(github_registration=False, workos=None).model_dump(mode="json")
+    body["registration"] = "keys are minted by an administrator: yardstick admin key create"
+    return JSONResponse(body)
+
+
+@router.post(routes.USERS_REGISTER)
+def users_register() -> JSONResponse:
+    raise ApiError(
+        ErrorCode.forbidden,
+        "users.register needs a sign-in provider, which this platform does not "
+        "offer yet: ask an administrator for a key (yardstick admin key create)",
+    )
+
+
+@router.get(routes.USERS_ME, response_model=MeResponse)
+def users_me(plat: Plat, who: Who) -> JSONResponse:
+    first = who.orgs[0] if who.orgs else None
+    return answer(
+        MeResponse(
+            user_id=UserId(who.user_id),
+            alias=who.alias,
+            tenant=first.slug if first else "",
+            plan=first.plan if first else "none",
+            quota=[QuotaLimit.model_validate(quota_dict(q)) for q in plat.quotas(who)],
+            client=next((o.slug for o in who.orgs if o.may_compose), None),
+            organizations=[OrgSlug(o.slug) for o in who.orgs],
+        )
+    )
+
+
+@router.get(routes.CATALOG_EVALS, response_model=EvalListResponse)
+def catalog_evals(plat: Plat, who: Who) -> JSONResponse:
+    evals = [
+        EvalSummary(
+            id=EvalRef(ev.slug),
+            embodiment=ev.embodiment,
+            tasks=[t.task_id for t in tasks],
+            composable=ev.composable,
+            primary_metric=ev.primary_metric,
+            description=ev.description,
+        )
+        for ev, tasks in plat.eval_rows(who)
+        if ev.accepting
+    ]
+    return answer(EvalListResponse(evals=evals))
+
+
+@router.get(routes.CATALOG_TASKS, response_model=TaskListResponse)
+def catalog_tasks(plat: Plat, who: Who) -> JSONResponse:
+    if not any(org.may_compose for org in who.orgs):
+        raise forbidden(
+            "catalog.tasks lists what a plan may compose, and no organization of yours holds that grant"
+        )
+    seen: dict[str, TaskSummary] = {}
+    for ev, tasks in sorted(plat.eval_rows(who), key=lambda pair: len(pair[1])):
+        if not ev.composable:
+            continue
+        for task in tasks:
+            seen[task.task_id] = TaskSummary(
+                id=TaskRef(task.task_id),
+                embodiment=ev.embodiment,
+                task=task.description,
+                default_cap_per_episode_sec=task.default_cap_sec,
+            )
+    return answer(TaskListResponse(tasks=sorted(seen.values(), key=lambda t: t.id)))
+
+
+@router.post(routes.SUBMISSIONS_RESOLVE, response_model=ResolvedPlan)
+def submissions_resolve(plan: EvalPlan, plat: Plat, who: Who) -> JSONResponse:
+    return answer(plat.resolve(who, plan).resolved)
+
+
+@router.post(routes.SUBMISSIONS_CREATE, response_model=SubmissionCreateResponse)
+def submissions_create(plan: EvalPlan, plat: Plat, who: Who) -> JSONResponse:
+    row, _ = plat.create(who, plan)
+    return answer(
+        SubmissionCreateResponse(
+            submission_id=SubmissionId(row.id),
+            status=SubmissionStatus[row.status],
+            reason_code=ReasonCode[row.reason_code] if row.reason_code else None,
+            resolved=ResolvedPlan.model_validate(row.resolved),
+        )
+    )
+
+
+@router.get(routes.SUBMISSIONS_GET)
+def submissions_get(request: Request, plat: Plat, who: Who, id: Annotated[str, Query()]) -> JSONResponse:
+    row = plat.submission(who, submission_id(id))
+    return JSONResponse(view(plat, row, str(request.base_url)).model_dump(mode="json"))
+
+
+def view(plat: Platform, row: Submission, base_url: str) -> BaseModel:
+    """The `submissions.get` variant of the run's status."""
+    counts = EpisodeCounts(
+        total=row.episodes_total,
+        done=row.episodes_done,
+        outstanding=max(row.episodes_total - row.episodes_done, 0),
+    )
+    common: dict[str, Any] = {
+        "id": SubmissionId(row.id),
+        "episodes": counts,
+        "resolved": ResolvedPlan.model_validate(row.resolved),
+    }
+    runs = [
+        RunSummary(run_tag="attempt-1", started_at=row.started_at, ended_at=row.ended_at, episodes=counts)
+    ]
+    if row.status == "pending":
+        if not plat.workers_alive():
+            return BlockedSubmissionView(
+                **common,
+                reason="no worker is running: start one with `yardstick worker`"
+                " (or a `yardstick server` without --no-worker)",
+            )
+        return PendingSubmissionView(
+            **common,
+            alias=row.alias,
+            received_at=row.received_at,
+            queued_at=row.received_at,
+            queue_position=plat.queue_position(row.id),
+        )
+    if row.status == "running":
+        return RunningSubmissionView(
+            **common,
+            runs=runs,
+            running_since=row.started_at or row.received_at,
+            stage="episodes",
+            stage_detail=f"{row.episodes_done} of {row.episodes_total}",
+        )
+    if row.status == "finished":
+        return FinishedSubmissionView(
+            **common,
+            runs=runs,
+            scores=Scores(primary=(row.scores or {}).get("primary")),
+            artifacts=_refs(plat, row, base_url),
+        )
+    if row.status == "errored":
+        return ErroredSubmissionView(
+            **common,
+            runs=runs,
+            reason=row.reason,
+            artifacts=_refs(plat, row, base_url),
+            reason_code=ReasonCode[row.reason_code] if row.reason_code else None,
+        )
+    return CancelledSubmissionView(**common, cancelled_at=row.cancelled_at)
+
+
+def _refs(plat: Platform, row: Submission, base_url: str) -> ArtifactRefs:
+    result = plat.artifact_url(row.id, "result.json", base_url)
+    return ArtifactRefs(
+        result=result or "", diagnostics=plat.artifact_url(row.id, "diagnostics.json", base_url)
+    )
+
+
+@router.get(routes.SUBMISSIONS_LIST, response_model=SubmissionListResponse)
+def submissions_list(
+    plat: Plat, who: Who, after: str | None = None, limit: int | None = None
+) -> JSONResponse:
+    if limit is not None and limit < 1:
+        raise bad_request(f"limit: {limit} is not a page size (at least 1)")
+    rows, more = plat.list_submissions(who, submission_id(after, "after") if after else None, limit)
+    listed = [
+        SubmissionListRow(
+            id=SubmissionId(r.id),
+            user_id=UserId(r.user_id),
+            alias=r.alias,
+            eval=r.plan.get("eval"),
+            status=SubmissionStatus[r.status],
+            reason_code=ReasonCode[r.reason_code] if r.reason_code else None,
+            episodes=EpisodeCounts(
+                total=r.episodes_total,
+                done=r.episodes_done,
+                outstanding=max(r.episodes_total - r.episodes_done, 0),
+            ),
+            received_at=r.received_at,
+        )
+        for r in rows
+    ]
+    return answer(SubmissionListResponse(submissions=listed, next=SubmissionId(more) if more else None))
+
+
+@router.post(routes.SUBMISSIONS_CANCEL, response_model=CancelResponse)
+def submissions_cancel(body: CancelRequest, plat: Plat, who: Who) -> JSONResponse:
+    status, refunded = plat.cancel(who, int(body.id))
+    return answer(CancelResponse(status=SubmissionStatus[status], refunded=refunded))
+
+
+@router.get(routes.SUBMISSIONS_ARTIFACTS, response_model=ArtifactListResponse)
+def submissions_artifacts(
+    request: Request,
+    plat: Plat,
+    who: Who,
+    id: str,
+    prefix: str | None = None,
+    after: str | None = None,
+    limit: int | None = None,
+) -> JSONResponse:
+    if limit is not None and limit < 1:
+        raise bad_request(f"limit: {limit} is not a page size (at least 1)")
+    entries, more = plat.artifact_page(who, submission_id(id), prefix, after, limit, str(request.base_url))
+    return answer(
+        ArtifactListResponse(
+            artifacts=[ArtifactEntry(key=k, size=s, url=u) for k, s, u in entries], next=more
+        )
+    )
+
+
+@router.get(routes.RANKINGS_LIST, response_model=BoardListResponse)
+def rankings_list(plat: Plat, who: MaybeWho) -> JSONResponse:
+    boards = [
+        BoardSummary(
+            board=BoardRef(b.slug),
+            title=b.title,
+            eval=EvalRef(ev.slug),
+            primary_metric=ev.primary_metric,
+            visibility=BoardVisibility[b.visibility],
+        )
+        for b, ev in plat.boards(who)
+    ]
+    return answer(BoardListResponse(boards=boards))
+
+
+@router.get(routes.RANKINGS_GET, response_model=RankingsResponse)
+def rankings_get(plat: Plat, who: MaybeWho, board: str) -> JSONResponse:
+    found, ev, rows = plat.board(who, board)
+    ranked = [
+        RankingRow(
+            rank=r.rank,
+            display_name=r.display_name,
+            tag=r.tag,
+            scores=Scores(primary=r.primary),
+            submission_id=SubmissionId(r.submission_id),
+            submitted_at=r.submitted_at,
+            baseline=BaselineMark(publisher=r.baseline_publisher) if r.baseline_publisher else None,
+        )
+        for r in rows
+    ]
+    return answer(
+        RankingsResponse(
+            board=BoardRef(found.slug),
+            eval=EvalRef(ev.slug),
+            primary_metric=ev.primary_metric,
+            rankings=ranked,
+        )
+    )

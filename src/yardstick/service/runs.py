@@ -1,0 +1,161 @@
+"""What a worker writes as a run goes: each episode's record, and at the end the run's scores and
+`result.json`, or the reason it failed. Writes are conditional on the run still being active, so two workers
+racing to end one run end it once."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from platform_client.enums import ReasonCode
+from sqlalchemy import select, update
+
+from yardstick.scoring import summarize
+from yardstick.service.artifacts import ArtifactStore
+from yardstick.store.db import Database
+from yardstick.store.models import Artifact, Episode, QuotaEvent, Submission, Task, utcnow
+
+ATTEMPT = "attempts/1/"
+
+
+def put_artifact(
+    db: Database,
+    store: ArtifactStore,
+    submission_id: int,
+    key: str,
+    data: Any,
+    content_type: str = "application/json",
+) -> None:
+    raw = data if isinstance(data, bytes) else json.dumps(data, indent=2, default=str).encode()
+    size = store.put(submission_id, key, raw, content_type)
+    with db.writing() as session:
+        row = session.execute(
+            select(Artifact).where(Artifact.submission_id == submission_id, Artifact.key == key)
+        ).scalar_one_or_none()
+        if row is None:
+            session.add(Artifact(submission_id=submission_id, key=key, size=size, content_type=content_type))
+        else:
+            row.size, row.created_at = size, utcnow()
+
+
+def episode_key(index: int) -> str:
+    return f"{ATTEMPT}episodes/{index:06d}/record.json"
+
+
+def finish(db: Database, store: ArtifactStore, submission_id: int) -> bool:
+    """Score a run whose episodes all landed, write `result.json`, and mark it finished (once)."""
+    with db.reading() as session:
+        submission = session.get(Submission, submission_id)
+        if submission is None or submission.status not in ("pending", "running"):
+            return False
+        episodes = list(
+            session.execute(
+                select(Episode).where(Episode.submission_id == submission_id).order_by(Episode.index)
+            ).scalars()
+        )
+        described = (
+            {
+                t.task_id: t.description
+                for t in session.execute(select(Task).where(Task.eval_id == submission.eval_id)).scalars()
+            }
+            if submission.eval_id
+            else {}
+        )
+    rows = [_row(e) for e in episodes]
+    tasks = {e.task_id: described.get(e.task_id, "") for e in episodes}
+    overall = summarize(rows, tasks).to_dict()
+    per_endpoint = {
+        name: summarize(
+            [r for r, e in zip(rows, episodes, strict=True) if e.endpoint == name], tasks
+        ).to_dict()
+        for name in dict.fromkeys(e.endpoint for e in episodes)
+    }
+    success = overall["overall"].get("success", {}).get("value")
+    scores = {
+        "primary": success,
+        "per_task": {t: s["metrics"].get("success", {}).get("value") for t, s in overall["tasks"].items()},
+    }
+    result = {
+        "submission_id": f"{submission_id:x}",
+        "status": "finished",
+        "scores": scores,
+        "attempt_location": ATTEMPT,
+        "episodes": len(episodes),
+        "summary": overall,
+        "endpoints": per_endpoint,
+    }
+    put_artifact(db, store, submission_id, "result.json", result)
+    with db.writing() as session:
+        ended = session.execute(
+            update(Submission)
+            .where(Submission.id == submission_id, Submission.status.in_(("pending", "running")))
+            .values(status="finished", scores=scores, ended_at=utcnow())
+        )
+        return bool(ended.rowcount)  # type: ignore[attr-defined]
+
+
+def error(
+    db: Database,
+    store: ArtifactStore,
+    submission_id: int,
+    reason_code: ReasonCode,
+    reason: str,
+    diagnostics: dict[str, Any] | None = None,
+) -> bool:
+    """End a run that failed. A platform fault gives the quota back; a caller fault is charged."""
+    with db.writing() as session:
+        submission = session.get(Submission, submission_id)
+        if submission is None or submission.status not in ("pending", "running"):
+            return False
+        submission.status, submission.reason_code, submission.reason = (
+            "errored",
+            reason_code.name,
+            reason[:2000],
+        )
+        submission.ended_at = utcnow()
+        if reason_code.is_platform_fault:
+            session.add(
+                QuotaEvent(
+                    org_id=submission.org_id,
+                    user_id=submission.user_id,
+                    submission_id=submission_id,
+                    kind="refund",
+                )
+            )
+        session.execute(
+            update(Episode)
+            .where(Episode.submission_id == submission_id, Episode.state.in_(("queued", "leased")))
+            .values(state="cancelled", lease_owner=None, lease_expires_at=None)
+        )
+    put_artifact(
+        db,
+        store,
+        submission_id,
+        "diagnostics.json",
+        {"reason_code": reason_code.name, "reason": reason, **(diagnostics or {})},
+    )
+    put_artifact(
+        db,
+        store,
+        submission_id,
+        "result.json",
+        {
+            "submission_id": f"{submission_id:x}",
+            "status": "errored",
+            "reason_code": reason_code.name,
+            "reason": reason,
+            "attempt_location": ATTEMPT,
+        },
+    )
+    return True
+
+
+def _row(episode: Episode) -> dict[str, Any]:
+    result = episode.result or {}
+    return {
+        "task": episode.task_id,
+        "metrics": result.get("metrics", {}),
+        "steps": result.get("steps", 0),
+        "robot_seconds": result.get("robot_seconds", 0.0),
+        "error": episode.error,
+    }

@@ -1,0 +1,85 @@
+"""The database handle: SQLite by default (a file under the data directory), PostgreSQL by URL.
+
+Reads begin deferred; writes that must not race (leasing episodes, admitting a submission under its quota)
+use `writing()`, which on SQLite takes the single write lock up front (BEGIN IMMEDIATE, so two writers
+never deadlock upgrading a read lock) and on PostgreSQL is an ordinary transaction whose row locks
+(`SELECT … FOR UPDATE [SKIP LOCKED]`) do the serializing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+def normalize_url(url: str) -> str:
+    """`postgresql://…` means psycopg 3 here; a bare path means a SQLite file."""
+    if url.startswith(("postgresql://", "postgres://")):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    if "://" not in url:
+        return f"sqlite:///{Path(url).expanduser().resolve()}"
+    return url
+
+
+class Database:
+    def __init__(self, url: str) -> None:
+        self.url = normalize_url(url)
+        self.is_sqlite = self.url.startswith("sqlite")
+        options: dict[str, Any] = {"future": True}
+        if self.is_sqlite:
+            options["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        else:
+            options.update(pool_size=10, max_overflow=20, pool_pre_ping=True)
+        self.engine: Engine = create_engine(self.url, **options)
+        if self.is_sqlite:
+            _sqlite_semantics(self.engine)
+        self._reader = sessionmaker(self.engine, expire_on_commit=False)
+        self._writer = sessionmaker(self.engine.execution_options(immediate=True), expire_on_commit=False)
+
+    @contextmanager
+    def reading(self) -> Iterator[Session]:
+        with self._reader() as session:
+            yield session
+
+    @contextmanager
+    def writing(self) -> Iterator[Session]:
+        """A transaction that commits when the block ends, and rolls back if it raises."""
+        with self._writer() as session, session.begin():
+            yield session
+
+    def upgrade(self) -> None:
+        """Apply every migration not yet applied."""
+        from alembic import command
+        from alembic.config import Config
+
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        with self.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _sqlite_semantics(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, record: Any) -> None:
+        # Let SQLAlchemy's begin event issue BEGIN, not pysqlite's own (which it defers past SELECTs).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        for pragma in ("journal_mode=WAL", "foreign_keys=ON", "busy_timeout=30000", "synchronous=NORMAL"):
+            cursor.execute(f"PRAGMA {pragma}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        immediate = connection.get_execution_options().get("immediate")
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")

@@ -1,0 +1,282 @@
+"""The platform's tables. Ids are random positive 63-bit integers (the contract carries them as bare hex),
+times are aware UTC, and anything shaped by a contract (a plan, a resolved plan, a result) is kept as the
+JSON the contract defines.
+
+Secrets never land here in the clear: an API key is its prefix (to find it) and a SHA-256 of the whole
+(to check it; a key has 256 bits of entropy, so a slow hash buys nothing).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+
+def new_id() -> int:
+    """A random id in (0, 2**63): the contract's `Id64` range, unguessable across orgs."""
+    return secrets.randbits(63) or 1
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {int: BigInteger, dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class UtcDateTime(TypeDecorator[dt.datetime]):
+    """Aware UTC in and out, on SQLite (which keeps no zone and hands back naive times) as on PostgreSQL."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("a stored time is aware: naive times say nothing of their zone")
+        return value.astimezone(dt.UTC)
+
+    def process_result_value(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+def _time(nullable: bool = False) -> Any:
+    return mapped_column(UtcDateTime(), nullable=nullable, default=None if nullable else utcnow)
+
+
+class Org(Base):
+    __tablename__ = "orgs"
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    slug: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(200), default="")
+    plan: Mapped[str] = mapped_column(String(64), default="standard")
+    # Quota rules: submissions a day (per user of the org) and at once (for the whole org).
+    submissions_per_day: Mapped[int] = mapped_column(Integer, default=20)
+    concurrent_submissions: Mapped[int] = mapped_column(Integer, default=4)
+    # May this org compose plans from catalogue tasks (the contract's "customer grant")?
+    may_compose: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[dt.datetime] = _time()
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    login: Mapped[str] = mapped_column(String(200), unique=True)
+    alias: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[dt.datetime] = _time()
+
+
+class Membership(Base):
+    __tablename__ = "memberships"
+
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), primary_key=True)
+    role: Mapped[str] = mapped_column(String(32), default="member")
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    prefix: Mapped[str] = mapped_column(String(32), unique=True)
+    digest: Mapped[str] = mapped_column(String(64))
+    label: Mapped[str] = mapped_column(String(200), default="")
+    created_at: Mapped[dt.datetime] = _time()
+    revoked_at: Mapped[dt.datetime | None] = _time(nullable=True)
+    last_used_at: Mapped[dt.datetime | None] = _time(nullable=True)
+
+
+class Eval(Base):
+    """A catalogue eval: a suite of tasks on one benchmark. `org_id` set: offered to that org only."""
+
+    __tablename__ = "evals"
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    slug: Mapped[str] = mapped_column(String(128), unique=True)
+    title: Mapped[str] = mapped_column(String(200), default="")
+    description: Mapped[str] = mapped_column(Text, default="")
+    benchmark: Mapped[str] = mapped_column(
+        String(500)
+    )  # a reference the engine resolves (mt10, gym:..., mod:Class)
+    benchmark_params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    embodiment: Mapped[str] = mapped_column(String(64), default="sim")
+    primary_metric: Mapped[str] = mapped_column(String(64), default="success_rate")
+    trials_per_task: Mapped[int] = mapped_column(Integer, default=10)
+    composable: Mapped[bool] = mapped_column(Boolean, default=True)
+    accepting: Mapped[bool] = mapped_column(Boolean, default=True)
+    org_id: Mapped[int | None] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), nullable=True)
+    created_at: Mapped[dt.datetime] = _time()
+
+
+class Task(Base):
+    """A catalogue task: one task of a benchmark, by a contract task id (lowercase words and hyphens)."""
+
+    __tablename__ = "tasks"
+    __table_args__ = (UniqueConstraint("eval_id", "task_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    eval_id: Mapped[int] = mapped_column(ForeignKey("evals.id", ondelete="CASCADE"), index=True)
+    task_id: Mapped[str] = mapped_column(String(128))
+    benchmark_task: Mapped[str] = mapped_column(String(128))
+    description: Mapped[str] = mapped_column(Text, default="")
+    position: Mapped[int] = mapped_column(Integer, default=0)
+    default_cap_sec: Mapped[int] = mapped_column(Integer)
+    seeds: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    # What the benchmark can vary per plan (none for the shipped simulators): {"tote_placement": [...], ...}.
+    scene: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class PolicySpec(Base):
+    """A policy the platform knows how to serve: what a `served` endpoint's `spec` names."""
+
+    __tablename__ = "policy_specs"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    reference: Mapped[str] = mapped_column(String(500))
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class Board(Base):
+    __tablename__ = "boards"
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    slug: Mapped[str] = mapped_column(String(128), unique=True)
+    title: Mapped[str] = mapped_column(String(200))
+    eval_id: Mapped[int] = mapped_column(ForeignKey("evals.id", ondelete="CASCADE"))
+    visibility: Mapped[str] = mapped_column(String(16), default="public")  # public | tenant
+    org_id: Mapped[int | None] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), nullable=True)
+
+
+class Baseline(Base):
+    """A reference model's run shown on a board, unranked, with who released it."""
+
+    __tablename__ = "baselines"
+    __table_args__ = (UniqueConstraint("board_id", "submission_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    board_id: Mapped[int] = mapped_column(ForeignKey("boards.id", ondelete="CASCADE"))
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"))
+    publisher: Mapped[str] = mapped_column(String(200))
+    display_name: Mapped[str] = mapped_column(String(200))
+
+
+class WorkerBeat(Base):
+    """A worker's last sign of life, so a pending run can say it waits for one."""
+
+    __tablename__ = "worker_beats"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    host: Mapped[str] = mapped_column(String(200), default="")
+    seen_at: Mapped[dt.datetime] = _time()
+
+
+class Submission(Base):
+    __tablename__ = "submissions"
+    __table_args__ = (
+        UniqueConstraint("user_id", "transaction_key"),
+        Index("ix_submissions_status_received", "status", "received_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id"), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    eval_id: Mapped[int | None] = mapped_column(ForeignKey("evals.id"), nullable=True)
+    alias: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    transaction_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    plan_digest: Mapped[str] = mapped_column(String(64))
+    plan: Mapped[dict[str, Any]] = mapped_column(JSON)
+    resolved: Mapped[dict[str, Any]] = mapped_column(JSON)
+    sampled: Mapped[bool] = mapped_column(Boolean, default=False)
+    request_type: Mapped[str] = mapped_column(String(32), default="private_eval")
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    reason_code: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    episodes_total: Mapped[int] = mapped_column(Integer)
+    episodes_done: Mapped[int] = mapped_column(Integer, default=0)
+    scores: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    received_at: Mapped[dt.datetime] = _time()
+    started_at: Mapped[dt.datetime | None] = _time(nullable=True)
+    ended_at: Mapped[dt.datetime | None] = _time(nullable=True)
+    cancelled_at: Mapped[dt.datetime | None] = _time(nullable=True)
+
+
+class Episode(Base):
+    """One episode of a submission: the unit of the queue. A worker leases it until `lease_expires_at`;
+    a lease that runs out puts it back; `attempt` counts the leases it took."""
+
+    __tablename__ = "episodes"
+    __table_args__ = (
+        UniqueConstraint("submission_id", "index"),
+        Index("ix_episodes_queue", "state", "lease_expires_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"), index=True)
+    index: Mapped[int] = mapped_column(Integer)
+    task_pos: Mapped[int] = mapped_column(Integer)  # the task node of the plan it belongs to
+    task_id: Mapped[str] = mapped_column(String(128))
+    benchmark_task: Mapped[str] = mapped_column(String(128))
+    endpoint: Mapped[str] = mapped_column(String(200))
+    trial: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int] = mapped_column(BigInteger)
+    state: Mapped[str] = mapped_column(
+        String(16), default="queued"
+    )  # queued | leased | done | failed | cancelled
+    lease_owner: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    lease_expires_at: Mapped[dt.datetime | None] = _time(nullable=True)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    finished_at: Mapped[dt.datetime | None] = _time(nullable=True)
+
+
+class Artifact(Base):
+    __tablename__ = "artifacts"
+    __table_args__ = (UniqueConstraint("submission_id", "key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"), index=True)
+    key: Mapped[str] = mapped_column(String(500))
+    size: Mapped[int] = mapped_column(BigInteger)
+    content_type: Mapped[str] = mapped_column(String(100), default="application/octet-stream")
+    created_at: Mapped[dt.datetime] = _time()
+
+
+class QuotaEvent(Base):
+    """A submission counted against a quota (`charge`), or given back for a platform fault (`refund`)."""
+
+    __tablename__ = "quota_events"
+    __table_args__ = (Index("ix_quota_user_at", "user_id", "at"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(16))  # charge | refund
+    meter: Mapped[str] = mapped_column(String(32), default="submissions")
+    at: Mapped[dt.datetime] = _time()

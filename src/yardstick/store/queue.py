@@ -1,0 +1,230 @@
+"""The leased episode queue.
+
+Workers lease a batch of one submission's queued episodes (`SELECT … FOR UPDATE SKIP LOCKED` on
+PostgreSQL, so two workers never take the same row; the single write lock on SQLite), renew the lease while
+they play them, and complete each with its result. A lease that runs out puts its episodes back, so a
+worker killed mid-batch loses nothing; a result from a worker that lost its lease is discarded, so nothing is
+counted twice. An episode whose leases keep running out fails as the platform's fault after
+`max_attempts`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select, update
+
+from yardstick.store.db import Database
+from yardstick.store.models import Episode, Submission, utcnow
+
+ACTIVE = ("pending", "running")
+
+
+@dataclass(frozen=True)
+class LeasedEpisode:
+    id: int
+    submission_id: int
+    index: int
+    task_pos: int
+    task_id: str
+    benchmark_task: str
+    endpoint: str
+    trial: int
+    seed: int
+    attempt: int
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What completing an episode did: `accepted` False when the lease was lost (the result is discarded);
+    `last` True for the one completion that landed a submission's final episode."""
+
+    accepted: bool
+    last: bool = False
+
+
+@dataclass(frozen=True)
+class Abandoned:
+    """Episodes whose leases ran out too often: their submissions fail as the platform's fault."""
+
+    submission_ids: tuple[int, ...]
+
+
+class EpisodeQueue:
+    def __init__(self, db: Database, *, lease_s: float = 60.0, max_attempts: int = 3) -> None:
+        self.db = db
+        self.lease_s = lease_s
+        self.max_attempts = max_attempts
+
+    def lease(self, owner: str, limit: int) -> list[LeasedEpisode]:
+        """Up to `limit` queued episodes of the oldest submission that has any, leased to `owner`."""
+        now = utcnow()
+        with self.db.writing() as session:
+            self._reclaim(session, now)
+            candidates = (
+                session.execute(
+                    select(Submission.id)
+                    .where(Submission.status.in_(ACTIVE))
+                    .where(
+                        select(Episode.id)
+                        .where(Episode.submission_id == Submission.id, Episode.state == "queued")
+                        .exists()
+                    )
+                    .order_by(Submission.received_at, Submission.id)
+                    .limit(8)
+                )
+                .scalars()
+                .all()
+            )
+            for submission_id in candidates:
+                rows = select(Episode).where(
+                    Episode.submission_id == submission_id, Episode.state == "queued"
+                )
+                rows = rows.order_by(Episode.index).limit(limit)
+                if not self.db.is_sqlite:
+                    rows = rows.with_for_update(skip_locked=True)
+                episodes = session.execute(rows).scalars().all()
+                if not episodes:
+                    continue
+                expires = now + dt.timedelta(seconds=self.lease_s)
+                for episode in episodes:
+                    episode.state = "leased"
+                    episode.lease_owner = owner
+                    episode.lease_expires_at = expires
+                    episode.attempt += 1
+                session.execute(
+                    update(Submission)
+                    .where(Submission.id == submission_id, Submission.status == "pending")
+                    .values(status="running", started_at=now)
+                )
+                return [
+                    LeasedEpisode(
+                        e.id,
+                        e.submission_id,
+                        e.index,
+                        e.task_pos,
+                        e.task_id,
+                        e.benchmark_task,
+                        e.endpoint,
+                        e.trial,
+                        e.seed,
+                        e.attempt,
+                    )
+                    for e in episodes
+                ]
+        return []
+
+    def _reclaim(self, session: Any, now: dt.datetime) -> None:
+        """Put back episodes whose lease ran out; fail those that ran out too often."""
+        expired = (Episode.state == "leased") & (Episode.lease_expires_at < now)
+        session.execute(
+            update(Episode)
+            .where(expired, Episode.attempt < self.max_attempts)
+            .values(state="queued", lease_owner=None, lease_expires_at=None)
+        )
+        session.execute(
+            update(Episode)
+            .where(expired)
+            .values(
+                state="failed",
+                lease_owner=None,
+                lease_expires_at=None,
+                finished_at=now,
+                error=f"its worker was lost {self.max_attempts} times running it",
+            )
+        )
+
+    def abandoned(self) -> list[tuple[int, str]]:
+        """Active submissions with an episode that failed for being lost: (submission id, error)."""
+        with self.db.reading() as session:
+            rows = session.execute(
+                select(Episode.submission_id, Episode.error)
+                .join(Submission, Submission.id == Episode.submission_id)
+                .where(Submission.status.in_(ACTIVE), Episode.state == "failed")
+            ).all()
+        return [(row[0], row[1] or "") for row in rows]
+
+    def renew(self, owner: str, episode_ids: list[int]) -> int:
+        """Extend `owner`'s lease on those episodes it still holds; returns how many it holds."""
+        if not episode_ids:
+            return 0
+        with self.db.writing() as session:
+            held = session.execute(
+                update(Episode)
+                .where(Episode.id.in_(episode_ids), Episode.lease_owner == owner, Episode.state == "leased")
+                .values(lease_expires_at=utcnow() + dt.timedelta(seconds=self.lease_s))
+            )
+            return int(held.rowcount)  # type: ignore[attr-defined]
+
+    def release(self, owner: str, episode_ids: list[int]) -> None:
+        """Hand episodes back unplayed (a graceful shutdown): queued again, the attempt not counted."""
+        if not episode_ids:
+            return
+        with self.db.writing() as session:
+            session.execute(
+                update(Episode)
+                .where(Episode.id.in_(episode_ids), Episode.lease_owner == owner, Episode.state == "leased")
+                .values(state="queued", lease_owner=None, lease_expires_at=None, attempt=Episode.attempt - 1)
+            )
+
+    def complete(self, owner: str, episode_id: int, result: dict[str, Any]) -> Completion:
+        """Record a finished episode, if `owner` still holds it."""
+        with self.db.writing() as session:
+            landed = session.execute(
+                update(Episode)
+                .where(Episode.id == episode_id, Episode.lease_owner == owner, Episode.state == "leased")
+                .values(
+                    state="done", result=result, lease_owner=None, lease_expires_at=None, finished_at=utcnow()
+                )
+                .returning(Episode.submission_id)
+            ).scalar_one_or_none()
+            if landed is None:
+                return Completion(accepted=False)
+            counts = session.execute(
+                update(Submission)
+                .where(Submission.id == landed)
+                .values(episodes_done=Submission.episodes_done + 1)
+                .returning(Submission.episodes_done, Submission.episodes_total)
+            ).one()
+            return Completion(accepted=True, last=counts[0] == counts[1])
+
+    def fail(self, owner: str, episode_id: int, error: str, result: dict[str, Any] | None = None) -> bool:
+        """Record an episode that failed; False if `owner` no longer held it."""
+        with self.db.writing() as session:
+            landed = session.execute(
+                update(Episode)
+                .where(Episode.id == episode_id, Episode.lease_owner == owner, Episode.state == "leased")
+                .values(
+                    state="failed",
+                    error=error,
+                    result=result,
+                    lease_owner=None,
+                    lease_expires_at=None,
+                    finished_at=utcnow(),
+                )
+            )
+            return bool(landed.rowcount)  # type: ignore[attr-defined]
+
+    def stop_submission(self, submission_id: int) -> None:
+        """Take a submission's unplayed episodes off the queue (it errored or was cancelled)."""
+        with self.db.writing() as session:
+            session.execute(
+                update(Episode)
+                .where(Episode.submission_id == submission_id, Episode.state.in_(("queued", "leased")))
+                .values(state="cancelled", lease_owner=None, lease_expires_at=None)
+            )
+
+    def position(self, submission_id: int) -> int:
+        """1-based place of a pending submission among pending ones, by arrival."""
+        with self.db.reading() as session:
+            received = session.execute(
+                select(Submission.received_at).where(Submission.id == submission_id)
+            ).scalar_one()
+            ahead = session.execute(
+                select(func.count())
+                .select_from(Submission)
+                .where(Submission.status == "pending", Submission.received_at < received)
+            ).scalar_one()
+        return int(ahead) + 1

@@ -1,0 +1,133 @@
+"""The leased episode queue on SQLite and PostgreSQL: no episode leased twice, none lost, none counted
+twice, and leases that run out give their episodes back."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from yardstick.store.db import Database
+from yardstick.store.models import Episode, Org, Submission, User
+from yardstick.store.queue import EpisodeQueue
+
+
+@pytest.fixture
+def db(database_url: str) -> Iterator[Database]:
+    database = Database(database_url)
+    database.upgrade()
+    yield database
+    database.close()
+
+
+def submission(db: Database, episodes: int) -> int:
+    with db.writing() as session:
+        org = Org(slug=f"org-{time.perf_counter_ns()}")
+        user = User(login=f"user-{time.perf_counter_ns()}")
+        session.add_all([org, user])
+        session.flush()
+        sub = Submission(
+            org_id=org.id, user_id=user.id, plan_digest="x", plan={}, resolved={}, episodes_total=episodes
+        )
+        session.add(sub)
+        session.flush()
+        session.add_all(
+            Episode(
+                submission_id=sub.id,
+                index=i,
+                task_pos=0,
+                task_id="reach-v3",
+                benchmark_task="reach-v3",
+                endpoint="a",
+                trial=i,
+                seed=i,
+            )
+            for i in range(episodes)
+        )
+        return sub.id
+
+
+def test_leases_take_the_oldest_submission_in_index_order_and_start_it(db: Database) -> None:
+    first, second = submission(db, 5), submission(db, 3)
+    queue = EpisodeQueue(db)
+    batch = queue.lease("w1", 3)
+    assert [e.submission_id for e in batch] == [first] * 3 and [e.index for e in batch] == [0, 1, 2]
+    assert queue.lease("w2", 10)[0].index == 3  # the rest of the oldest first
+    assert [e.submission_id for e in queue.lease("w2", 10)] == [second] * 3
+    with db.reading() as session:
+        assert session.get(Submission, first).status == "running"  # type: ignore[union-attr]
+
+
+def test_concurrent_workers_never_lease_the_same_episode(db: Database) -> None:
+    submission(db, 60)
+    queue = EpisodeQueue(db)
+    taken: dict[str, list[int]] = {}
+
+    def work(owner: str) -> None:
+        mine: list[int] = []
+        while batch := queue.lease(owner, 4):
+            mine.extend(e.id for e in batch)
+        taken[owner] = mine
+
+    threads = [threading.Thread(target=work, args=(f"w{k}",)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    everything = [i for ids in taken.values() for i in ids]
+    assert len(everything) == 60 and len(set(everything)) == 60
+
+
+def test_an_expired_lease_puts_episodes_back_and_the_late_result_is_discarded(db: Database) -> None:
+    submission(db, 2)
+    queue = EpisodeQueue(db, lease_s=0.2)
+    [lost, _] = queue.lease("dead", 2)
+    time.sleep(0.3)
+    again = queue.lease("alive", 2)
+    assert sorted(e.index for e in again) == [0, 1] and all(e.attempt == 2 for e in again)
+    assert queue.complete("dead", lost.id, {"success": True}).accepted is False
+    assert queue.complete("alive", again[0].id, {"success": True}).accepted is True
+
+
+def test_exactly_one_completion_is_the_last(db: Database) -> None:
+    sub = submission(db, 3)
+    queue = EpisodeQueue(db)
+    batch = queue.lease("w", 3)
+    outcomes = [queue.complete("w", e.id, {"n": e.index}) for e in batch]
+    assert [c.last for c in outcomes] == [False, False, True]
+    assert queue.complete("w", batch[0].id, {}).accepted is False  # already done: not counted twice
+    with db.reading() as session:
+        assert session.get(Submission, sub).episodes_done == 3  # type: ignore[union-attr]
+
+
+def test_renewal_keeps_a_lease_and_release_hands_it_back(db: Database) -> None:
+    submission(db, 2)
+    queue = EpisodeQueue(db, lease_s=0.3)
+    batch = queue.lease("w", 2)
+    for _ in range(3):
+        time.sleep(0.15)
+        assert queue.renew("w", [e.id for e in batch]) == 2
+    assert queue.lease("other", 2) == []  # still held
+    queue.release("w", [e.id for e in batch])
+    again = queue.lease("other", 2)
+    assert len(again) == 2 and all(e.attempt == 1 for e in again)  # a hand-back is not an attempt
+
+
+def test_an_episode_lost_too_often_fails_as_the_platforms_fault(db: Database) -> None:
+    sub = submission(db, 1)
+    queue = EpisodeQueue(db, lease_s=0.05, max_attempts=2)
+    for _ in range(2):
+        assert queue.lease("crashy", 1)
+        time.sleep(0.1)
+    assert queue.lease("next", 1) == []
+    assert queue.abandoned() == [(sub, "its worker was lost 2 times running it")]
+
+
+def test_a_stopped_submission_leaves_the_queue(db: Database) -> None:
+    sub = submission(db, 4)
+    queue = EpisodeQueue(db)
+    queue.lease("w", 1)
+    queue.stop_submission(sub)
+    assert queue.lease("w2", 4) == []
