@@ -29,6 +29,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/engine.py
 	$(PY) bench/wire.py
+	$(PY) bench/gateway.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

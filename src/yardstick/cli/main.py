@@ -7,6 +7,7 @@ import sys
 import typer
 
 from yardstick import __version__
+from yardstick.cli import client_cmd
 from yardstick.cli.eval_cmd import eval_app
 from yardstick.cli.platform_cmd import admin_app, db_app, server, worker
 from yardstick.cli.serve_cmd import serve
@@ -19,6 +20,15 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 app.add_typer(eval_app, name="eval")
+# The platform's client commands sit beside `eval run` (`yardstick eval submit`, ...).
+eval_app.command("submit")(client_cmd.submit)
+eval_app.command("resolve")(client_cmd.resolve)
+eval_app.command("status")(client_cmd.status)
+eval_app.command("list")(client_cmd.list_submissions)
+eval_app.command("cancel")(client_cmd.cancel)
+eval_app.command("artifacts")(client_cmd.artifacts)
+eval_app.command("catalog")(client_cmd.catalog)
+app.command("boards")(client_cmd.boards)
 app.add_typer(benchmark_app, name="benchmark")
 app.add_typer(policy_app, name="policy")
 policy_app.command("serve")(serve)

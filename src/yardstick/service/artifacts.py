@@ -122,7 +122,9 @@ class ArtifactStore(Protocol):
     may keep it too (S3 as object metadata), the local store does not need it.
     """
 
-    def put(self, submission_id: int, key: str, data: bytes, content_type: str) -> int:
+    def put(
+        self, submission_id: int, key: str, data: bytes, content_type: str, *, durable: bool = True
+    ) -> int:
         """Write (or replace) one object, all or nothing; return its size in bytes."""
         ...
 
@@ -160,7 +162,11 @@ class LocalArtifactStore:
             raise ValueError(f"artifact key {key!r}: resolves outside the submission's folder")
         return target
 
-    def put(self, submission_id: int, key: str, data: bytes, content_type: str = "") -> int:
+    def put(
+        self, submission_id: int, key: str, data: bytes, content_type: str = "", *, durable: bool = True
+    ) -> int:
+        """`durable` False skips the two fsyncs (the file's and its folder's): still all or nothing for a
+        reader, but a power cut may lose it. Right for records the database can rebuild, per episode."""
         target = self.path(submission_id, key)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -178,13 +184,15 @@ class LocalArtifactStore:
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
                 out.flush()
-                os.fsync(out.fileno())
+                if durable:
+                    os.fsync(out.fileno())
             os.chmod(tmp, 0o644)
             os.replace(tmp, target)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        _sync_dir(target.parent)
+        if durable:
+            _sync_dir(target.parent)
         return len(data)
 
     def open(self, submission_id: int, key: str) -> BinaryIO:

@@ -3,6 +3,7 @@ tenant board goes through `Caller.may_see` so one org never sees another's data.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 from sqlalchemy import select
@@ -31,15 +32,21 @@ class Caller:
         return self.is_admin or (org_id is not None and org_id in self.org_ids) or user_id == self.user_id
 
 
-def caller_for_key(session: Session, plaintext: str) -> Caller | None:
+# How stale a key's last-use time may get before a request writes it again: a write per request would
+# serialize every reader behind SQLite's one writer.
+LAST_USED_EVERY = dt.timedelta(minutes=5)
+
+
+def caller_for_key(session: Session, plaintext: str) -> tuple[Caller, int | None] | None:
+    """The caller a key names, and the key's id when its last-use time is due a write."""
     key = keys.lookup(session, plaintext)
     if key is None:
         return None
-    key.last_used_at = utcnow()
     user = session.get(User, key.user_id)
     if user is None:
         return None
-    return caller_for_user(session, user)
+    due = key.last_used_at is None or utcnow() - key.last_used_at > LAST_USED_EVERY
+    return caller_for_user(session, user), key.id if due else None
 
 
 def caller_for_user(session: Session, user: User) -> Caller:

@@ -7,12 +7,13 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from platform_client.enums import ErrorCode
 from platform_client.eval_plan import EvalPlan, NebiusCompetition, PrivateEval
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -23,6 +24,7 @@ from yardstick.service.identity import Caller, caller_for_key
 from yardstick.service.settings import Settings
 from yardstick.store.db import Database
 from yardstick.store.models import (
+    ApiKey,
     Artifact,
     Baseline,
     Board,
@@ -45,6 +47,7 @@ LIST_LIMIT, LIST_CAP = 50, 200
 ARTIFACT_PAGE, ARTIFACT_CAP = 100, 1000
 # A worker that has not beaten this long is gone; a pending run with none says it waits for one.
 WORKER_ALIVE_S = 30.0
+AUTH_CACHE_S, AUTH_CACHE_SIZE = 10.0, 4096
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class Platform:
         self.signer = UrlSigner(secret, ttl_s=settings.artifact_ttl_s)
         self._tag_secret = hashlib.sha256(b"board-tags" + secret).digest()
         self.queue = EpisodeQueue(self.db, lease_s=settings.lease_s, max_attempts=settings.max_attempts)
+        self._auth_cache: dict[bytes, tuple[Caller, float]] = {}
 
     def close(self) -> None:
         self.db.close()
@@ -88,10 +92,29 @@ class Platform:
     # --- who ---------------------------------------------------------------------------------
 
     def authenticate(self, bearer: str | None) -> Caller | None:
+        """The caller a key names. Answers are kept for `AUTH_CACHE_S` (by the key's digest, never the
+        key): three queries a request cost more than the rest of a read, and a revoked key stops working
+        within that time in every gateway process."""
         if not bearer:
             return None
-        with self.db.writing() as session:
-            return caller_for_key(session, bearer)
+        cache_key = hashlib.sha256(bearer.encode()).digest()
+        cached = self._auth_cache.get(cache_key)
+        now = time.monotonic()
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        with self.db.reading() as session:
+            found = caller_for_key(session, bearer)
+        if found is None:
+            self._auth_cache.pop(cache_key, None)
+            return None
+        caller, stale_key = found
+        if stale_key is not None:
+            with self.db.writing() as session:
+                session.execute(update(ApiKey).where(ApiKey.id == stale_key).values(last_used_at=utcnow()))
+        if len(self._auth_cache) > AUTH_CACHE_SIZE:
+            self._auth_cache.clear()
+        self._auth_cache[cache_key] = (caller, now + AUTH_CACHE_S)
+        return caller
 
     # --- catalogue -----------------------------------------------------------------------------
 
@@ -420,6 +443,20 @@ class Platform:
         return [
             (key, size, self.signer.sign(submission_id, key, base_url=base_url)) for key, size in rows
         ], after_key
+
+    def artifact_urls(self, submission_id: int, keys: tuple[str, ...], base_url: str) -> dict[str, str]:
+        """Signed URLs of those of `keys` the run wrote, in one query."""
+        with self.db.reading() as session:
+            found = (
+                session.execute(
+                    select(Artifact.key).where(
+                        Artifact.submission_id == submission_id, Artifact.key.in_(keys)
+                    )
+                )
+                .scalars()
+                .all()
+            )
+        return {key: self.signer.sign(submission_id, key, base_url=base_url) for key in found}
 
     def artifact_url(self, submission_id: int, key: str, base_url: str) -> str | None:
         with self.db.reading() as session:

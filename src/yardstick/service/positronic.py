@@ -229,11 +229,11 @@ def view(plat: Platform, row: Submission, base_url: str) -> BaseModel:
             stage_detail=f"{row.episodes_done} of {row.episodes_total}",
         )
     if row.status == "finished":
+        refs = _refs(plat, row, base_url)
+        # A run is marked finished only after its result.json landed (runs.finish).
+        assert refs is not None, f"finished submission {row.id:x} has no result.json"
         return FinishedSubmissionView(
-            **common,
-            runs=runs,
-            scores=Scores(primary=(row.scores or {}).get("primary")),
-            artifacts=_refs(plat, row, base_url),
+            **common, runs=runs, scores=Scores(primary=(row.scores or {}).get("primary")), artifacts=refs
         )
     if row.status == "errored":
         return ErroredSubmissionView(
@@ -246,11 +246,12 @@ def view(plat: Platform, row: Submission, base_url: str) -> BaseModel:
     return CancelledSubmissionView(**common, cancelled_at=row.cancelled_at)
 
 
-def _refs(plat: Platform, row: Submission, base_url: str) -> ArtifactRefs:
-    result = plat.artifact_url(row.id, "result.json", base_url)
-    return ArtifactRefs(
-        result=result or "", diagnostics=plat.artifact_url(row.id, "diagnostics.json", base_url)
-    )
+def _refs(plat: Platform, row: Submission, base_url: str) -> ArtifactRefs | None:
+    """Links to the run's own records; None where it wrote none (the contract leaves `artifacts` out)."""
+    urls = plat.artifact_urls(row.id, ("result.json", "diagnostics.json"), base_url)
+    if "result.json" not in urls:
+        return None
+    return ArtifactRefs(result=urls["result.json"], diagnostics=urls.get("diagnostics.json"))
 
 
 @router.get(routes.SUBMISSIONS_LIST, response_model=SubmissionListResponse)

@@ -75,6 +75,7 @@ class PlatformWorker:
         self.call_timeout_s = call_timeout_s
         self.stopping = threading.Event()
         self._runtimes: OrderedDict[str, Runtime] = OrderedDict()
+        self._warm: set[str] = set()  # tasks this worker has played: their worlds are built
 
     def run(self) -> None:
         """Until `stop()`: beat, sweep abandoned runs, lease, play."""
@@ -95,7 +96,7 @@ class PlatformWorker:
         """One round; True if it played anything."""
         self._beat()
         self._sweep()
-        leased = self.queue.lease(self.name, self.batch)
+        leased = self.queue.lease(self.name, self.batch, frozenset(self._warm))
         if not leased:
             return False
         self._play(leased)
@@ -199,6 +200,7 @@ class PlatformWorker:
             pending.clear()
             return False
         by_index = {e.index: e for e in episodes}
+        self._warm.update(e.task_id for e in episodes)
         specs = [
             EpisodeSpec(index=e.index, task=e.benchmark_task, trial=e.trial, seed=e.seed) for e in episodes
         ]
@@ -225,20 +227,16 @@ class PlatformWorker:
                     )
                 pending.clear()
                 return False
-            runs.put_artifact(
-                self.db, self.store, plan.submission_id, runs.episode_key(episode.index), record
-            )
-            if self.queue.complete(self.name, episode.id, record).last:
+            key = runs.episode_key(episode.index)
+            raw = json.dumps(record, default=str).encode()
+            size = self.store.put(plan.submission_id, key, raw, "application/json", durable=False)
+            landed = self.queue.complete(self.name, episode.id, record, (key, size, "application/json"))
+            if landed.last:
                 runs.finish(self.db, self.store, plan.submission_id)
-            if not self._active(plan.submission_id):
+            if not landed.active:
                 pending.clear()
                 return False
         return True
-
-    def _active(self, submission_id: int) -> bool:
-        with self.db.reading() as session:
-            submission = session.get(Submission, submission_id)
-            return submission is not None and submission.status in ("pending", "running")
 
 
 def _until(specs: list[EpisodeSpec], stopping: threading.Event) -> Any:

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 
 from yardstick.store.db import Database
-from yardstick.store.models import Episode, Submission, utcnow
+from yardstick.store.models import Artifact, Episode, Submission, utcnow
 
 ACTIVE = ("pending", "running")
 
@@ -39,10 +39,12 @@ class LeasedEpisode:
 @dataclass(frozen=True)
 class Completion:
     """What completing an episode did: `accepted` False when the lease was lost (the result is discarded);
-    `last` True for the one completion that landed a submission's final episode."""
+    `last` True for the one completion that landed a submission's final episode; `active` False once the
+    submission has ended (cancelled, or failed elsewhere)."""
 
     accepted: bool
     last: bool = False
+    active: bool = True
 
 
 @dataclass(frozen=True)
@@ -58,8 +60,11 @@ class EpisodeQueue:
         self.lease_s = lease_s
         self.max_attempts = max_attempts
 
-    def lease(self, owner: str, limit: int) -> list[LeasedEpisode]:
-        """Up to `limit` queued episodes of the oldest submission that has any, leased to `owner`."""
+    def lease(self, owner: str, limit: int, warm: frozenset[str] = frozenset()) -> list[LeasedEpisode]:
+        """Up to `limit` queued episodes of one task of the oldest submission that has any, leased to
+        `owner`: a task in `warm` (what the worker has built already) if one has episodes left, else the task
+        with the most left — so a benchmark that builds a world per task builds it in as few workers as it
+        can."""
         now = utcnow()
         with self.db.writing() as session:
             self._reclaim(session, now)
@@ -79,8 +84,11 @@ class EpisodeQueue:
                 .all()
             )
             for submission_id in candidates:
+                task = self._task_for(session, submission_id, warm)
+                if task is None:
+                    continue
                 rows = select(Episode).where(
-                    Episode.submission_id == submission_id, Episode.state == "queued"
+                    Episode.submission_id == submission_id, Episode.state == "queued", Episode.task_id == task
                 )
                 rows = rows.order_by(Episode.index).limit(limit)
                 if not self.db.is_sqlite:
@@ -115,6 +123,18 @@ class EpisodeQueue:
                     for e in episodes
                 ]
         return []
+
+    @staticmethod
+    def _task_for(session: Any, submission_id: int, warm: frozenset[str]) -> str | None:
+        left = session.execute(
+            select(Episode.task_id, func.count())
+            .where(Episode.submission_id == submission_id, Episode.state == "queued")
+            .group_by(Episode.task_id)
+        ).all()
+        if not left:
+            return None
+        preferred = [row for row in left if row[0] in warm]
+        return str(max(preferred or left, key=lambda row: (row[1], row[0]))[0])
 
     def _reclaim(self, session: Any, now: dt.datetime) -> None:
         """Put back episodes whose lease ran out; fail those that ran out too often."""
@@ -169,8 +189,15 @@ class EpisodeQueue:
                 .values(state="queued", lease_owner=None, lease_expires_at=None, attempt=Episode.attempt - 1)
             )
 
-    def complete(self, owner: str, episode_id: int, result: dict[str, Any]) -> Completion:
-        """Record a finished episode, if `owner` still holds it."""
+    def complete(
+        self,
+        owner: str,
+        episode_id: int,
+        result: dict[str, Any],
+        artifact: tuple[str, int, str] | None = None,
+    ) -> Completion:
+        """Record a finished episode, if `owner` still holds it, and the artifact (key, size, content type)
+        already written for it: one transaction, so a worker lost between the two leaves no half."""
         with self.db.writing() as session:
             landed = session.execute(
                 update(Episode)
@@ -182,13 +209,21 @@ class EpisodeQueue:
             ).scalar_one_or_none()
             if landed is None:
                 return Completion(accepted=False)
+            if artifact is not None:
+                key, size, content_type = artifact
+                stale = select(Artifact).where(Artifact.submission_id == landed, Artifact.key == key)
+                row = session.execute(stale).scalar_one_or_none()
+                if row is None:
+                    session.add(Artifact(submission_id=landed, key=key, size=size, content_type=content_type))
+                else:
+                    row.size = size
             counts = session.execute(
                 update(Submission)
                 .where(Submission.id == landed)
                 .values(episodes_done=Submission.episodes_done + 1)
-                .returning(Submission.episodes_done, Submission.episodes_total)
+                .returning(Submission.episodes_done, Submission.episodes_total, Submission.status)
             ).one()
-            return Completion(accepted=True, last=counts[0] == counts[1])
+            return Completion(accepted=True, last=counts[0] == counts[1], active=counts[2] in ACTIVE)
 
     def fail(self, owner: str, episode_id: int, error: str, result: dict[str, Any] | None = None) -> bool:
         """Record an episode that failed; False if `owner` no longer held it."""

@@ -1,0 +1,120 @@
+"""A real platform for tests: the gateway on a free port (uvicorn in a thread), workers in their own
+processes, and users with keys. Nothing is mocked: the tests speak HTTP to it with the contract's client."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from platform_client.client import PlatformClient
+from platform_client.eval_plan import EvalPlan
+
+from yardstick.cli.platform_cmd import run_worker
+from yardstick.service import admin
+from yardstick.service.gateway import create_app
+from yardstick.service.platform import Platform
+from yardstick.service.settings import Settings
+from yardstick.store.models import PolicySpec
+
+TOYS = Path(__file__).parent / "toys.py"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class Harness:
+    settings: Settings
+    platform: Platform
+    url: str
+    keys: dict[str, str] = field(default_factory=dict)
+    workers: list[Any] = field(default_factory=list)
+
+    def client(self, login: str = "alice") -> PlatformClient:
+        return PlatformClient(self.url, api_key=self.keys[login] if login else None)  # type: ignore[arg-type]
+
+    def start_worker(self) -> Any:
+        process = mp.get_context("spawn").Process(target=run_worker, args=(self.settings,))
+        process.start()
+        self.workers.append(process)
+        return process
+
+    def stop_workers(self) -> None:
+        for process in self.workers:
+            if process.is_alive():
+                process.terminate()
+        for process in self.workers:
+            process.join(timeout=30)
+        self.workers.clear()
+
+    def user(self, login: str, org: str, *, alias: str | None = None) -> str:
+        with self.platform.db.writing() as session:
+            admin.create_user(session, login, orgs=[org], alias=alias or login)
+            self.keys[login] = admin.create_key(session, login).plaintext
+        return self.keys[login]
+
+    def wait(self, client: PlatformClient, submission_id: Any, timeout: float = 120.0) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            view = client.get_submission(submission_id)
+            if view.status.name in ("finished", "errored", "cancelled"):
+                return view
+            time.sleep(0.3)
+        raise TimeoutError(f"submission {submission_id} did not end in {timeout} s")
+
+
+def toy_plan(key: str, *, org: str = "acme", spec: str = "rows", episodes: int = 2,
+             competition: bool = False) -> EvalPlan:
+    request = {"type": "nebius_competition"} if competition else {"type": "private_eval", "org": org}
+    return EvalPlan.model_validate({
+        "request_type": request, "eval": "toys.tally",
+        "endpoints": [{"name": "policy", "kind": "served", "wire": "websocket", "spec": spec}],
+        "episodes_per_endpoint": episodes, "transaction_key": key})
+
+
+@contextmanager
+def running_platform(tmp_path: Path, database_url: str | None, *, workers: int = 1, lease_s: float = 60.0,
+                     max_attempts: int = 3, per_day: int = 50, ttl_s: int = 3600) -> Iterator[Harness]:
+    settings = Settings(data_dir=tmp_path / "platform", database_url=database_url, lease_s=lease_s,
+                        max_attempts=max_attempts, artifact_ttl_s=ttl_s)
+    platform = Platform(settings)
+    with platform.db.writing() as session:
+        admin.create_org(session, "acme", per_day=per_day, concurrent=100)
+        admin.create_org(session, "globex", per_day=per_day, concurrent=100, may_compose=False)
+        admin.create_eval(session, "toys.tally", f"{TOYS}:Tally",
+                          choice=admin.EvalTasks(["three", "ten"], trials=4))
+        admin.create_eval(session, "toys.acme", f"{TOYS}:Tally", choice=admin.EvalTasks(["three"], trials=2),
+                          org_slug="acme")
+        for name, cls, params in (("rows", "Rows", {}), ("slow", "SlowRows", {"delay": 0.1}),
+                                  ("crash", "CrashOnTen", {}), ("sampler", "Sampler", {})):
+            session.add(PolicySpec(name=name, reference=f"{TOYS}:{cls}", params=params))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(platform), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    harness = Harness(settings, platform, f"http://127.0.0.1:{port}")
+    harness.user("alice", "acme")
+    harness.user("bob", "acme")
+    harness.user("gina", "globex")
+    for _ in range(workers):
+        harness.start_worker()
+    try:
+        yield harness
+    finally:
+        harness.stop_workers()
+        server.should_exit = True
+        thread.join(timeout=10)
+        platform.close()

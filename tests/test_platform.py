@@ -1,0 +1,257 @@
+"""The platform end to end: a real gateway on a free port, real workers in their own processes, the real
+`positronic-platform-client==0.37.1` driving it — on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from platform_client.boards import BoardRef
+from platform_client.errors import PlatformError
+from platform_client.eval_plan import EvalPlan
+from platform_client.requests import CancelRequest
+from platform_harness import Harness, running_platform, toy_plan
+
+
+def test_the_contracts_client_runs_a_plan_end_to_end(tmp_path: Path, database_url: str) -> None:
+    with running_platform(tmp_path, database_url) as platform:
+        client = platform.client("alice")
+        assert client.auth_config().workos is None
+        me = client.me()
+        assert me.tenant == "acme" and me.organizations == ["acme"]
+        assert [q.key for q in me.quota] == ["submissions.day", "submissions.concurrent"]
+        assert {e.id for e in client.catalog_evals().evals} >= {"metaworld.mt10", "toys.tally", "toys.acme"}
+
+        plan = toy_plan("run-1", competition=True)
+        dry = client.resolve_plan(plan)
+        assert dry.episodes_total == 4 and dry.rig_shape.name == "sim"
+        created = client.create_submission(plan)
+        assert created.resolved == dry  # the same key draws the same plan
+        assert client.create_submission(plan).submission_id == created.submission_id  # idempotent
+        view = platform.wait(client, created.submission_id)
+        assert view.status.name == "finished" and view.episodes.done == 4
+        assert view.scores.primary == pytest.approx(0.5)  # Tally succeeds on even seeds; 2 of each task's 4 trials
+        assert client.me().quota_for("submissions.day").used == 1  # type: ignore[union-attr]
+
+        keys: list[str] = []
+        after = None
+        while True:
+            page = client.list_artifacts(created.submission_id, limit=2, after=after)
+            keys += [a.key for a in page.artifacts]
+            if page.next is None:
+                break
+            after = page.next
+        assert keys == sorted(keys) and "result.json" in keys
+        assert sum(k.startswith("attempts/1/episodes/") for k in keys) == 4
+        episodes = client.list_artifacts(created.submission_id, prefix="attempts/1/episodes/")
+        assert len(episodes.artifacts) == 4
+        result = httpx.get(view.artifacts.result).json()
+        assert result["scores"]["primary"] == pytest.approx(0.5) and result["attempt_location"] == "attempts/1/"
+
+        board = client.rankings(board=BoardRef("toys.tally"))
+        [row] = board.rankings
+        assert row.rank == 1 and row.display_name == "alice" and len(row.tag) == 6
+        assert row.submission_id == created.submission_id
+        assert [s.id for s in client.list_submissions().submissions] == [created.submission_id]
+
+
+def _scores_of(platform: Harness, submission_id: Any) -> list[tuple[int, bool, int]]:
+    from sqlalchemy import select
+
+    from yardstick.store.models import Episode
+
+    with platform.platform.db.reading() as session:
+        rows = session.execute(select(Episode).where(Episode.submission_id == int(submission_id))
+                               .order_by(Episode.index)).scalars().all()
+        return [(e.index, bool(e.result["success"]), int(e.result["steps"])) for e in rows if e.result]
+
+
+def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(tmp_path: Path, database_url: str) -> None:
+    with running_platform(tmp_path, database_url, workers=0, lease_s=1.5) as platform:
+        client = platform.client("alice")
+        doomed = platform.start_worker()
+        killed = client.create_submission(toy_plan("killed", spec="slow", episodes=4))
+        deadline = time.monotonic() + 60
+        while client.get_submission(killed.submission_id).episodes.done < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        os.kill(doomed.pid, signal.SIGKILL)  # mid-batch: its lease still holds the rest
+        doomed.join()
+        platform.start_worker()
+        after_kill = platform.wait(client, killed.submission_id)
+        clean_run = client.create_submission(toy_plan("clean", spec="slow", episodes=4))
+        clean = platform.wait(client, clean_run.submission_id)
+        assert after_kill.status.name == clean.status.name == "finished"
+        assert after_kill.scores == clean.scores and after_kill.episodes.done == 8
+        assert _scores_of(platform, killed.submission_id) == _scores_of(platform, clean_run.submission_id)
+
+
+def test_concurrent_creates_never_pass_the_days_quota(tmp_path: Path, database_url: str) -> None:
+    with running_platform(tmp_path, database_url, workers=0, per_day=3) as platform:
+        outcomes: list[Any] = []
+
+        def create(k: int) -> None:
+            try:
+                outcomes.append(platform.client("alice").create_submission(toy_plan(f"q{k}")))
+            except PlatformError as exc:
+                outcomes.append(exc)
+
+        threads = [threading.Thread(target=create, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        refused = [o for o in outcomes if isinstance(o, PlatformError)]
+        assert len(outcomes) - len(refused) == 3
+        assert all(o.code.name == "quota_exceeded" and o.http_status == 429 for o in refused)
+        assert {o.quota.key for o in refused} == {"submissions.day"}  # type: ignore[union-attr]
+        assert platform.client("alice").me().quota_for("submissions.day").used == 3  # type: ignore[union-attr]
+
+
+def _refusal(call: Any) -> PlatformError:
+    with pytest.raises(PlatformError) as refused:
+        call()
+    return refused.value
+
+
+def test_every_refusal_comes_in_the_envelope(tmp_path: Path) -> None:
+    with running_platform(tmp_path, None, workers=0) as platform:
+        alice = platform.client("alice")
+        url = platform.url
+        raw = httpx.get(f"{url}/v1/users.me")
+        assert raw.status_code == 401 and raw.json()["error"]["code"] == "unauthorized"
+        wrong = httpx.get(f"{url}/v1/users.me", headers={"Authorization": "Bearer ys_not-a-key-at-all"})
+        assert wrong.status_code == 401
+
+        unknown = _refusal(lambda: alice.create_submission(EvalPlan.model_validate({
+            "request_type": {"type": "private_eval", "org": "acme"}, "eval": "no.such.eval",
+            "endpoints": [{"name": "p", "kind": "served", "wire": "websocket", "spec": "rows"}]})))
+        assert unknown.code.name == "not_found" and "toys.tally" in (unknown.evals or [])
+
+        malformed = httpx.post(f"{url}/v1/submissions.create", headers={"Authorization": f"Bearer {platform.keys['alice']}"},
+                               json={"request_type": {"type": "private_eval", "org": "acme"}, "eval": "toys.tally",
+                                     "endpoints": [], "bogus_field": 1})
+        assert malformed.status_code == 422
+        body = malformed.json()["error"]
+        assert body["code"] == "bad_request" and "bogus_field" in body["message"]
+
+        image = _refusal(lambda: alice.create_submission(EvalPlan.model_validate({
+            "request_type": {"type": "private_eval", "org": "acme"}, "eval": "toys.tally",
+            "endpoints": [{"name": "p", "kind": "image", "wire": "websocket", "image": "registry.example/p:1"}]})))
+        assert image.code.name == "bad_request" and "container runtime" in image.message
+
+        alice.create_submission(toy_plan("once"))
+        conflict = _refusal(lambda: alice.create_submission(toy_plan("once", episodes=3)))
+        assert conflict.code.name == "transaction_conflict" and conflict.http_status == 409
+
+        not_hex = httpx.get(f"{url}/v1/submissions.get", params={"id": "xyz"},
+                            headers={"Authorization": f"Bearer {platform.keys['alice']}"})
+        assert not_hex.status_code == 400 and not_hex.json()["error"]["code"] == "bad_request"
+
+        gina = platform.client("gina")
+        tasks = _refusal(gina.catalog_tasks)
+        assert tasks.code.name == "forbidden"
+        composed = _refusal(lambda: gina.create_submission(EvalPlan.model_validate({
+            "request_type": {"type": "private_eval", "org": "globex"}, "rig_shape": "sim", "tasks": ["three"],
+            "endpoints": [{"name": "p", "kind": "served", "wire": "websocket", "spec": "rows"}],
+            "episodes_per_endpoint": 1})))
+        assert composed.code.name == "forbidden"
+        other_org = _refusal(lambda: gina.create_submission(toy_plan("x", org="acme")))
+        assert other_org.code.name == "forbidden"
+
+        pending = alice.create_submission(toy_plan("unfinished"))
+        early = _refusal(lambda: alice.list_artifacts(pending.submission_id))
+        assert early.code.name == "bad_request"
+        assert alice.cancel_submission(CancelRequest(id=pending.submission_id)).refunded is True
+        twice = _refusal(lambda: alice.cancel_submission(CancelRequest(id=pending.submission_id)))
+        assert twice.code.name == "bad_request"
+        board = _refusal(lambda: alice.rankings(board=BoardRef("no-such-board")))
+        assert board.code.name == "not_found"
+        assert httpx.get(f"{url}/openapi.json").json()["info"]["title"] == "Yardstick"
+
+
+def test_one_org_never_sees_another_orgs_runs_artifacts_or_tenant_board(tmp_path: Path, database_url: str) -> None:
+    with running_platform(tmp_path, database_url) as platform:
+        alice, gina = platform.client("alice"), platform.client("gina")
+        created = alice.create_submission(toy_plan("private", episodes=1))
+        platform.wait(alice, created.submission_id)
+        assert platform.client("bob").get_submission(created.submission_id).status.name == "finished"  # same org
+        for call in (lambda: gina.get_submission(created.submission_id),
+                     lambda: gina.list_artifacts(created.submission_id),
+                     lambda: gina.cancel_submission(CancelRequest(id=created.submission_id))):
+            assert _refusal(call).code.name == "not_found"
+        assert gina.list_submissions().submissions == []
+        assert "toys.acme" in {b.board for b in alice.list_boards().boards}
+        assert "toys.acme" not in {b.board for b in gina.list_boards().boards}
+        assert _refusal(lambda: gina.rankings(board=BoardRef("toys.acme"))).code.name == "not_found"
+        anonymous = httpx.get(f"{platform.url}/v1/rankings.list").json()
+        assert "toys.acme" not in {b["board"] for b in anonymous["boards"]}
+
+
+def test_tampered_or_expired_artifact_links_are_refused(tmp_path: Path) -> None:
+    with running_platform(tmp_path, None) as platform:
+        alice = platform.client("alice")
+        created = alice.create_submission(toy_plan("links", episodes=1))
+        view = platform.wait(alice, created.submission_id)
+        good = view.artifacts.result
+        assert httpx.get(good).status_code == 200
+        for bad in (good.replace("sig=", "sig=0"), good.replace("result.json", "diagnostics.json"),
+                    good.replace("expires=", "expires=1")):
+            refused = httpx.get(bad)
+            assert refused.status_code == 403 and refused.json()["error"]["code"] == "forbidden"
+        stale = platform.platform.signer.sign(int(created.submission_id), "result.json",
+                                              now=time.time() - 7200, base_url=platform.url + "/")
+        expired = httpx.get(stale)
+        assert expired.status_code == 403 and "expired" in expired.json()["error"]["message"]
+
+
+def test_a_policy_fault_errors_the_run_charged_and_a_platform_fault_refunds(tmp_path: Path) -> None:
+    with running_platform(tmp_path, None, workers=0, lease_s=0.5, max_attempts=1) as platform:
+        alice = platform.client("alice")
+        lost = alice.create_submission(toy_plan("lost", episodes=1))
+        ghost = platform.platform.queue.lease("ghost-worker", 10)  # a worker that dies holding the batch
+        assert ghost
+        time.sleep(0.8)
+        platform.start_worker()
+        refunded = platform.wait(alice, lost.submission_id)
+        assert refunded.status.name == "errored" and refunded.reason_code.name == "runner_unresponsive"
+        crash = platform.wait(alice, alice.create_submission(toy_plan("crash", spec="crash")).submission_id)
+        assert crash.status.name == "errored" and crash.reason_code.name == "policy_inference_crash"
+        assert "boom at step 5" in (crash.reason or "")
+        assert crash.artifacts is not None and httpx.get(crash.artifacts.diagnostics or "").status_code == 200
+        # The lost run was given back; the crashed one is charged.
+        assert alice.me().quota_for("submissions.day").used == 1  # type: ignore[union-attr]
+
+
+def test_a_remote_endpoint_is_dialled_over_the_wire(tmp_path: Path) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import toys
+
+    from yardstick.wire.server.host import PolicyHost
+    from yardstick.wire.server.serve import PolicyServer, ServeOptions
+
+    host = PolicyHost(toys.Rows, model_id="rows", reference="toys:Rows")
+    with PolicyServer({"rows": host}, ServeOptions(port=0, grpc_port=0)) as policy_server, \
+            running_platform(tmp_path, None) as platform:
+        alice = platform.client("alice")
+        plan = EvalPlan.model_validate({
+            "request_type": {"type": "private_eval", "org": "acme"}, "eval": "toys.tally",
+            "endpoints": [
+                {"name": "ws", "wire": "websocket",
+                 "address": {"host": "127.0.0.1", "port": policy_server.port, "path": "/api/v1/session"}},
+                {"name": "rpc", "wire": "grpc",
+                 "address": {"host": "127.0.0.1", "port": policy_server.grpc_port, "path": "/api/v1/session"}}],
+            "episodes_per_endpoint": 2, "transaction_key": "remote"})
+        view = platform.wait(alice, alice.create_submission(plan).submission_id)
+        assert view.status.name == "finished" and view.episodes.done == 8
+        result = httpx.get(view.artifacts.result).json()
+        assert set(result["endpoints"]) == {"ws", "rpc"}
+        assert result["endpoints"]["ws"]["overall"] == result["endpoints"]["rpc"]["overall"]
