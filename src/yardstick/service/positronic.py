@@ -261,13 +261,17 @@ def submissions_list(
     if limit is not None and limit < 1:
         raise bad_request(f"limit: {limit} is not a page size (at least 1)")
     rows, more = plat.list_submissions(who, submission_id(after, "after") if after else None, limit)
+    # As submissions.get reads it: a pending run with no worker alive is blocked on one.
+    stalled = any(r.status == "pending" for r in rows) and not plat.workers_alive()
     listed = [
         SubmissionListRow(
             id=SubmissionId(r.id),
             user_id=UserId(r.user_id),
             alias=r.alias,
             eval=r.plan.get("eval"),
-            status=SubmissionStatus[r.status],
+            status=SubmissionStatus.blocked
+            if stalled and r.status == "pending"
+            else SubmissionStatus[r.status],
             reason_code=ReasonCode[r.reason_code] if r.reason_code else None,
             episodes=EpisodeCounts(
                 total=r.episodes_total,
