@@ -74,33 +74,64 @@ class Harness:
         raise TimeoutError(f"submission {submission_id} did not end in {timeout} s")
 
 
-def toy_plan(key: str, *, org: str = "acme", spec: str = "rows", episodes: int = 2,
-             competition: bool = False) -> EvalPlan:
+def toy_plan(
+    key: str, *, org: str = "acme", spec: str = "rows", episodes: int = 2, competition: bool = False
+) -> EvalPlan:
     request = {"type": "nebius_competition"} if competition else {"type": "private_eval", "org": org}
-    return EvalPlan.model_validate({
-        "request_type": request, "eval": "toys.tally",
-        "endpoints": [{"name": "policy", "kind": "served", "wire": "websocket", "spec": spec}],
-        "episodes_per_endpoint": episodes, "transaction_key": key})
+    return EvalPlan.model_validate(
+        {
+            "request_type": request,
+            "eval": "toys.tally",
+            "endpoints": [{"name": "policy", "kind": "served", "wire": "websocket", "spec": spec}],
+            "episodes_per_endpoint": episodes,
+            "transaction_key": key,
+        }
+    )
 
 
 @contextmanager
-def running_platform(tmp_path: Path, database_url: str | None, *, workers: int = 1, lease_s: float = 60.0,
-                     max_attempts: int = 3, per_day: int = 50, ttl_s: int = 3600) -> Iterator[Harness]:
-    settings = Settings(data_dir=tmp_path / "platform", database_url=database_url, lease_s=lease_s,
-                        max_attempts=max_attempts, artifact_ttl_s=ttl_s)
+def running_platform(
+    tmp_path: Path,
+    database_url: str | None,
+    *,
+    workers: int = 1,
+    lease_s: float = 60.0,
+    max_attempts: int = 3,
+    per_day: int = 50,
+    ttl_s: int = 3600,
+) -> Iterator[Harness]:
+    settings = Settings(
+        data_dir=tmp_path / "platform",
+        database_url=database_url,
+        lease_s=lease_s,
+        max_attempts=max_attempts,
+        artifact_ttl_s=ttl_s,
+    )
     platform = Platform(settings)
     with platform.db.writing() as session:
         admin.create_org(session, "acme", per_day=per_day, concurrent=100)
         admin.create_org(session, "globex", per_day=per_day, concurrent=100, may_compose=False)
-        admin.create_eval(session, "toys.tally", f"{TOYS}:Tally",
-                          choice=admin.EvalTasks(["three", "ten"], trials=4))
-        admin.create_eval(session, "toys.acme", f"{TOYS}:Tally", choice=admin.EvalTasks(["three"], trials=2),
-                          org_slug="acme")
-        for name, cls, params in (("rows", "Rows", {}), ("slow", "SlowRows", {"delay": 0.1}),
-                                  ("crash", "CrashOnTen", {}), ("sampler", "Sampler", {})):
+        admin.create_eval(
+            session, "toys.tally", f"{TOYS}:Tally", choice=admin.EvalTasks(["three", "ten"], trials=4)
+        )
+        admin.create_eval(
+            session,
+            "toys.acme",
+            f"{TOYS}:Tally",
+            choice=admin.EvalTasks(["three"], trials=2),
+            org_slug="acme",
+        )
+        for name, cls, params in (
+            ("rows", "Rows", {}),
+            ("slow", "SlowRows", {"delay": 0.1}),
+            ("crash", "CrashOnTen", {}),
+            ("sampler", "Sampler", {}),
+        ):
             session.add(PolicySpec(name=name, reference=f"{TOYS}:{cls}", params=params))
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(platform), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(platform), host="127.0.0.1", port=port, log_level="warning")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:

@@ -16,6 +16,7 @@ from platform_client.boards import BoardRef
 from platform_client.errors import PlatformError
 from platform_client.eval_plan import EvalPlan
 from platform_client.requests import CancelRequest
+
 from platform_harness import Harness, running_platform, toy_plan
 
 
@@ -36,7 +37,9 @@ def test_the_contracts_client_runs_a_plan_end_to_end(tmp_path: Path, database_ur
         assert client.create_submission(plan).submission_id == created.submission_id  # idempotent
         view = platform.wait(client, created.submission_id)
         assert view.status.name == "finished" and view.episodes.done == 4
-        assert view.scores.primary == pytest.approx(0.5)  # Tally succeeds on even seeds; 2 of each task's 4 trials
+        assert view.scores.primary == pytest.approx(
+            0.5
+        )  # Tally succeeds on even seeds; 2 of each task's 4 trials
         assert client.me().quota_for("submissions.day").used == 1  # type: ignore[union-attr]
 
         keys: list[str] = []
@@ -52,7 +55,9 @@ def test_the_contracts_client_runs_a_plan_end_to_end(tmp_path: Path, database_ur
         episodes = client.list_artifacts(created.submission_id, prefix="attempts/1/episodes/")
         assert len(episodes.artifacts) == 4
         result = httpx.get(view.artifacts.result).json()
-        assert result["scores"]["primary"] == pytest.approx(0.5) and result["attempt_location"] == "attempts/1/"
+        assert (
+            result["scores"]["primary"] == pytest.approx(0.5) and result["attempt_location"] == "attempts/1/"
+        )
 
         board = client.rankings(board=BoardRef("toys.tally"))
         [row] = board.rankings
@@ -67,12 +72,19 @@ def _scores_of(platform: Harness, submission_id: Any) -> list[tuple[int, bool, i
     from yardstick.store.models import Episode
 
     with platform.platform.db.reading() as session:
-        rows = session.execute(select(Episode).where(Episode.submission_id == int(submission_id))
-                               .order_by(Episode.index)).scalars().all()
+        rows = (
+            session.execute(
+                select(Episode).where(Episode.submission_id == int(submission_id)).order_by(Episode.index)
+            )
+            .scalars()
+            .all()
+        )
         return [(e.index, bool(e.result["success"]), int(e.result["steps"])) for e in rows if e.result]
 
 
-def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(tmp_path: Path, database_url: str) -> None:
+def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(
+    tmp_path: Path, database_url: str
+) -> None:
     with running_platform(tmp_path, database_url, workers=0, lease_s=1.5) as platform:
         client = platform.client("alice")
         doomed = platform.start_worker()
@@ -129,38 +141,80 @@ def test_every_refusal_comes_in_the_envelope(tmp_path: Path) -> None:
         wrong = httpx.get(f"{url}/v1/users.me", headers={"Authorization": "Bearer ys_not-a-key-at-all"})
         assert wrong.status_code == 401
 
-        unknown = _refusal(lambda: alice.create_submission(EvalPlan.model_validate({
-            "request_type": {"type": "private_eval", "org": "acme"}, "eval": "no.such.eval",
-            "endpoints": [{"name": "p", "kind": "served", "wire": "websocket", "spec": "rows"}]})))
+        unknown = _refusal(
+            lambda: alice.create_submission(
+                EvalPlan.model_validate(
+                    {
+                        "request_type": {"type": "private_eval", "org": "acme"},
+                        "eval": "no.such.eval",
+                        "endpoints": [{"name": "p", "kind": "served", "wire": "websocket", "spec": "rows"}],
+                    }
+                )
+            )
+        )
         assert unknown.code.name == "not_found" and "toys.tally" in (unknown.evals or [])
 
-        malformed = httpx.post(f"{url}/v1/submissions.create", headers={"Authorization": f"Bearer {platform.keys['alice']}"},
-                               json={"request_type": {"type": "private_eval", "org": "acme"}, "eval": "toys.tally",
-                                     "endpoints": [], "bogus_field": 1})
+        malformed = httpx.post(
+            f"{url}/v1/submissions.create",
+            headers={"Authorization": f"Bearer {platform.keys['alice']}"},
+            json={
+                "request_type": {"type": "private_eval", "org": "acme"},
+                "eval": "toys.tally",
+                "endpoints": [],
+                "bogus_field": 1,
+            },
+        )
         assert malformed.status_code == 422
         body = malformed.json()["error"]
         assert body["code"] == "bad_request" and "bogus_field" in body["message"]
 
-        image = _refusal(lambda: alice.create_submission(EvalPlan.model_validate({
-            "request_type": {"type": "private_eval", "org": "acme"}, "eval": "toys.tally",
-            "endpoints": [{"name": "p", "kind": "image", "wire": "websocket", "image": "registry.example/p:1"}]})))
+        image = _refusal(
+            lambda: alice.create_submission(
+                EvalPlan.model_validate(
+                    {
+                        "request_type": {"type": "private_eval", "org": "acme"},
+                        "eval": "toys.tally",
+                        "endpoints": [
+                            {
+                                "name": "p",
+                                "kind": "image",
+                                "wire": "websocket",
+                                "image": "registry.example/p:1",
+                            }
+                        ],
+                    }
+                )
+            )
+        )
         assert image.code.name == "bad_request" and "container runtime" in image.message
 
         alice.create_submission(toy_plan("once"))
         conflict = _refusal(lambda: alice.create_submission(toy_plan("once", episodes=3)))
         assert conflict.code.name == "transaction_conflict" and conflict.http_status == 409
 
-        not_hex = httpx.get(f"{url}/v1/submissions.get", params={"id": "xyz"},
-                            headers={"Authorization": f"Bearer {platform.keys['alice']}"})
+        not_hex = httpx.get(
+            f"{url}/v1/submissions.get",
+            params={"id": "xyz"},
+            headers={"Authorization": f"Bearer {platform.keys['alice']}"},
+        )
         assert not_hex.status_code == 400 and not_hex.json()["error"]["code"] == "bad_request"
 
         gina = platform.client("gina")
         tasks = _refusal(gina.catalog_tasks)
         assert tasks.code.name == "forbidden"
-        composed = _refusal(lambda: gina.create_submission(EvalPlan.model_validate({
-            "request_type": {"type": "private_eval", "org": "globex"}, "rig_shape": "sim", "tasks": ["three"],
-            "endpoints": [{"name": "p", "kind": "served", "wire": "websocket", "spec": "rows"}],
-            "episodes_per_endpoint": 1})))
+        composed = _refusal(
+            lambda: gina.create_submission(
+                EvalPlan.model_validate(
+                    {
+                        "request_type": {"type": "private_eval", "org": "globex"},
+                        "rig_shape": "sim",
+                        "tasks": ["three"],
+                        "endpoints": [{"name": "p", "kind": "served", "wire": "websocket", "spec": "rows"}],
+                        "episodes_per_endpoint": 1,
+                    }
+                )
+            )
+        )
         assert composed.code.name == "forbidden"
         other_org = _refusal(lambda: gina.create_submission(toy_plan("x", org="acme")))
         assert other_org.code.name == "forbidden"
@@ -176,15 +230,21 @@ def test_every_refusal_comes_in_the_envelope(tmp_path: Path) -> None:
         assert httpx.get(f"{url}/openapi.json").json()["info"]["title"] == "Yardstick"
 
 
-def test_one_org_never_sees_another_orgs_runs_artifacts_or_tenant_board(tmp_path: Path, database_url: str) -> None:
+def test_one_org_never_sees_another_orgs_runs_artifacts_or_tenant_board(
+    tmp_path: Path, database_url: str
+) -> None:
     with running_platform(tmp_path, database_url) as platform:
         alice, gina = platform.client("alice"), platform.client("gina")
         created = alice.create_submission(toy_plan("private", episodes=1))
         platform.wait(alice, created.submission_id)
-        assert platform.client("bob").get_submission(created.submission_id).status.name == "finished"  # same org
-        for call in (lambda: gina.get_submission(created.submission_id),
-                     lambda: gina.list_artifacts(created.submission_id),
-                     lambda: gina.cancel_submission(CancelRequest(id=created.submission_id))):
+        assert (
+            platform.client("bob").get_submission(created.submission_id).status.name == "finished"
+        )  # same org
+        for call in (
+            lambda: gina.get_submission(created.submission_id),
+            lambda: gina.list_artifacts(created.submission_id),
+            lambda: gina.cancel_submission(CancelRequest(id=created.submission_id)),
+        ):
             assert _refusal(call).code.name == "not_found"
         assert gina.list_submissions().submissions == []
         assert "toys.acme" in {b.board for b in alice.list_boards().boards}
@@ -201,12 +261,16 @@ def test_tampered_or_expired_artifact_links_are_refused(tmp_path: Path) -> None:
         view = platform.wait(alice, created.submission_id)
         good = view.artifacts.result
         assert httpx.get(good).status_code == 200
-        for bad in (good.replace("sig=", "sig=0"), good.replace("result.json", "diagnostics.json"),
-                    good.replace("expires=", "expires=1")):
+        for bad in (
+            good.replace("sig=", "sig=0"),
+            good.replace("result.json", "diagnostics.json"),
+            good.replace("expires=", "expires=1"),
+        ):
             refused = httpx.get(bad)
             assert refused.status_code == 403 and refused.json()["error"]["code"] == "forbidden"
-        stale = platform.platform.signer.sign(int(created.submission_id), "result.json",
-                                              now=time.time() - 7200, base_url=platform.url + "/")
+        stale = platform.platform.signer.sign(
+            int(created.submission_id), "result.json", now=time.time() - 7200, base_url=platform.url + "/"
+        )
         expired = httpx.get(stale)
         assert expired.status_code == 403 and "expired" in expired.json()["error"]["message"]
 
@@ -234,22 +298,43 @@ def test_a_remote_endpoint_is_dialled_over_the_wire(tmp_path: Path) -> None:
 
     sys.path.insert(0, str(Path(__file__).parent))
     import toys
-
     from yardstick.wire.server.host import PolicyHost
     from yardstick.wire.server.serve import PolicyServer, ServeOptions
 
     host = PolicyHost(toys.Rows, model_id="rows", reference="toys:Rows")
-    with PolicyServer({"rows": host}, ServeOptions(port=0, grpc_port=0)) as policy_server, \
-            running_platform(tmp_path, None) as platform:
+    with (
+        PolicyServer({"rows": host}, ServeOptions(port=0, grpc_port=0)) as policy_server,
+        running_platform(tmp_path, None) as platform,
+    ):
         alice = platform.client("alice")
-        plan = EvalPlan.model_validate({
-            "request_type": {"type": "private_eval", "org": "acme"}, "eval": "toys.tally",
-            "endpoints": [
-                {"name": "ws", "wire": "websocket",
-                 "address": {"host": "127.0.0.1", "port": policy_server.port, "path": "/api/v1/session"}},
-                {"name": "rpc", "wire": "grpc",
-                 "address": {"host": "127.0.0.1", "port": policy_server.grpc_port, "path": "/api/v1/session"}}],
-            "episodes_per_endpoint": 2, "transaction_key": "remote"})
+        plan = EvalPlan.model_validate(
+            {
+                "request_type": {"type": "private_eval", "org": "acme"},
+                "eval": "toys.tally",
+                "endpoints": [
+                    {
+                        "name": "ws",
+                        "wire": "websocket",
+                        "address": {
+                            "host": "127.0.0.1",
+                            "port": policy_server.port,
+                            "path": "/api/v1/session",
+                        },
+                    },
+                    {
+                        "name": "rpc",
+                        "wire": "grpc",
+                        "address": {
+                            "host": "127.0.0.1",
+                            "port": policy_server.grpc_port,
+                            "path": "/api/v1/session",
+                        },
+                    },
+                ],
+                "episodes_per_endpoint": 2,
+                "transaction_key": "remote",
+            }
+        )
         view = platform.wait(alice, alice.create_submission(plan).submission_id)
         assert view.status.name == "finished" and view.episodes.done == 8
         result = httpx.get(view.artifacts.result).json()

@@ -201,3 +201,35 @@ class SlowRows(Rows):
     def act(self, obs: dict[str, Any]) -> np.ndarray:
         time.sleep(self.delay)
         return super().act(obs)
+
+
+@ys.benchmark(
+    tasks={"left": "move right from the left", "right": "move left from the right"},
+    seeds=range(4),
+    max_seconds=1.0,
+)
+class Canvas:
+    """Two cameras watching a square move: `image.top` 64x48 and `image.side` 32x32, 12 steps an episode;
+    success on even seeds. For recording and replay: every frame differs from the last."""
+
+    def __init__(self) -> None:
+        self.t = 0
+
+    def _observe(self) -> dict[str, Any]:
+        top = np.zeros((48, 64, 3), np.uint8)
+        x = (4 * self.t + (0 if self.task == "left" else 40)) % 56
+        top[16:32, x : x + 8] = (255, 80, 0)
+        side = np.full((32, 32, 3), 30 * (self.seed + 1), np.uint8)
+        side[:, : 2 * self.t + 2] = (0, 200, 255)
+        return {"t": self.t, "task": self.task, "image.top": top, "image.side": side}
+
+    @ys.reset
+    def start(self, task: str, seed: int) -> dict[str, Any]:
+        self.task, self.seed, self.t = task, seed, 0
+        return self._observe()
+
+    @ys.step
+    def play(self, action: Any) -> tuple[Any, bool, bool]:
+        self.t += 1
+        done = self.t >= 12
+        return self._observe(), done, done and self.seed % 2 == 0

@@ -63,6 +63,7 @@ def build_report(outcome: RunOutcome) -> dict[str, Any]:
             "latency_ms": work.playback.latency_ms,
             "call_timeout_s": work.call_timeout_s,
         },
+        **({"recording": _recording(outcome)} if _records(outcome) else {}),
         "episodes": {
             "planned": len(outcome.planned),
             "finished": len(finished),
@@ -79,14 +80,43 @@ def build_report(outcome: RunOutcome) -> dict[str, Any]:
     }
 
 
+def _records(outcome: RunOutcome) -> bool:
+    recording = outcome.request.work.recording
+    return recording is not None and recording.active
+
+
+def _recording(outcome: RunOutcome) -> dict[str, Any]:
+    """What was recorded and where: files are named relative to `folder`; each distinct problem once, with
+    the episodes it touched."""
+    recording = outcome.request.work.recording
+    assert recording is not None
+    problems: dict[str, list[int]] = {}
+    for result in outcome.results:
+        for problem in (result.recording_error or "").splitlines():
+            if problem:
+                problems.setdefault(problem, []).append(result.index)
+    return {
+        "folder": recording.folder,
+        "video": recording.video,
+        "trajectory": recording.trajectory,
+        "fps": recording.fps,
+        "files": sum(len(r.artifacts) for r in outcome.results),
+        "videos": sum(1 for r in outcome.results for a in r.artifacts if a.endswith(".mp4")),
+        "problems": [{"problem": text, "episodes": indices} for text, indices in problems.items()],
+    }
+
+
 def _timing(outcome: RunOutcome) -> dict[str, Any]:
     spent = Timing()
     for result in outcome.results:
         spent.add(result.timing)
     steps = sum(r.steps for r in outcome.results)
+    # Recording's share is listed when the run recorded; `overhead` is what is left of the wall time.
+    parts = ("simulation", "rendering", "policy", "recording", "overhead")
     per_step = {
         name: round(1000 * getattr(spent, name) / steps, 4) if steps else None
-        for name in ("simulation", "rendering", "policy", "overhead")
+        for name in parts
+        if name != "recording" or _records(outcome)
     }
     return {
         "wall_s": round(outcome.wall_s, 3),

@@ -110,7 +110,9 @@ def timing_line(report: dict[str, Any]) -> str:
         parts.append(
             "per step: "
             + ", ".join(
-                f"{name} {per[name]:.3f} ms" for name in ("simulation", "rendering", "policy", "overhead")
+                f"{name} {per[name]:.3f} ms"
+                for name in ("simulation", "rendering", "policy", "recording", "overhead")
+                if name in per
             )
         )
     return "; ".join(parts)

@@ -6,13 +6,16 @@ import datetime as dt
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import typer
+from rich.markup import escape
 
 from yardstick.cli.display import console, results_table, run_progress, timing_line
 from yardstick.cli.exits import Exit
 from yardstick.cli.options import parse_params, parse_seeds, split_list
 from yardstick.engine import BuildError, Component, Playback, RunRequest, Work, evaluate, prepare
+from yardstick.engine.recording import NO_IMAGES, Recording
 from yardstick.report import build_report
 from yardstick.scoring import Gate, parse_gate
 from yardstick.sdk.errors import AuthoringError
@@ -68,6 +71,15 @@ def run(
     ),
     out: Path | None = typer.Option(None, help="The run folder (default: runs/<time>-<benchmark>-<policy>)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
+    record: list[str] = typer.Option(
+        [],
+        "--record",
+        help="What to record of each episode into the run folder: video (an mp4 per camera), trajectory "
+        "(gzip JSON lines), or none. Repeatable or a comma list: --record video,trajectory.",
+    ),
+    record_fps: float | None = typer.Option(
+        None, min=0.001, help="Frames a second of the videos (default: one a step, the policy's rate)."
+    ),
     gate: list[str] = typer.Option(
         [],
         "--gate",
@@ -82,6 +94,18 @@ def run(
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--gate") from None
     benchmark_params, policy_params = parse_params(param)
+    recorded = _parse_record(record)
+    folder = out or Path("runs") / f"{dt.datetime.now():%Y%m%d-%H%M%S}-{_slug(benchmark)}-{_slug(policy)}"
+    recording = (
+        Recording(
+            video="video" in recorded,
+            trajectory="trajectory" in recorded,
+            folder=str(folder.resolve()),
+            fps=record_fps,
+        )
+        if recorded
+        else None
+    )
     work = Work(
         benchmark=Component(benchmark, benchmark_params),
         policy=Component(policy, policy_params),
@@ -89,6 +113,7 @@ def run(
         call_timeout_s=call_timeout,
         startup_timeout_s=startup_timeout,
         worlds=worlds,
+        recording=recording,
     )
     request = RunRequest(
         work=work,
@@ -107,7 +132,6 @@ def run(
         raise _fail(Exit.PLATFORM, f"internal error: {type(exc).__name__}: {exc}") from exc
 
     report = build_report(outcome)
-    folder = out or Path("runs") / f"{dt.datetime.now():%Y%m%d-%H%M%S}-{_slug(benchmark)}-{_slug(policy)}"
     files = write_run_folder(folder, report, outcome.results)
     verdicts = [g.check(report["summary"]) for g in gates]
     if as_json:
@@ -123,6 +147,7 @@ def run(
         console.print(
             f"[red]... and {len(report['errors']) - 10} more failed episodes (see report.json)[/red]"
         )
+    _recording_warnings(report)
     for met, line in verdicts:
         console.print(f"gate {'[green]met' if met else '[red]not met'}[/]: {line}")
     console.print(f"report: {files['html']}")
@@ -134,6 +159,42 @@ def run(
         raise typer.Exit(Exit.CALLER)
     if not all(met for met, _ in verdicts):
         raise typer.Exit(Exit.GATE)
+
+
+RECORDABLE = ("video", "trajectory")
+
+
+def _parse_record(values: list[str]) -> set[str]:
+    """`--record` values (each a comma list) as the set of things to record; `none` alone records nothing."""
+    chosen = {part.strip() for value in values for part in value.split(",") if part.strip()}
+    unknown = sorted(chosen - {*RECORDABLE, "none"})
+    if unknown:
+        raise typer.BadParameter(
+            f"{', '.join(unknown)}: --record takes video, trajectory or none (a comma list or repeated)",
+            param_hint="--record",
+        )
+    if "none" in chosen and len(chosen) > 1:
+        raise typer.BadParameter(
+            "none records nothing: it cannot be asked for with video or trajectory", param_hint="--record"
+        )
+    return chosen - {"none"}
+
+
+def _recording_warnings(report: dict[str, Any]) -> None:
+    """Each distinct recording problem once, however many episodes it touched."""
+    for problem in report.get("recording", {}).get("problems", []):
+        count = len(problem["episodes"])
+        text = problem["problem"]
+        if text == NO_IMAGES:
+            text = (
+                "video: the benchmark's observations hold no images (a uint8 H×W×3 array under a key "
+                "starting with 'image', e.g. image.<camera>: Meta-World's come with "
+                "--param 'benchmark.cameras=[\"corner\"]'); no video was written"
+            )
+        episodes = f"{count} episode{'s' if count != 1 else ''}"
+        console.print(
+            f"[yellow]warning:[/yellow] recording: {escape(text)} ({episodes})", soft_wrap=True, markup=True
+        )
 
 
 def _slug(ref: str) -> str:

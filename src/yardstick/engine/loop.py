@@ -7,6 +7,10 @@ the answer arrives `ceil(latency × hz)` steps later and the previous chunk play
 last row if it runs out, as a robot's controller does; the stale head of the new chunk is skipped. The
 policy is asked again `action_chunk_exec_len` steps after the last request (never before its answer
 arrived). An episode ends when the benchmark says done, or when max_seconds of robot time have passed.
+
+A run that records (`Recording`) gives each episode an EpisodeRecorder at its reset: the reset's
+observation is frame 0, every step adds the action played and the new observation, and the episode's end
+(finished or failed) closes it. Off, recording costs a step one `is None` test a world.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from yardstick.engine.guard import CallFailed, Guard
+from yardstick.engine.recording import EpisodeRecorder, Recording
 from yardstick.engine.results import EpisodeResult, EpisodeSpec, Timing
 from yardstick.engine.worlds import Worlds
 from yardstick.sdk import timing as bench_timing
@@ -57,6 +62,7 @@ class _Slot:
     success: bool = False
     metrics: Any = None
     timing: Timing = field(default_factory=Timing)
+    recorder: EpisodeRecorder | None = None
 
 
 class Rebuild(Exception):
@@ -75,10 +81,41 @@ def play(
     spec: BenchmarkSpec,
     guard: Guard,
     playback: Playback = Playback(),
+    recording: Recording | None = None,
 ) -> Iterator[EpisodeResult]:
     """Play `episodes` on `worlds`, yielding each result as its episode ends. Raises Rebuild (after
     yielding the failed episodes) when the benchmark failed: the caller builds new worlds and calls again
-    with the rest of the same iterator."""
+    with the rest of the same iterator. With `recording`, each episode is recorded as it plays."""
+    slots: list[_Slot | None] = [None] * worlds.size
+    try:
+        yield from _play(
+            slots,
+            episodes,
+            worlds,
+            policy,
+            spec,
+            guard,
+            playback,
+            recording if recording is not None and recording.active else None,
+        )
+    finally:
+        # Left before their episodes ended (the caller stopped): finish their files all the same.
+        for slot in slots:
+            if slot is not None and slot.recorder is not None:
+                slot.recorder.close()
+                slot.recorder = None
+
+
+def _play(
+    slots: list[_Slot | None],
+    episodes: Iterable[EpisodeSpec],
+    worlds: Worlds,
+    policy: PolicyDriver,
+    spec: BenchmarkSpec,
+    guard: Guard,
+    playback: Playback,
+    recording: Recording | None,
+) -> Iterator[EpisodeResult]:
     pspec = policy.spec
     hz = pspec.hz
     replan = pspec.replan_every
@@ -88,7 +125,6 @@ def play(
         if playback.charge_inference and playback.latency_ms is not None
         else None
     )
-    slots: list[_Slot | None] = [None] * worlds.size
     source = iter(episodes)
     exhausted = False
     clock = time.perf_counter
@@ -105,7 +141,9 @@ def play(
                     break
                 fresh.append(nxt)
             if fresh:
-                yield from _begin(fresh, free[: len(fresh)], slots, worlds, policy, spec, guard, hz)
+                yield from _begin(
+                    fresh, free[: len(fresh)], slots, worlds, policy, spec, guard, hz, recording
+                )
         active = [(i, slot) for i, slot in enumerate(slots) if slot is not None]
         if not active:
             return
@@ -178,15 +216,26 @@ def play(
             slot.timing.simulation += (step_s - render_s) / count
             slot.timing.rendering += render_s / count
             slot.timing.overhead += overhead
-        for (_, slot), outcome in zip(active, outcomes, strict=True):
+        for (_, slot), outcome, action in zip(active, outcomes, actions, strict=True):
             try:
                 slot.obs, slot.done, slot.success, slot.metrics = _unpack(outcome)
             except CallFailed as failure:
                 yield _end(slots, slot, policy, failure.reason)
                 continue
             slot.step += 1
+            if slot.recorder is not None:
+                _record(slot, slot.recorder, action, hz)
             if slot.done or slot.step >= slot.max_steps:
                 yield _end(slots, slot, policy, None)
+
+
+def _record(slot: _Slot, recorder: EpisodeRecorder, action: Any, hz: float) -> None:
+    """The step just played: its action and what came of it, then the observation it left."""
+    started = time.perf_counter()
+    played = slot.step - 1
+    recorder.action(played, played / hz, action, slot.success, slot.metrics, done=slot.done)
+    recorder.frame(slot.step, slot.step / hz, slot.obs)
+    slot.timing.recording += time.perf_counter() - started
 
 
 def _take_pending(slot: _Slot) -> None:
@@ -203,6 +252,7 @@ def _begin(
     spec: BenchmarkSpec,
     guard: Guard,
     hz: float,
+    recording: Recording | None,
 ) -> Iterator[EpisodeResult]:
     started = time.perf_counter()
     try:
@@ -241,6 +291,11 @@ def _begin(
         slot.timing.simulation += (reset_s - render_s) / len(fresh)
         slot.timing.rendering += render_s / len(fresh)
         slots[index] = slot
+        if recording is not None:
+            opened = time.perf_counter()
+            slot.recorder = EpisodeRecorder.open(recording, episode.index, hz)
+            slot.recorder.frame(0, 0.0, obs)
+            slot.timing.recording += time.perf_counter() - opened
         try:
             guard.call("policy.on_episode", policy.start, seen)
         except CallFailed as failure:
@@ -252,6 +307,15 @@ def _end(slots: list[_Slot | None], slot: _Slot, policy: PolicyDriver, error: st
     # A policy failing to let go of an episode costs that episode nothing.
     with contextlib.suppress(Exception):
         policy.finish(slot.episode)
+    artifacts: list[str] = []
+    recording_error = None
+    recorder = slot.recorder
+    if recorder is not None:
+        slot.recorder = None
+        closing = time.perf_counter()
+        artifacts = recorder.relative(recorder.close())
+        recording_error = recorder.error
+        slot.timing.recording += time.perf_counter() - closing
     spec = slot.spec
     metrics = _numbers(slot.metrics) if error is None else {}
     if error is None:
@@ -272,6 +336,8 @@ def _end(slots: list[_Slot | None], slot: _Slot, policy: PolicyDriver, error: st
         error=error,
         wall_seconds=time.perf_counter() - slot.started,
         timing=slot.timing,
+        artifacts=artifacts,
+        recording_error=recording_error,
     )
 
 

@@ -20,26 +20,30 @@ class EpisodeSpec:
 
 @dataclass(slots=True)
 class Timing:
-    """Seconds an episode spent, by who spent them. `overhead` is the engine's own: the episode's wall time
-    less the other three."""
+    """Seconds an episode spent, by who spent them. `recording` is writing its videos and trajectory (0 when
+    the run records nothing); `overhead` is the engine's own: the episode's wall time less the others."""
 
     simulation: float = 0.0
     rendering: float = 0.0
     policy: float = 0.0
     overhead: float = 0.0
+    recording: float = 0.0
 
     def add(self, other: Timing) -> None:
         self.simulation += other.simulation
         self.rendering += other.rendering
         self.policy += other.policy
         self.overhead += other.overhead
+        self.recording += other.recording
 
 
 @dataclass(slots=True)
 class EpisodeResult:
     """What one episode came to. `error` is None for an episode that finished (terminated by the benchmark
     or truncated at its limit); otherwise it says why the episode failed, and the other fields hold what
-    was reached before."""
+    was reached before. `artifacts` are the files a recording wrote (relative to the recording folder, e.g.
+    `episodes/000003/image.corner.mp4`); `recording_error` says what of the recording failed, a line a
+    problem, if anything did: it never fails the episode."""
 
     index: int
     task: str
@@ -56,6 +60,8 @@ class EpisodeResult:
     error: str | None = None
     wall_seconds: float = 0.0
     timing: Timing = field(default_factory=Timing)
+    artifacts: list[str] = field(default_factory=list)
+    recording_error: str | None = None
 
     @classmethod
     def failed(cls, spec: EpisodeSpec, error: str) -> EpisodeResult:
@@ -85,7 +91,7 @@ class EpisodeResult:
         return "platform"
 
     def outcome(self) -> dict[str, Any]:
-        """The fields a rerun must reproduce exactly: no timing."""
+        """The fields a rerun must reproduce exactly: no timing, nothing of the recording."""
         return {
             "index": self.index,
             "task": self.task,
@@ -109,4 +115,5 @@ class EpisodeResult:
     def from_dict(cls, data: dict[str, Any]) -> EpisodeResult:
         values = dict(data)
         values["timing"] = Timing(**values.get("timing", {}))
+        values["artifacts"] = list(values.get("artifacts", []))
         return cls(**values)

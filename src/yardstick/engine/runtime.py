@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from yardstick.engine.guard import Beacon, CallFailed, Guard
 from yardstick.engine.loop import Playback, Rebuild, play
+from yardstick.engine.recording import Recording
 from yardstick.engine.remote import RemotePolicy, RemotePolicyError, probe_spec
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.worlds import ManyWorlds, SingleWorld, Worlds
@@ -59,6 +60,8 @@ class Work:
     resolver: str = "yardstick.catalog:resolve"
     # How long a remote policy's server may take to come up (to answer, then to be ready).
     startup_timeout_s: float = 60.0
+    # What to record of each episode (videos, trajectories) and where; None records nothing.
+    recording: Recording | None = None
 
 
 def resolve(work: Work, kind: Kind) -> type:
@@ -151,7 +154,13 @@ class Runtime:
             while True:
                 try:
                     yield from play(
-                        source, self.worlds, self.policy, self.benchmark_spec, guard, self.work.playback
+                        source,
+                        self.worlds,
+                        self.policy,
+                        self.benchmark_spec,
+                        guard,
+                        self.work.playback,
+                        self.work.recording,
                     )
                     return
                 except Rebuild:

@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from platform_client.enums import ErrorCode
 from starlette.exceptions import HTTPException
 
@@ -18,6 +18,7 @@ from yardstick.service import positronic
 from yardstick.service.artifacts import ARTIFACTS_PATH, ArtifactNotFound, ArtifactUrlRefused
 from yardstick.service.errors import ApiError
 from yardstick.service.platform import Platform
+from yardstick.web.site import CORS, site_router
 
 
 def create_app(platform: Platform) -> FastAPI:
@@ -30,6 +31,25 @@ def create_app(platform: Platform) -> FastAPI:
     )
     app.state.platform = platform
     app.include_router(positronic.router)
+    app.include_router(site_router(platform))
+
+    @app.middleware("http")
+    async def _open_to_other_origins(request: Request, call_next: Any) -> Any:
+        """The replay data, its videos and both rankings routes may be read from any origin."""
+        shared = request.url.path.startswith(("/v/", "/v1/rankings."))
+        if shared and request.method == "OPTIONS":
+            return Response(
+                status_code=204,
+                headers={
+                    **CORS,
+                    "Access-Control-Allow-Headers": "Authorization",
+                    "Access-Control-Allow-Methods": "GET, OPTIONS",
+                },
+            )
+        response = await call_next(request)
+        if shared:
+            response.headers.update(CORS)
+        return response
 
     @app.exception_handler(ApiError)
     async def _refused(request: Request, exc: ApiError) -> JSONResponse:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,19 @@ class Quota:
     limit: int
     used: int
     resets_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What a run's page shows: the run, its eval, its episodes (in index order), the board it ranks on,
+    and who filed it as a board shows them."""
+
+    submission: Submission
+    eval: Eval | None
+    episodes: list[Episode]
+    board: Board | None
+    tag: str
+    display_name: str
 
 
 @dataclass(frozen=True)
@@ -232,6 +246,7 @@ class Platform:
                     eval_id=self._eval_id(session, resolution.eval.slug if resolution.eval else None),
                     alias=plan.alias,
                     transaction_key=key,
+                    replay_token=secrets.token_urlsafe(18),
                     plan_digest=digest,
                     plan=body,
                     resolved=resolution.resolved.model_dump(mode="json"),
@@ -464,6 +479,77 @@ class Platform:
                 select(Artifact.id).where(Artifact.submission_id == submission_id, Artifact.key == key)
             ).scalar_one_or_none()
         return None if found is None else self.signer.sign(submission_id, key, base_url=base_url)
+
+    # --- pages ----------------------------------------------------------------------------------
+
+    def run_by_token(self, token: str) -> RunView | None:
+        """A run by its page's token (the token is the credential: whoever holds the link may look)."""
+        with self.db.reading() as session:
+            row = session.execute(
+                select(Submission).where(Submission.replay_token == token)
+            ).scalar_one_or_none()
+            if row is None:
+                return None
+            catalog_eval = session.get(Eval, row.eval_id) if row.eval_id else None
+            episodes = list(
+                session.execute(
+                    select(Episode).where(Episode.submission_id == row.id).order_by(Episode.index)
+                ).scalars()
+            )
+            board = None
+            if catalog_eval is not None:
+                board = (
+                    session.execute(
+                        select(Board).where(
+                            Board.eval_id == catalog_eval.id,
+                            (Board.visibility == "public")
+                            if row.request_type == "nebius_competition"
+                            else (Board.org_id == row.org_id),
+                        )
+                    )
+                    .scalars()
+                    .first()
+                )
+            user = session.get(User, row.user_id)
+        return RunView(
+            row,
+            catalog_eval,
+            episodes,
+            board,
+            self._tag(row.user_id),
+            (user.alias if user else None) or "anonymous",
+        )
+
+    def recent_public_runs(self, limit: int = 20) -> list[tuple[Submission, Eval | None]]:
+        """Finished runs on public boards, newest first: what the home page lists to anyone."""
+        with self.db.reading() as session:
+            rows = session.execute(
+                select(Submission, Eval)
+                .outerjoin(Eval, Eval.id == Submission.eval_id)
+                .where(Submission.request_type == "nebius_competition", Submission.status == "finished")
+                .order_by(Submission.received_at.desc())
+                .limit(limit)
+            ).all()
+        return [(s, e) for s, e in rows]
+
+    def replay_token_of(self, submission_id: int) -> str | None:
+        with self.db.reading() as session:
+            row = session.get(Submission, submission_id)
+            return row.replay_token if row is not None else None
+
+    def scores_of(self, submission_ids: list[int]) -> dict[int, dict[str, Any]]:
+        with self.db.reading() as session:
+            rows = session.execute(
+                select(Submission.id, Submission.scores).where(Submission.id.in_(submission_ids or [0]))
+            ).all()
+        return {sid: dict(scores or {}) for sid, scores in rows}
+
+    def replay_tokens(self, submission_ids: list[int]) -> dict[int, str]:
+        with self.db.reading() as session:
+            rows = session.execute(
+                select(Submission.id, Submission.replay_token).where(Submission.id.in_(submission_ids or [0]))
+            ).all()
+        return {sid: token for sid, token in rows if token}
 
     # --- boards ----------------------------------------------------------------------------------
 

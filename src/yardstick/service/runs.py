@@ -61,18 +61,12 @@ def finish(db: Database, store: ArtifactStore, submission_id: int) -> bool:
             if submission.eval_id
             else {}
         )
-    rows = [_row(e) for e in episodes]
-    tasks = {e.task_id: described.get(e.task_id, "") for e in episodes}
-    overall = summarize(rows, tasks).to_dict()
-    per_endpoint = {
-        name: summarize(
-            [r for r, e in zip(rows, episodes, strict=True) if e.endpoint == name], tasks
-        ).to_dict()
-        for name in dict.fromkeys(e.endpoint for e in episodes)
-    }
-    success = overall["overall"].get("success", {}).get("value")
+    overall, per_endpoint = summarize_run(episodes, described)
+    success = overall["overall"].get("success", {})
     scores = {
-        "primary": success,
+        "primary": success.get("value"),
+        "low": success.get("low"),
+        "high": success.get("high"),
         "per_task": {t: s["metrics"].get("success", {}).get("value") for t, s in overall["tasks"].items()},
     }
     result = {
@@ -148,6 +142,21 @@ def error(
         },
     )
     return True
+
+
+def summarize_run(
+    episodes: list[Episode], descriptions: dict[str, str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run's summary over every finished episode, and one per endpoint (for a run of several)."""
+    rows = [_row(e) for e in episodes if e.state in ("done", "failed")]
+    landed = [e for e in episodes if e.state in ("done", "failed")]
+    tasks = {e.task_id: descriptions.get(e.task_id, "") for e in episodes}
+    overall = summarize(rows, tasks).to_dict()
+    per_endpoint = {
+        name: summarize([r for r, e in zip(rows, landed, strict=True) if e.endpoint == name], tasks).to_dict()
+        for name in dict.fromkeys(e.endpoint for e in episodes)
+    }
+    return overall, per_endpoint
 
 
 def _row(episode: Episode) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from sqlalchemy import (
     Boolean,
     DateTime,
     Dialect,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -127,6 +128,9 @@ class Eval(Base):
     embodiment: Mapped[str] = mapped_column(String(64), default="sim")
     primary_metric: Mapped[str] = mapped_column(String(64), default="success_rate")
     trials_per_task: Mapped[int] = mapped_column(Integer, default=10)
+    # Record every episode's camera video (the benchmark's observations must carry images), at this rate.
+    record_video: Mapped[bool] = mapped_column(Boolean, default=False)
+    record_fps: Mapped[float | None] = mapped_column(Float, nullable=True)
     composable: Mapped[bool] = mapped_column(Boolean, default=True)
     accepting: Mapped[bool] = mapped_column(Boolean, default=True)
     org_id: Mapped[int | None] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), nullable=True)
@@ -208,6 +212,8 @@ class Submission(Base):
     eval_id: Mapped[int | None] = mapped_column(ForeignKey("evals.id"), nullable=True)
     alias: Mapped[str | None] = mapped_column(String(200), nullable=True)
     transaction_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # The unguessable name of the run's page and replay (`/v/<token>/`): a link that opens without a key.
+    replay_token: Mapped[str | None] = mapped_column(String(64), unique=True, nullable=True)
     plan_digest: Mapped[str] = mapped_column(String(64))
     plan: Mapped[dict[str, Any]] = mapped_column(JSON)
     resolved: Mapped[dict[str, Any]] = mapped_column(JSON)

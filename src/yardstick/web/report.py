@@ -1,7 +1,9 @@
 """The run folder: report.json for machines, episodes.csv for spreadsheets, report.html for people.
 
-The HTML is one self-contained file (inline CSS and SVG, no scripts, no external resources) so it can be
-mailed, attached to CI or opened offline.
+The HTML is one self-contained file (inline CSS and SVG, no external resources) so it can be mailed,
+attached to CI or opened offline. It has no scripts, but for a run that recorded videos: then the episode
+table shows each episode's cameras (the mp4s beside the page, by relative links) and a few inline lines
+play an episode's cameras together from their first frame.
 """
 
 from __future__ import annotations
@@ -10,10 +12,12 @@ import csv
 import io
 import json
 import os
+import posixpath
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
@@ -58,8 +62,21 @@ def write_run_folder(
     }
     _write_whole(paths["json"], json.dumps(report, indent=2, default=_jsonable) + "\n")
     _write_whole(paths["csv"], episodes_csv(ordered))
-    _write_whole(paths["html"], render_report_html(report, ordered))
+    _write_whole(paths["html"], render_report_html(report, ordered, media=_media_base(out_dir, report)))
     return paths
+
+
+def _media_base(out_dir: Path, report: Mapping[str, Any]) -> str:
+    """The recording folder as seen from the page: "" when the run folder is the recording folder."""
+    recording = report.get("recording")
+    folder = recording.get("folder") if isinstance(recording, Mapping) else None
+    if not folder:
+        return ""
+    try:
+        base = os.path.relpath(Path(folder).resolve(), out_dir.resolve())
+    except ValueError:  # another drive: only an absolute link reaches it
+        return Path(folder).resolve().as_uri() + "/"
+    return "" if base == "." else quote(Path(base).as_posix(), safe="/") + "/"
 
 
 def _write_whole(path: Path, text: str) -> None:
@@ -112,12 +129,15 @@ def _environment() -> Environment:
     )
 
 
-def render_report_html(report: Mapping[str, Any], results: Sequence[EpisodeResult]) -> str:
-    """The report page. Tolerates a report missing any key: a section with nothing to show is left out."""
+def render_report_html(
+    report: Mapping[str, Any], results: Sequence[EpisodeResult], *, media: str = ""
+) -> str:
+    """The report page. Tolerates a report missing any key: a section with nothing to show is left out.
+    `media` is the path from the page to the folder the episodes' artifacts are named from."""
     summary = report.get("summary") or {}
     if isinstance(summary, Summary):
         summary = summary.to_dict()
-    return _environment().get_template("report.html").render(_context(report, summary, results))
+    return _environment().get_template("report.html").render(_context(report, summary, results, media))
 
 
 def _name(part: Any) -> tuple[str, str]:
@@ -127,7 +147,7 @@ def _name(part: Any) -> tuple[str, str]:
 
 
 def _context(
-    report: Mapping[str, Any], summary: Mapping[str, Any], results: Sequence[EpisodeResult]
+    report: Mapping[str, Any], summary: Mapping[str, Any], results: Sequence[EpisodeResult], media: str = ""
 ) -> dict[str, Any]:
     benchmark, benchmark_ref = _name(report.get("benchmark"))
     policy, policy_ref = _name(report.get("policy"))
@@ -148,8 +168,10 @@ def _context(
         "timing": _key_values(report.get("timing")),
         "config": _key_values(report.get("config")),
         "episode_metrics": metrics,
-        "episodes": [_episode_row(result, metrics) for result in results],
+        "episodes": (rows := [_episode_row(result, metrics, media) for result in results]),
         "episodes_open": len(results) <= _OPEN_EPISODE_ROWS,
+        "episode_videos": any(row["videos"] for row in rows),
+        "episode_files": any(row["videos"] or row["trajectory"] for row in rows),
     }
 
 
@@ -242,8 +264,22 @@ def _key_values(section: Any) -> list[tuple[str, str]]:
     return rows
 
 
-def _episode_row(result: EpisodeResult, metrics: Sequence[str]) -> dict[str, Any]:
+def _link(media: str, artifact: str) -> str:
+    return media + quote(artifact, safe="/")
+
+
+def _camera(artifact: str) -> str:
+    """The camera a video shows, from its file name: `episodes/000003/image.corner.mp4` → `corner`."""
+    name = posixpath.basename(artifact).removesuffix(".mp4")
+    return name.removeprefix("image.") if name != "image" else name
+
+
+def _episode_row(result: EpisodeResult, metrics: Sequence[str], media: str = "") -> dict[str, Any]:
+    artifacts = result.artifacts
+    trajectory = [a for a in artifacts if a.endswith(".jsonl.gz")]
     return {
+        "videos": [{"src": _link(media, a), "camera": _camera(a)} for a in artifacts if a.endswith(".mp4")],
+        "trajectory": _link(media, trajectory[0]) if trajectory else "",
         "index": result.index,
         "task": result.task,
         "trial": result.trial,

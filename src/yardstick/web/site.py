@@ -1,0 +1,231 @@
+"""The pages: home, boards, and each run's page with its replay (`/v/<token>/`, its data at `data.json`).
+
+Server-rendered (Jinja2), a little inline JavaScript where it helps (filtering and sorting the episode
+table, playing an episode's cameras together), no build step. Charts come from matplotlib (`charts.py`).
+The run page and its data open without a key: the token in the link is the credential, as a public board's
+link is. The data and the videos may be read from any origin, and so may the rankings routes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from jinja2 import Environment, PackageLoader, select_autoescape
+from platform_client.enums import ErrorCode
+
+from yardstick.scoring.compare import paired_difference
+from yardstick.service import runs
+from yardstick.service.errors import ApiError
+from yardstick.service.platform import Platform, RunView, primary_of
+from yardstick.store.models import Episode
+from yardstick.web.charts import success_chart_svg
+
+CORS = {"Access-Control-Allow-Origin": "*"}
+REPLAY_COLUMNS = [
+    ("task", "Task"),
+    ("outcome", "Outcome"),
+    ("seed", "Seed"),
+    ("endpoint", "Endpoint"),
+    ("steps", "Steps"),
+]
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("yardstick.web", "templates/site"),
+        autoescape=select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["pct"] = lambda v: "–" if v is None else f"{100 * float(v):.1f}%"
+    env.filters["when"] = lambda v: v.strftime("%Y-%m-%d %H:%M UTC") if isinstance(v, dt.datetime) else "–"
+    return env
+
+
+_PAGES = _environment()
+
+
+def page_url(base_url: str, token: str) -> str:
+    return f"{base_url.rstrip('/')}/v/{token}/"
+
+
+def outcome_of(episode: Episode) -> str:
+    if episode.state == "failed":
+        return "Error"
+    if episode.state != "done" or not episode.result:
+        return "Pending" if episode.state in ("queued", "leased") else episode.state.capitalize()
+    return "Success" if episode.result.get("success") else "Failure"
+
+
+def replay_data(view: RunView, base_url: str) -> dict[str, Any]:
+    """The replay object in the contract's shape: about, columns, and per episode its values and videos."""
+    url = page_url(base_url, view.submission.replay_token or "")
+    submission = view.submission
+    about: list[dict[str, Any]] = []
+    if view.board is not None:
+        about.append({"key": "board", "label": "Board", "value": view.board.slug})
+    if view.eval is not None:
+        about.append({"key": "eval", "label": "Eval", "value": view.eval.slug})
+    about += [
+        {"key": "tag", "label": "Tag", "value": view.tag},
+        {"key": "submission_id", "label": "Submission", "value": f"{submission.id:x}"},
+        {
+            "key": "primary_score",
+            "label": view.eval.primary_metric if view.eval else "success_rate",
+            "value": primary_of(submission),
+        },
+    ]
+    episodes = []
+    for episode in view.episodes:
+        result = episode.result or {}
+        videos = [{**video, "url": url + video["src"]} for video in _videos(episode)]
+        episodes.append(
+            {
+                "index": episode.index,
+                "values": {
+                    "task": episode.task_id,
+                    "outcome": outcome_of(episode),
+                    "seed": episode.seed,
+                    "endpoint": episode.endpoint,
+                    "steps": result.get("steps"),
+                },
+                "duration_s": result.get("robot_seconds"),
+                "videos": videos,
+            }
+        )
+    title = (view.board.title if view.board else view.eval.title if view.eval else "Run") + f" — {view.tag}"
+    return {
+        "title": title,
+        "url": url,
+        "about": about,
+        "columns": [{"key": k, "label": label} for k, label in REPLAY_COLUMNS],
+        "episodes": episodes,
+    }
+
+
+def _videos(episode: Episode) -> list[dict[str, Any]]:
+    """The episode's camera videos as the replay lists them: `src` relative to the replay's folder."""
+    found = []
+    for video in (episode.result or {}).get("videos", []):
+        found.append(
+            {
+                "camera": video["camera"],
+                "src": f"episodes/{episode.index}/{video['file']}",
+                "width": video.get("width"),
+                "height": video.get("height"),
+                "duration_s": video.get("duration_s"),
+            }
+        )
+    return found
+
+
+def _comparison(view: RunView) -> dict[str, Any] | None:
+    """Two or more endpoints on the same tasks and seeds: each against the first, paired."""
+    names = list(dict.fromkeys(e.endpoint for e in view.episodes))
+    if len(names) < 2:
+        return None
+    success: dict[str, dict[tuple[str, int], float]] = {name: {} for name in names}
+    for episode in view.episodes:
+        if episode.state == "done" and episode.result is not None:
+            success[episode.endpoint][(episode.task_id, episode.trial)] = float(
+                bool(episode.result.get("success"))
+            )
+    base = names[0]
+    rows = []
+    for other in names[1:]:
+        per_task, overall = paired_difference(success[other], success[base])
+        rows.append({"endpoint": other, "against": base, "per_task": per_task, "overall": overall})
+    rates = {name: _rate_by_task(success[name]) for name in names}
+    return {"names": names, "rows": rows, "rates": rates}
+
+
+def _rate_by_task(values: Mapping[tuple[str, int], float]) -> dict[str, float]:
+    by_task: dict[str, list[float]] = {}
+    for (task, _), value in values.items():
+        by_task.setdefault(task, []).append(value)
+    return {task: sum(v) / len(v) for task, v in by_task.items()}
+
+
+def site_router(platform: Platform) -> APIRouter:
+    router = APIRouter(include_in_schema=False)
+
+    def run_or_404(token: str) -> RunView:
+        view = platform.run_by_token(token)
+        if view is None:
+            raise ApiError(ErrorCode.not_found, "no run at this link")
+        return view
+
+    @router.get("/", response_class=HTMLResponse)
+    def home(request: Request) -> HTMLResponse:
+        boards = []
+        for board, ev in platform.boards(None):
+            _, _, rows = platform.board(None, board.slug)
+            boards.append({"board": board, "eval": ev, "top": rows[:3], "count": len(rows)})
+        recent = [
+            {
+                "submission": s,
+                "eval": e,
+                "url": page_url(str(request.base_url), s.replay_token or ""),
+                "primary": primary_of(s),
+            }
+            for s, e in platform.recent_public_runs()
+        ]
+        return HTMLResponse(_PAGES.get_template("home.html").render(boards=boards, recent=recent))
+
+    @router.get("/boards/{slug}", response_class=HTMLResponse)
+    def board_page(request: Request, slug: str) -> HTMLResponse:
+        board, ev, rows = platform.board(None, slug)
+        tokens = platform.replay_tokens([r.submission_id for r in rows])
+        scores = platform.scores_of([r.submission_id for r in rows])
+        listed = [
+            {
+                "row": r,
+                "url": page_url(str(request.base_url), tokens[r.submission_id])
+                if r.submission_id in tokens
+                else None,
+                "scores": scores.get(r.submission_id, {}),
+            }
+            for r in rows
+        ]
+        return HTMLResponse(_PAGES.get_template("board.html").render(board=board, eval=ev, rows=listed))
+
+    @router.get("/v/{token}/", response_class=HTMLResponse)
+    def run_page(request: Request, token: str) -> HTMLResponse:
+        view = run_or_404(token)
+        descriptions = {t: "" for t in dict.fromkeys(e.task_id for e in view.episodes)}
+        summary, _ = runs.summarize_run(view.episodes, descriptions)
+        data = replay_data(view, str(request.base_url))
+        body = _PAGES.get_template("run.html").render(
+            view=view,
+            s=view.submission,
+            data=data,
+            summary=summary,
+            chart=success_chart_svg(summary),
+            comparison=_comparison(view),
+            outcomes=sorted({e["values"]["outcome"] for e in data["episodes"]}),
+            tasks=list(dict.fromkeys(e.task_id for e in view.episodes)),
+            live=view.submission.status in ("pending", "running"),
+        )
+        return HTMLResponse(body)
+
+    @router.get("/v/{token}/data.json")
+    def run_data(request: Request, token: str) -> JSONResponse:
+        return JSONResponse(replay_data(run_or_404(token), str(request.base_url)), headers=CORS)
+
+    @router.get("/v/{token}/episodes/{index}/{name}")
+    def run_file(token: str, index: int, name: str) -> FileResponse:
+        view = run_or_404(token)
+        episode = next((e for e in view.episodes if e.index == index), None)
+        files = {v["file"] for v in (episode.result or {}).get("videos", [])} if episode else set()
+        if episode is None or name not in files:
+            raise ApiError(ErrorCode.not_found, f"no file {name!r} for episode {index}")
+        path = platform.store.path(view.submission.id, f"{runs.ATTEMPT}episodes/{index:06d}/{name}")
+        if not path.is_file():
+            raise ApiError(ErrorCode.not_found, f"no file {name!r} for episode {index}")
+        return FileResponse(path, media_type="video/mp4", headers=CORS)
+
+    return router
