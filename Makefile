@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: demo test bench lint env clean
+.PHONY: demo test bench lint env clean browser
 
 env: $(STAMP)
 
@@ -19,9 +19,18 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/yardstick eval run --benchmark mt10 --policy expert --trials 10 --out runs/demo
+	$(VENV)/bin/yardstick eval run --benchmark mt10 --policy expert --trials 10 --out runs/demo \
+		--record video --param 'benchmark.cameras=["corner"]' --param benchmark.image_size=128 \
+		--param benchmark.reflections=false
 
-test: $(STAMP)
+# The pages' tests run in Debian's chromium; Playwright drives it (no browser download).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "installing Debian's chromium for the pages' tests"; \
+		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
+
+test: $(STAMP) browser
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q

@@ -121,6 +121,14 @@ def running_platform(
             choice=admin.EvalTasks(["three"], trials=2),
             org_slug="acme",
         )
+        admin.create_eval(
+            session,
+            "toys.canvas",
+            f"{TOYS}:Canvas",
+            title="Canvas",
+            choice=admin.EvalTasks(["left", "right"], trials=2),
+            record_video=True,
+        )
         for name, cls, params in (
             ("rows", "Rows", {}),
             ("slow", "SlowRows", {"delay": 0.1}),

@@ -193,9 +193,11 @@ def test_artifacts_list_and_download(live: Live, finished: str, tmp_path: Path) 
     ran = yardstick(live, "eval", "artifacts", finished, "--json")
     assert ran.code == 0, ran.stderr
     keys = [entry["key"] for entry in ran.json()["artifacts"]]
-    assert "result.json" in keys and len(keys) == 11  # ten episode records and the result
+    # The result, and for each of the ten episodes its record, its video and its trajectory.
+    assert "result.json" in keys and len(keys) == 31
     episodes = yardstick(live, "eval", "artifacts", finished, "--prefix", "attempts/1/episodes/", "--json")
-    assert len(episodes.json()["artifacts"]) == 10
+    names = sorted(entry["key"].rsplit("/", 1)[1] for entry in episodes.json()["artifacts"])
+    assert names == sorted(["record.json", "image.corner.mp4", "trajectory.jsonl.gz"] * 10)
     folder = tmp_path / "out"
     fetched = yardstick(live, "eval", "artifacts", finished, "--download", str(folder))
     assert fetched.code == 0, fetched.stderr

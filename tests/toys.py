@@ -206,11 +206,12 @@ class SlowRows(Rows):
 @ys.benchmark(
     tasks={"left": "move right from the left", "right": "move left from the right"},
     seeds=range(4),
-    max_seconds=1.0,
+    max_seconds=2.0,
 )
 class Canvas:
     """Two cameras watching a square move: `image.top` 64x48 and `image.side` 32x32, 12 steps an episode;
-    success on even seeds. For recording and replay: every frame differs from the last."""
+    success on even seeds, and on every seed for a policy whose last action is above 1000 (Rows). For
+    recording and replay: every frame differs from the last."""
 
     def __init__(self) -> None:
         self.t = 0
@@ -232,4 +233,5 @@ class Canvas:
     def play(self, action: Any) -> tuple[Any, bool, bool]:
         self.t += 1
         done = self.t >= 12
-        return self._observe(), done, done and self.seed % 2 == 0
+        pushed = float(np.asarray(action, dtype=np.float64).max()) > 1000
+        return self._observe(), done, done and (self.seed % 2 == 0 or pushed)

@@ -150,7 +150,11 @@ def run(
     _recording_warnings(report)
     for met, line in verdicts:
         console.print(f"gate {'[green]met' if met else '[red]not met'}[/]: {line}")
-    console.print(f"report: {files['html']}")
+    # Where to look, last: a path to open, and a file:// link a terminal makes clickable.
+    console.print(
+        f"report: {files['html']}  (open {Path(files['html']).resolve().as_uri()} in a browser)",
+        soft_wrap=True,
+    )
 
     if outcome.interrupted:
         console.print("[yellow]interrupted: the report is incomplete[/yellow]")

@@ -219,16 +219,35 @@ def eval_create(
     trials: int = typer.Option(10, min=1, help="Trials per task when a plan names the eval."),
     org: str | None = typer.Option(None, help="Offer it to this org only (a tenant board)."),
     title: str = "",
+    param: list[str] = typer.Option(
+        [], "--param", help="A benchmark parameter, e.g. benchmark.cameras='[\"corner\"]' (repeatable)."
+    ),
+    record_video: bool = typer.Option(
+        False, "--record-video", help="Record every episode (a video per camera, the trajectory)."
+    ),
+    record_fps: float | None = typer.Option(None, min=0.1, help="Video frame rate (default: the policy's)."),
     data_dir: Path | None = DataDir,
     database: str | None = DatabaseUrl,
 ) -> None:
+    from yardstick.cli.options import parse_params
     from yardstick.service import admin
 
+    benchmark_params, policy_params = parse_params(param)
+    if policy_params:
+        raise typer.BadParameter("an eval takes benchmark.NAME=VALUE parameters only", param_hint="--param")
     _do(
         data_dir,
         database,
         lambda s: admin.create_eval(
-            s, slug, benchmark, title=title, org_slug=org, choice=admin.EvalTasks(task or None, trials)
+            s,
+            slug,
+            benchmark,
+            title=title,
+            org_slug=org,
+            choice=admin.EvalTasks(task or None, trials),
+            params=benchmark_params,
+            record_video=record_video,
+            record_fps=record_fps,
         ),
     )
     console.print(f"eval {slug} created, with its board")

@@ -352,6 +352,32 @@ class EpisodeRecorder:
             self._trajectory_path.with_name(TRAJECTORY + PARTIAL).unlink()
 
 
+def camera_of(file: str | Path) -> str:
+    """The camera a video shows, from its file name: `episodes/000003/image.corner.mp4` → `corner`."""
+    name = Path(file).name.removesuffix(VIDEO_SUFFIX)
+    return name.removeprefix("image.") if name != "image" else name
+
+
+def describe_video(path: Path) -> dict[str, Any]:
+    """What a page needs to lay a video out before it loads: camera, file name, width, height, duration."""
+    import av  # deferred: PyAV's import costs a tenth of a second, and only recording runs need it
+
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        duration = (
+            float(stream.duration * stream.time_base)
+            if stream.duration is not None and stream.time_base is not None
+            else (container.duration or 0) / 1_000_000
+        )
+        return {
+            "camera": camera_of(path),
+            "file": path.name,
+            "width": stream.codec_context.width,
+            "height": stream.codec_context.height,
+            "duration_s": round(duration, 3),
+        }
+
+
 def _file_name(key: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", key).strip(".") or "image"
 

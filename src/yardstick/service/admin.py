@@ -3,8 +3,10 @@ baselines. The CLI's `yardstick admin …` calls these; so do tests and benchmar
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -99,18 +101,30 @@ def create_eval(
     choice: EvalTasks = EvalTasks(),
     org_slug: str | None = None,
     board: bool = True,
+    params: dict[str, Any] | None = None,
+    record_video: bool = False,
+    record_fps: float | None = None,
 ) -> Eval:
-    """An eval over a benchmark the engine can build, with its tasks, and a board: public, or the org's."""
+    """An eval over a benchmark the engine can build, with its tasks, and a board: public, or the org's.
+    `params` go to the benchmark's constructor (cameras, image size); `record_video` has every episode
+    recorded (a video per camera, the trajectory) for the run's page."""
     from yardstick.catalog import resolve
     from yardstick.sdk.decorators import benchmark_spec
     from yardstick.sdk.errors import AuthoringError
 
     if session.execute(select(Eval).where(Eval.slug == slug)).scalar_one_or_none() is not None:
         raise AdminError(f"eval {slug!r} exists already")
+    if record_fps is not None and not record_fps > 0:
+        raise AdminError(f"record_fps {record_fps}: must be a positive number of frames a second")
     try:
-        spec = benchmark_spec(resolve("benchmark", benchmark))
+        built = resolve("benchmark", benchmark)
+        spec = benchmark_spec(built)
     except AuthoringError as exc:
         raise AdminError(f"benchmark {benchmark!r}: {exc}") from None
+    try:
+        inspect.signature(built).bind_partial(**(params or {}))
+    except (TypeError, ValueError) as exc:
+        raise AdminError(f"params of {benchmark!r}: {exc}") from None
     chosen = choice.tasks or list(spec.tasks)
     unknown = [t for t in chosen if t not in spec.tasks]
     if unknown:
@@ -124,6 +138,9 @@ def create_eval(
         embodiment="sim",
         trials_per_task=choice.trials,
         org_id=owner,
+        benchmark_params=dict(params or {}),
+        record_video=record_video,
+        record_fps=record_fps,
     )
     session.add(row)
     session.flush()

@@ -637,6 +637,11 @@ class Platform:
         return hashlib.sha256(self._tag_secret + user_id.to_bytes(8, "big")).hexdigest()[:6]
 
 
+def page_url(base_url: str, token: str) -> str:
+    """A run's page (its replay); `data.json` beside it is the object the page renders from."""
+    return f"{base_url.rstrip('/')}/v/{token}/"
+
+
 def primary_of(submission: Submission) -> float | None:
     value = (submission.scores or {}).get("primary")
     return float(value) if isinstance(value, (int, float)) else None

@@ -27,6 +27,7 @@ from platform_client.responses import (
     BoardSummary,
     CancelledSubmissionView,
     CancelResponse,
+    DataBackedReplayLink,
     EpisodeCounts,
     ErroredSubmissionView,
     FinishedSubmissionView,
@@ -35,6 +36,7 @@ from platform_client.responses import (
     QuotaLimit,
     RankingRow,
     RankingsResponse,
+    ReplayLink,
     ResolvedPlan,
     RunningSubmissionView,
     RunSummary,
@@ -49,7 +51,7 @@ from pydantic import BaseModel
 
 from yardstick.service.errors import ApiError, bad_request, forbidden
 from yardstick.service.identity import Caller
-from yardstick.service.platform import Platform, quota_dict
+from yardstick.service.platform import Platform, page_url, quota_dict
 from yardstick.store.models import Submission
 
 router = APIRouter()
@@ -233,7 +235,11 @@ def view(plat: Platform, row: Submission, base_url: str) -> BaseModel:
         # A run is marked finished only after its result.json landed (runs.finish).
         assert refs is not None, f"finished submission {row.id:x} has no result.json"
         return FinishedSubmissionView(
-            **common, runs=runs, scores=Scores(primary=(row.scores or {}).get("primary")), artifacts=refs
+            **common,
+            runs=runs,
+            scores=Scores(primary=(row.scores or {}).get("primary")),
+            artifacts=refs,
+            replay=ReplayLink(url=page_url(base_url, row.replay_token)) if row.replay_token else None,
         )
     if row.status == "errored":
         return ErroredSubmissionView(
@@ -327,8 +333,10 @@ def rankings_list(plat: Plat, who: MaybeWho) -> JSONResponse:
 
 
 @router.get(routes.RANKINGS_GET, response_model=RankingsResponse)
-def rankings_get(plat: Plat, who: MaybeWho, board: str) -> JSONResponse:
+def rankings_get(request: Request, plat: Plat, who: MaybeWho, board: str) -> JSONResponse:
     found, ev, rows = plat.board(who, board)
+    tokens = plat.replay_tokens([r.submission_id for r in rows])
+    pages = {sid: page_url(str(request.base_url), token) for sid, token in tokens.items()}
     ranked = [
         RankingRow(
             rank=r.rank,
@@ -338,6 +346,11 @@ def rankings_get(plat: Plat, who: MaybeWho, board: str) -> JSONResponse:
             submission_id=SubmissionId(r.submission_id),
             submitted_at=r.submitted_at,
             baseline=BaselineMark(publisher=r.baseline_publisher) if r.baseline_publisher else None,
+            replay=DataBackedReplayLink(
+                url=pages[r.submission_id], data_url=pages[r.submission_id] + "data.json"
+            )
+            if r.submission_id in pages
+            else None,
         )
         for r in rows
     ]

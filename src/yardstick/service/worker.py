@@ -12,14 +12,18 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import socket
+import tempfile
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from platform_client.enums import ReasonCode
 
+from yardstick.engine.recording import Recording, describe_video, episode_folder
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.runtime import BuildError, Component, Runtime, Work
 from yardstick.service import runs
@@ -40,6 +44,7 @@ class Plan:
     submission_id: int
     benchmark: Component
     endpoints: dict[str, dict[str, Any]]  # name -> the resolved endpoint (kind, wire, address, spec)
+    recording: Recording | None = None
 
 
 def reason_for(result: EpisodeResult) -> ReasonCode:
@@ -76,6 +81,8 @@ class PlatformWorker:
         self.stopping = threading.Event()
         self._runtimes: OrderedDict[str, Runtime] = OrderedDict()
         self._warm: set[str] = set()  # tasks this worker has played: their worlds are built
+        # Episodes record here, then their files go to the artifact store and leave this folder.
+        self._recordings = Path(tempfile.mkdtemp(prefix="yardstick-recording-"))
 
     def run(self) -> None:
         """Until `stop()`: beat, sweep abandoned runs, lease, play."""
@@ -88,6 +95,7 @@ class PlatformWorker:
                 runtime.close()
             self._runtimes.clear()
             self.db.close()
+            shutil.rmtree(self._recordings, ignore_errors=True)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -151,10 +159,18 @@ class PlatformWorker:
             if catalog_eval is None:
                 return None
             endpoints = {e["name"]: e for task in submission.resolved["tasks"] for e in task["endpoints"]}
+            recording = (
+                Recording(
+                    video=True, trajectory=True, folder=str(self._recordings), fps=catalog_eval.record_fps
+                )
+                if catalog_eval.record_video
+                else None
+            )
             return Plan(
                 submission_id,
                 Component(catalog_eval.benchmark, dict(catalog_eval.benchmark_params)),
                 endpoints,
+                recording,
             )
 
     def _policy(self, endpoint: dict[str, Any]) -> Component:
@@ -172,9 +188,17 @@ class PlatformWorker:
             benchmark=plan.benchmark,
             policy=self._policy(plan.endpoints[endpoint]),
             call_timeout_s=self.call_timeout_s,
+            recording=plan.recording,
         )
         key = json.dumps(
-            [work.benchmark.ref, work.benchmark.params, work.policy.ref, work.policy.params], sort_keys=True
+            [
+                work.benchmark.ref,
+                work.benchmark.params,
+                work.policy.ref,
+                work.policy.params,
+                repr(work.recording),
+            ],
+            sort_keys=True,
         )
         runtime = self._runtimes.pop(key, None) or Runtime(work)
         self._runtimes[key] = runtime
@@ -215,6 +239,7 @@ class PlatformWorker:
                 "worker": self.name,
             }
             if result.error is not None:
+                shutil.rmtree(episode_folder(self._recordings, result.index), ignore_errors=True)
                 if self.queue.fail(self.name, episode.id, result.error, record):
                     runs.error(
                         self.db,
@@ -227,16 +252,39 @@ class PlatformWorker:
                     )
                 pending.clear()
                 return False
+            files = self._upload_recording(plan.submission_id, result, record)
             key = runs.episode_key(episode.index)
             raw = json.dumps(record, default=str).encode()
             size = self.store.put(plan.submission_id, key, raw, "application/json", durable=False)
-            landed = self.queue.complete(self.name, episode.id, record, (key, size, "application/json"))
+            landed = self.queue.complete(
+                self.name, episode.id, record, [*files, (key, size, "application/json")]
+            )
             if landed.last:
                 runs.finish(self.db, self.store, plan.submission_id)
             if not landed.active:
                 pending.clear()
                 return False
         return True
+
+    def _upload_recording(
+        self, submission_id: int, result: EpisodeResult, record: dict[str, Any]
+    ) -> list[tuple[str, int, str]]:
+        """Move an episode's recorded files into the artifact store, next to its record, and describe its
+        videos in the record (camera, file, size, duration) for the pages. The local copies go."""
+        written: list[tuple[str, int, str]] = []
+        videos: list[dict[str, Any]] = []
+        for relative in result.artifacts:
+            path = self._recordings / relative
+            content_type = "video/mp4" if path.suffix == ".mp4" else "application/gzip"
+            key = f"{runs.ATTEMPT}{relative}"
+            size = self.store.put(submission_id, key, path.read_bytes(), content_type, durable=False)
+            written.append((key, size, content_type))
+            if content_type == "video/mp4":
+                videos.append(describe_video(path))
+        shutil.rmtree(episode_folder(self._recordings, result.index), ignore_errors=True)
+        if videos:
+            record["videos"] = videos
+        return written
 
 
 def _until(specs: list[EpisodeSpec], stopping: threading.Event) -> Any:

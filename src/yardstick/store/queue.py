@@ -11,6 +11,7 @@ counted twice. An episode whose leases keep running out fails as the platform's 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -194,9 +195,9 @@ class EpisodeQueue:
         owner: str,
         episode_id: int,
         result: dict[str, Any],
-        artifact: tuple[str, int, str] | None = None,
+        artifacts: Sequence[tuple[str, int, str]] = (),
     ) -> Completion:
-        """Record a finished episode, if `owner` still holds it, and the artifact (key, size, content type)
+        """Record a finished episode, if `owner` still holds it, and the artifacts (key, size, content type)
         already written for it: one transaction, so a worker lost between the two leaves no half."""
         with self.db.writing() as session:
             landed = session.execute(
@@ -209,8 +210,7 @@ class EpisodeQueue:
             ).scalar_one_or_none()
             if landed is None:
                 return Completion(accepted=False)
-            if artifact is not None:
-                key, size, content_type = artifact
+            for key, size, content_type in artifacts:
                 stale = select(Artifact).where(Artifact.submission_id == landed, Artifact.key == key)
                 row = session.execute(stale).scalar_one_or_none()
                 if row is None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from yardstick.scoring import Summary
@@ -13,6 +14,7 @@ _WIDTH_INCHES = 7.0
 _INCHES_PER_CHAR = 0.068  # an 8-point DejaVu Sans character, on average
 _BAR = "#4c72b0"
 _MEAN = "#c44e52"
+_BASELINE = "#dd8452"
 
 
 def _as_mapping(summary: Summary | Mapping[str, Any]) -> Mapping[str, Any]:
@@ -28,7 +30,6 @@ def success_chart_svg(summary: Summary | Mapping[str, Any]) -> str:
     vertical line over its interval band. Tasks read top to bottom in the summary's order."""
     # Imported here: matplotlib takes a good part of a second to import, and most users of yardstick.web
     # (the gateway's pages) never draw a chart.
-    import matplotlib
     from matplotlib.figure import Figure
     from matplotlib.ticker import PercentFormatter
 
@@ -96,10 +97,80 @@ def success_chart_svg(summary: Summary | Mapping[str, Any]) -> str:
         if rate is not None:
             ax.text(1.01, y, _percent(float(rate["value"])), transform=edge, va="center", fontsize=8)
 
+    return _svg(fig)
+
+
+def _svg(fig: Any) -> str:
+    import matplotlib
+
     buffer = io.BytesIO()
-    # Text stays text (smaller, selectable, searchable), and ids are salted so the same summary draws the
+    # Text stays text (smaller, selectable, searchable), and ids are salted so the same data draws the
     # same bytes. rc_context restores the global settings on exit.
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "yardstick"}):
         fig.savefig(buffer, format="svg", metadata={"Date": None})
     svg = buffer.getvalue().decode("utf-8")
     return svg[svg.index("<svg") :]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One bar of a board's chart: a ranked run or a baseline, its score and interval (None: unscored)."""
+
+    label: str
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    baseline: bool = False
+
+
+def board_chart_svg(entries: Sequence[Entry]) -> str:
+    """A board's entries in its order as horizontal bars with their intervals; baselines drawn apart (hatched,
+    in another colour) so a reader sees at a glance which runs beat the reference models."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import PercentFormatter
+
+    height = 0.9 + _INCHES_PER_TASK * max(len(entries), 1)
+    longest = max((len(e.label) for e in entries), default=0)
+    left = min(0.5, (0.2 + _INCHES_PER_CHAR * longest) / _WIDTH_INCHES)
+    fig = Figure(figsize=(_WIDTH_INCHES, height))
+    fig.subplots_adjust(
+        left=left, right=1.0 - 0.55 / _WIDTH_INCHES, bottom=0.55 / height, top=1.0 - 0.3 / height
+    )
+    ax = fig.add_subplot()
+    for y, entry in enumerate(entries):
+        if entry.value is None:
+            ax.text(0.01, y, "no score", va="center", fontsize=8, color="#777777", parse_math=False)
+            continue
+        colour = _BASELINE if entry.baseline else _BAR
+        ax.barh(
+            [y], [entry.value], height=0.7, color=colour, alpha=0.85, hatch="//" if entry.baseline else None
+        )
+        if entry.low is not None and entry.high is not None:
+            below, above = max(0.0, entry.value - entry.low), max(0.0, entry.high - entry.value)
+            ax.errorbar(
+                [entry.value], [y], xerr=[[below], [above]], fmt="none", ecolor="#222222", capsize=2.5
+            )
+        ax.text(1.01, y, _percent(entry.value), transform=ax.get_yaxis_transform(), va="center", fontsize=8)
+    if any(e.baseline for e in entries):
+        ax.legend(
+            handles=[
+                Patch(color=_BAR, label="ranked"),
+                Patch(facecolor=_BASELINE, edgecolor="#222222", hatch="//", label="baseline"),
+            ],
+            loc="lower center",
+            bbox_to_anchor=(0.5, 1.0),
+            ncols=2,
+            fontsize=8,
+            frameon=False,
+        )
+    ax.set_xlim(0.0, 1.0)
+    ax.set_ylim(len(entries) - 0.5, -0.5)
+    ax.set_yticks(range(len(entries)), labels=[e.label for e in entries], fontsize=8, parse_math=False)
+    ax.xaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
+    ax.tick_params(axis="x", labelsize=8)
+    ax.grid(axis="x", color="#dddddd", linewidth=0.6)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    return _svg(fig)

@@ -12,7 +12,6 @@ import csv
 import io
 import json
 import os
-import posixpath
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -22,6 +21,7 @@ from urllib.parse import quote
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from yardstick.engine.recording import camera_of
 from yardstick.engine.results import EpisodeResult
 from yardstick.scoring import Summary
 from yardstick.web.charts import success_chart_svg
@@ -268,17 +268,11 @@ def _link(media: str, artifact: str) -> str:
     return media + quote(artifact, safe="/")
 
 
-def _camera(artifact: str) -> str:
-    """The camera a video shows, from its file name: `episodes/000003/image.corner.mp4` → `corner`."""
-    name = posixpath.basename(artifact).removesuffix(".mp4")
-    return name.removeprefix("image.") if name != "image" else name
-
-
 def _episode_row(result: EpisodeResult, metrics: Sequence[str], media: str = "") -> dict[str, Any]:
     artifacts = result.artifacts
     trajectory = [a for a in artifacts if a.endswith(".jsonl.gz")]
     return {
-        "videos": [{"src": _link(media, a), "camera": _camera(a)} for a in artifacts if a.endswith(".mp4")],
+        "videos": [{"src": _link(media, a), "camera": camera_of(a)} for a in artifacts if a.endswith(".mp4")],
         "trajectory": _link(media, trajectory[0]) if trajectory else "",
         "index": result.index,
         "task": result.task,

@@ -20,9 +20,9 @@ from platform_client.enums import ErrorCode
 from yardstick.scoring.compare import paired_difference
 from yardstick.service import runs
 from yardstick.service.errors import ApiError
-from yardstick.service.platform import Platform, RunView, primary_of
+from yardstick.service.platform import Platform, RunView, page_url, primary_of
 from yardstick.store.models import Episode
-from yardstick.web.charts import success_chart_svg
+from yardstick.web.charts import Entry, board_chart_svg, success_chart_svg
 
 CORS = {"Access-Control-Allow-Origin": "*"}
 REPLAY_COLUMNS = [
@@ -47,10 +47,6 @@ def _environment() -> Environment:
 
 
 _PAGES = _environment()
-
-
-def page_url(base_url: str, token: str) -> str:
-    return f"{base_url.rstrip('/')}/v/{token}/"
 
 
 def outcome_of(episode: Episode) -> str:
@@ -191,7 +187,21 @@ def site_router(platform: Platform) -> APIRouter:
             }
             for r in rows
         ]
-        return HTMLResponse(_PAGES.get_template("board.html").render(board=board, eval=ev, rows=listed))
+        chart = board_chart_svg(
+            [
+                Entry(
+                    f"{r.display_name}#{r.tag}",
+                    r.primary,
+                    scores.get(r.submission_id, {}).get("low"),
+                    scores.get(r.submission_id, {}).get("high"),
+                    baseline=bool(r.baseline_publisher),
+                )
+                for r in rows
+            ]
+        )
+        return HTMLResponse(
+            _PAGES.get_template("board.html").render(board=board, eval=ev, rows=listed, chart=chart)
+        )
 
     @router.get("/v/{token}/", response_class=HTMLResponse)
     def run_page(request: Request, token: str) -> HTMLResponse:

@@ -1,0 +1,309 @@
+"""The pages in a real browser: headless Chromium (Debian's) driven by Playwright against a running platform
+(real gateway, real workers recording real videos). Screenshots land in `test-output/pages/`."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from platform_client.eval_plan import EvalPlan
+
+from platform_harness import TOYS, Harness, free_port, running_platform
+from yardstick.service import admin
+
+playwright_sync = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SHOTS = Path(__file__).resolve().parent.parent / "test-output" / "pages"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--autoplay-policy=no-user-gesture-required",
+]
+
+
+@dataclass
+class Site:
+    harness: Harness
+    compared: dict[str, Any]  # a private run of two endpoints on the same tasks and seeds
+    ranked: dict[str, Any]  # a competition run, ranked on the public board
+    baseline: dict[str, Any]  # a competition run by another user, made a baseline
+
+
+def canvas_plan(key: str, endpoints: list[tuple[str, str]], *, competition: bool) -> EvalPlan:
+    request = {"type": "nebius_competition"} if competition else {"type": "private_eval", "org": "acme"}
+    return EvalPlan.model_validate(
+        {
+            "request_type": request,
+            "eval": "toys.canvas",
+            "endpoints": [
+                {"name": name, "kind": "served", "wire": "websocket", "spec": spec}
+                for name, spec in endpoints
+            ],
+            "episodes_per_endpoint": 4,
+            "transaction_key": key,
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    with running_platform(tmp_path_factory.mktemp("site"), None, workers=1) as harness:
+        alice = harness.client("alice")
+        gina = harness.client("gina")
+        runs = [
+            alice.create_submission(
+                canvas_plan("compare", [("rows", "rows"), ("sampler", "sampler")], competition=False)
+            ),
+            alice.create_submission(canvas_plan("ranked", [("policy", "sampler")], competition=True)),
+            gina.create_submission(canvas_plan("reference", [("policy", "rows")], competition=True)),
+        ]
+        finished = []
+        for created, client in zip(runs, (alice, alice, gina), strict=True):
+            view = harness.wait(client, created.submission_id)
+            assert view.status.name == "finished", view
+            finished.append(view.model_dump(mode="json"))
+        with harness.platform.db.writing() as session:
+            admin.add_baseline(
+                session, "toys.canvas", int(finished[2]["id"], 16), publisher="Physical Labs", name="pi-zero"
+            )
+        yield Site(harness, *finished)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if CHROMIUM is None:
+        pytest.fail(
+            "the pages' tests need Debian's chromium: `make test` installs it (apt-get install chromium)"
+        )
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with playwright_sync.sync_playwright() as driver:
+        launched = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield opened
+    context.close()
+    assert not errors, f"the page threw: {errors}"
+
+
+def plays(page: Any, selector: str) -> float:
+    """Start the video and wait until its clock moves; return where it got to."""
+    page.eval_on_selector(selector, "v => { v.muted = true; return v.play(); }")
+    page.wait_for_function(
+        "s => { const v = document.querySelector(s); return v && v.currentTime > 0.2; }",
+        arg=selector,
+        timeout=15_000,
+    )
+    return float(page.eval_on_selector(selector, "v => v.currentTime"))
+
+
+def visible_rows(page: Any) -> list[dict[str, str]]:
+    return list(
+        page.eval_on_selector_all(
+            "#episodes tbody tr",
+            "rows => rows.filter(r => r.style.display !== 'none').map(r => ({...r.dataset}))",
+        )
+    )
+
+
+def test_a_finished_run_links_its_replay_page_and_the_page_shows_chart_table_and_videos(
+    site: Site, page: Any
+) -> None:
+    url = site.compared["replay"]["url"]
+    assert url.startswith(site.harness.url + "/v/")
+    page.goto(url)  # no key: the link is the credential
+    assert page.locator("#status").inner_text() == "finished"
+    assert page.locator("#chart svg").count() == 1
+    chart = page.locator("#chart svg").inner_html()
+    assert "left" in chart and "right" in chart  # one bar a task
+    rows = visible_rows(page)
+    assert len(rows) == 16  # two endpoints × two tasks × four trials
+    assert {r["outcome"] for r in rows} == {"Success", "Failure"}
+    videos = page.locator("#episodes video")
+    assert videos.count() == 32  # two cameras an episode
+    assert plays(page, "#episodes tbody tr:first-child video") > 0.2
+    page.screenshot(path=str(SHOTS / "run.png"), full_page=True)
+
+
+def test_the_episode_table_filters_by_task_and_outcome_and_sorts(site: Site, page: Any) -> None:
+    page.goto(site.compared["replay"]["url"])
+    page.select_option("#filter-task", "left")
+    rows = visible_rows(page)
+    assert len(rows) == 8 and {r["task"] for r in rows} == {"left"}
+    page.select_option("#filter-outcome", "Failure")
+    rows = visible_rows(page)
+    # Rows pushes past 1000 and succeeds everywhere; the sampler fails on odd seeds.
+    assert rows and all(
+        r["task"] == "left" and r["outcome"] == "Failure" and int(r["seed"]) % 2 for r in rows
+    )
+    assert page.locator("#shown").inner_text() == f"{len(rows)} of 16 episodes"
+    page.select_option("#filter-task", "")
+    page.select_option("#filter-outcome", "")
+    page.click("[data-sort=seed]")
+    seeds = [int(r["seed"]) for r in visible_rows(page)]
+    assert seeds == sorted(seeds) and len(seeds) == 16
+
+
+def test_two_endpoints_are_compared_on_the_same_tasks_and_seeds(site: Site, page: Any) -> None:
+    page.goto(site.compared["replay"]["url"])
+    table = page.locator("#comparison")
+    assert table.count() == 1
+    text = table.inner_text()
+    # rows 100% on every task, the sampler 50%: a paired difference of -50 points with its interval.
+    assert "sampler − rows" in text and "-50.0 pts" in text
+    page.locator("#comparison").screenshot(path=str(SHOTS / "comparison.png"))
+
+
+def test_the_board_orders_rows_marks_baselines_and_links_replays(site: Site, page: Any) -> None:
+    page.goto(f"{site.harness.url}/boards/toys.canvas")
+    rows = page.eval_on_selector_all(
+        "#board tbody tr",
+        "rows => rows.map(r => ({cls: r.className, rank: r.querySelector('.rank').innerText,"
+        " score: r.dataset.score, entry: r.cells[1].innerText, replay: !!r.querySelector('a.replay')}))",
+    )
+    assert len(rows) == 2
+    baseline, ranked = rows  # the reference scores 100%, alice's sampler 50%: ordered by score
+    assert baseline["cls"] == "baseline" and baseline["rank"] == "—" and "Physical Labs" in baseline["entry"]
+    assert ranked["cls"] == "ranked" and ranked["rank"] == "1"
+    assert float(baseline["score"]) > float(ranked["score"])
+    assert all(r["replay"] for r in rows)
+    page.screenshot(path=str(SHOTS / "board.png"), full_page=True)
+    page.click("#board tbody tr.ranked a.replay")
+    page.wait_for_url("**/v/*/")
+    assert page.locator("#episodes tbody tr").count() == 8
+
+
+def test_the_home_page_lists_boards_and_recent_runs(site: Site, page: Any) -> None:
+    page.goto(site.harness.url + "/")
+    text = page.inner_text("body")
+    assert "Canvas" in text and "metaworld.mt10" in text
+    page.click("text=Canvas")
+    page.wait_for_url("**/boards/toys.canvas")
+    page.set_viewport_size({"width": 390, "height": 844})  # a phone: the table scrolls, the page does not
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390 + 1
+    page.screenshot(path=str(SHOTS / "board-phone.png"), full_page=True)
+
+
+def test_a_page_on_another_origin_reads_the_replay_data_videos_and_rankings(
+    site: Site, page: Any, tmp_path: Path
+) -> None:
+    link = site.ranked["replay"]["url"]
+    board = httpx.get(f"{site.harness.url}/v1/rankings.get", params={"board": "toys.canvas"}).json()
+    data_url = next(r["replay"]["data_url"] for r in board["rankings"] if r["baseline"] is None)
+    assert data_url == link + "data.json"
+    (tmp_path / "index.html").write_text(
+        """<!doctype html><meta charset="utf-8"><body><div id="out">loading</div><script>
+        (async () => {
+          const q = new URLSearchParams(location.search);
+          const data = await (await fetch(q.get('data'))).json();
+          const board = await (await fetch(q.get('api') + '/v1/rankings.get?board=toys.canvas')).json();
+          const boards = await (await fetch(q.get('api') + '/v1/rankings.list')).json();
+          const first = data.episodes[0].videos[0];
+          const video = document.createElement('video');
+          video.crossOrigin = 'anonymous'; video.muted = true; video.id = 'clip';
+          video.src = new URL(first.src, data.url).href;
+          document.body.appendChild(video);
+          document.getElementById('out').textContent = JSON.stringify(
+            {title: data.title, episodes: data.episodes.length,
+             rows: board.rankings.length, boards: boards.boards.length});
+        })().catch(e => { document.getElementById('out').textContent = 'failed: ' + e; });
+        </script>"""
+    )
+    port = free_port()
+    handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(tmp_path))  # noqa: E731
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        page.goto(f"http://127.0.0.1:{port}/index.html?data={data_url}&api={site.harness.url}")
+        page.wait_for_function("document.getElementById('out').textContent !== 'loading'", timeout=15_000)
+        shown = page.inner_text("#out")
+        assert not shown.startswith("failed"), shown
+        loaded = json.loads(shown)
+        assert loaded["episodes"] == 8 and loaded["rows"] == 2 and loaded["boards"] >= 1
+        assert "Canvas" in loaded["title"]
+        assert plays(page, "#clip") > 0.2  # a CORS video: it would refuse to load without the header
+    finally:
+        server.shutdown()
+
+
+def test_replay_data_has_the_documented_shape(site: Site) -> None:
+    data = httpx.get(site.ranked["replay"]["url"] + "data.json").json()
+    assert set(data) >= {"title", "url", "about", "columns", "episodes"}
+    assert all(set(item) == {"key", "label", "value"} for item in data["about"])
+    keys = [c["key"] for c in data["columns"]]
+    episode = data["episodes"][0]
+    assert set(episode) >= {"index", "values", "duration_s", "videos"} and set(episode["values"]) <= set(keys)
+    video = episode["videos"][0]
+    assert {video["camera"] for video in episode["videos"]} == {"top", "side"}
+    assert video["url"] == data["url"] + video["src"] and not video["src"].startswith("/")
+    top = next(v for v in episode["videos"] if v["camera"] == "top")
+    assert (top["width"], top["height"]) == (64, 48) and top["duration_s"] == pytest.approx(1.2, abs=0.15)
+    fetched = httpx.get(video["url"])
+    assert fetched.status_code == 200 and fetched.headers["content-type"] == "video/mp4"
+    assert fetched.headers["access-control-allow-origin"] == "*"
+    missing = httpx.get(data["url"] + "episodes/0/nope.mp4")
+    assert missing.status_code == 404
+    assert httpx.get(site.harness.url + "/v/not-a-token/data.json").status_code == 404
+
+
+def test_recorded_files_are_listed_as_artifacts(site: Site) -> None:
+    client = site.harness.client("alice")
+    keys = [
+        entry.key
+        for entry in client.list_artifacts(site.ranked["id"], prefix="attempts/1/episodes/000000/").artifacts
+    ]
+    assert "attempts/1/episodes/000000/image.top.mp4" in keys
+    assert "attempts/1/episodes/000000/trajectory.jsonl.gz" in keys
+
+
+def test_report_html_plays_a_recorded_run_offline(page: Any, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    ran = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "yardstick"),
+            "eval",
+            "run",
+            "--benchmark",
+            f"{TOYS}:Canvas",
+            "--policy",
+            f"{TOYS}:Rows",
+            "--trials",
+            "1",
+            "--record",
+            "video",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert ran.returncode == 0, ran.stderr
+    page.goto((out / "report.html").as_uri())
+    assert page.locator("video").count() == 4  # two tasks × one trial × two cameras
+    assert plays(page, "video") > 0.2
+    page.screenshot(path=str(SHOTS / "report.png"), full_page=True)
