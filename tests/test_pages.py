@@ -136,9 +136,19 @@ def test_a_finished_run_links_its_replay_page_and_the_page_shows_chart_table_and
     assert url.startswith(site.harness.url + "/v/")
     page.goto(url)  # no key: the link is the credential
     assert page.locator("#status").inner_text() == "finished"
-    assert page.locator("#chart svg").count() == 1
-    chart = page.locator("#chart svg").inner_html()
-    assert "left" in chart and "right" in chart  # one bar a task
+    # Two endpoints: a chart and a score each, never the two pooled into one.
+    charts = page.locator(".chart[data-endpoint] svg")
+    assert charts.count() == 2
+    assert all(
+        "left" in charts.nth(i).inner_html() and "right" in charts.nth(i).inner_html() for i in range(2)
+    )
+    cards = {
+        page.locator(".score").nth(i).get_attribute("data-endpoint"): page.locator(".score .big")
+        .nth(i)
+        .inner_text()
+        for i in range(page.locator(".score").count())
+    }
+    assert cards == {"rows": "100.0%", "sampler": "50.0%"}
     rows = visible_rows(page)
     assert len(rows) == 16  # two endpoints × two tasks × four trials
     assert {r["outcome"] for r in rows} == {"Success", "Failure"}
@@ -146,6 +156,12 @@ def test_a_finished_run_links_its_replay_page_and_the_page_shows_chart_table_and
     assert videos.count() == 32  # two cameras an episode
     assert plays(page, "#episodes tbody tr:first-child video") > 0.2
     page.screenshot(path=str(SHOTS / "run.png"), full_page=True)
+
+
+def test_a_run_of_one_endpoint_has_one_chart_and_one_score(site: Site, page: Any) -> None:
+    page.goto(site.ranked["replay"]["url"])
+    assert page.locator(".chart svg").count() == 1 and page.locator("#comparison").count() == 0
+    assert page.locator(".score .big").inner_text() == "50.0%"
 
 
 def test_the_episode_table_filters_by_task_and_outcome_and_sorts(site: Site, page: Any) -> None:
@@ -206,6 +222,9 @@ def test_the_home_page_lists_boards_and_recent_runs(site: Site, page: Any) -> No
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390 + 1
     page.screenshot(path=str(SHOTS / "board-phone.png"), full_page=True)
+    page.goto(site.compared["replay"]["url"])
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390 + 1
+    page.screenshot(path=str(SHOTS / "run-phone.png"))
 
 
 def test_a_page_on_another_origin_reads_the_replay_data_videos_and_rankings(

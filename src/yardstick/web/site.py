@@ -207,14 +207,18 @@ def site_router(platform: Platform) -> APIRouter:
     def run_page(request: Request, token: str) -> HTMLResponse:
         view = run_or_404(token)
         descriptions = {t: "" for t in dict.fromkeys(e.task_id for e in view.episodes)}
-        summary, _ = runs.summarize_run(view.episodes, descriptions)
+        summary, per_endpoint = runs.summarize_run(view.episodes, descriptions)
         data = replay_data(view, str(request.base_url))
+        # A run of several endpoints is read endpoint by endpoint: pooling them would score no policy.
+        parts = per_endpoint if len(per_endpoint) > 1 else {"": summary}
         body = _PAGES.get_template("run.html").render(
             view=view,
             s=view.submission,
             data=data,
-            summary=summary,
-            chart=success_chart_svg(summary),
+            parts=[
+                {"name": name, "summary": part, "chart": success_chart_svg(part)}
+                for name, part in parts.items()
+            ],
             comparison=_comparison(view),
             outcomes=sorted({e["values"]["outcome"] for e in data["episodes"]}),
             tasks=list(dict.fromkeys(e.task_id for e in view.episodes)),
