@@ -78,6 +78,10 @@ class Org(Base):
     concurrent_submissions: Mapped[int] = mapped_column(Integer, default=4)
     # May this org compose plans from catalogue tasks (the contract's "customer grant")?
     may_compose: Mapped[bool] = mapped_column(Boolean, default=True)
+    # What happens when a quota runs out: `block` refuses the submission, `meter` lets it through and counts.
+    on_exhausted: Mapped[str] = mapped_column(String(16), default="block")
+    # `packaged`: invoiced by the org's terms, no credits held. `pay_as_you_go`: runs spend the credit balance.
+    billing_mode: Mapped[str] = mapped_column(String(32), default="packaged")
     created_at: Mapped[dt.datetime] = _time()
 
 
@@ -87,6 +91,10 @@ class User(Base):
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
     login: Mapped[str] = mapped_column(String(200), unique=True)
     alias: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    email: Mapped[str | None] = mapped_column(String(320), nullable=True)
+    # For signing in to the platform's own pages (the device flow's approval): a salted scrypt digest, never
+    # the password. None: this user signs in through an identity provider only.
+    password_digest: Mapped[str | None] = mapped_column(String(300), nullable=True)
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[dt.datetime] = _time()
 
@@ -97,6 +105,8 @@ class Membership(Base):
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
     org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), primary_key=True)
     role: Mapped[str] = mapped_column(String(32), default="member")
+    # May this member spend the org's money (buy credits)? `none` | `spender`.
+    billing_role: Mapped[str] = mapped_column(String(16), default="none")
 
 
 class ApiKey(Base):
@@ -286,3 +296,126 @@ class QuotaEvent(Base):
     kind: Mapped[str] = mapped_column(String(16))  # charge | refund
     meter: Mapped[str] = mapped_column(String(32), default="submissions")
     at: Mapped[dt.datetime] = _time()
+
+
+# --- sign-in ---------------------------------------------------------------------------------------------
+
+
+class Identity(Base):
+    """An account at an identity provider (GitHub, an OpenID Connect issuer, the platform itself) that signs
+    in as a user. `users.register` finds a user by it, so one account is one user however often it comes."""
+
+    __tablename__ = "identities"
+    __table_args__ = (UniqueConstraint("provider", "issuer", "subject"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    provider: Mapped[str] = mapped_column(String(32))  # github | oidc | yardstick
+    issuer: Mapped[str] = mapped_column(String(300), default="")  # the provider's base URL
+    subject: Mapped[str] = mapped_column(String(200))  # the provider's stable id of the account
+    email: Mapped[str | None] = mapped_column(String(320), nullable=True)
+    created_at: Mapped[dt.datetime] = _time()
+
+
+class DeviceGrant(Base):
+    """One device-flow sign-in (RFC 8628) where the platform is the provider: a CLI holds the device code
+    (kept here only as its SHA-256), a person approves the user code in a browser, the CLI's next poll
+    gets its token once."""
+
+    __tablename__ = "device_grants"
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    device_digest: Mapped[str] = mapped_column(String(64), unique=True)
+    user_code: Mapped[str] = mapped_column(String(16), unique=True)
+    client_name: Mapped[str] = mapped_column(String(200), default="")
+    interval_s: Mapped[int] = mapped_column(Integer, default=5)
+    created_at: Mapped[dt.datetime] = _time()
+    expires_at: Mapped[dt.datetime] = _time()
+    last_polled_at: Mapped[dt.datetime | None] = _time(nullable=True)
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), nullable=True)
+    approved: Mapped[bool | None] = mapped_column(Boolean, nullable=True)  # None: not yet decided
+    decided_at: Mapped[dt.datetime | None] = _time(nullable=True)
+    consumed_at: Mapped[dt.datetime | None] = _time(nullable=True)
+
+
+class WebSession(Base):
+    """A browser signed in to the platform's pages: the cookie's SHA-256, whose user, until when."""
+
+    __tablename__ = "web_sessions"
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[dt.datetime] = _time()
+    expires_at: Mapped[dt.datetime] = _time()
+
+
+# --- credits -----------------------------------------------------------------------------------------------
+
+
+class CreditAccount(Base):
+    """An org's credit balance in integer units (one credit is 60,000,000,000). `reserved_units` is held by
+    runs not yet settled; what a run may reserve is `posted_units - reserved_units`. The row is locked while
+    a reservation is taken, so concurrent creates never overdraw it."""
+
+    __tablename__ = "credit_accounts"
+
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), primary_key=True)
+    posted_units: Mapped[int] = mapped_column(BigInteger, default=0)
+    reserved_units: Mapped[int] = mapped_column(BigInteger, default=0)
+    updated_at: Mapped[dt.datetime] = _time()
+
+
+class CreditEntry(Base):
+    """The ledger: every change to a balance, signed (grant, purchase, charge, …), with what caused it."""
+
+    __tablename__ = "credit_entries"
+    __table_args__ = (Index("ix_credit_entries_org_at", "org_id", "created_at"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(16))  # grant | purchase | charge
+    units: Mapped[int] = mapped_column(BigInteger)
+    submission_id: Mapped[int | None] = mapped_column(
+        ForeignKey("submissions.id", ondelete="SET NULL"), nullable=True
+    )
+    purchase_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    note: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[dt.datetime] = _time()
+
+
+class Reservation(Base):
+    """The credits a pay-as-you-go run holds: its frozen quote, the maximum reserved at create, and at the
+    end the real charge (the rest released). `state`: held | settled | review."""
+
+    __tablename__ = "reservations"
+
+    submission_id: Mapped[int] = mapped_column(
+        ForeignKey("submissions.id", ondelete="CASCADE"), primary_key=True
+    )
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    quote: Mapped[dict[str, Any]] = mapped_column(JSON)
+    reserved_units: Mapped[int] = mapped_column(BigInteger)
+    charged_units: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    state: Mapped[str] = mapped_column(String(16), default="held")
+    created_at: Mapped[dt.datetime] = _time()
+    settled_at: Mapped[dt.datetime | None] = _time(nullable=True)
+
+
+class Purchase(Base):
+    """A purchase of a credit package, idempotent per org by transaction key. Credits are granted when the
+    payment provider confirms it (the built-in provider: an admin settles it), never on a redirect."""
+
+    __tablename__ = "purchases"
+    __table_args__ = (UniqueConstraint("org_id", "transaction_key"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    initiated_by: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    transaction_key: Mapped[str] = mapped_column(String(200))
+    package: Mapped[dict[str, Any]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16), default="open")  # open | granted | review
+    checkout_url: Mapped[str | None] = mapped_column(Text, nullable=True)
+    review_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[dt.datetime] = _time()
+    granted_at: Mapped[dt.datetime | None] = _time(nullable=True)
