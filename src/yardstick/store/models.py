@@ -80,7 +80,7 @@ class Org(Base):
     may_compose: Mapped[bool] = mapped_column(Boolean, default=True)
     # What happens when a quota runs out: `block` refuses the submission, `meter` lets it through and counts.
     on_exhausted: Mapped[str] = mapped_column(String(16), default="block")
-    # `packaged`: invoiced by the org's terms, no credits held. `pay_as_you_go`: runs spend the credit balance.
+    # `packaged`: invoiced by its terms, no credits held. `pay_as_you_go`: runs spend the credit balance.
     billing_mode: Mapped[str] = mapped_column(String(32), default="packaged")
     created_at: Mapped[dt.datetime] = _time()
 
