@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -36,11 +37,12 @@ def _postgres_available() -> bool:
         return False
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty database: a SQLite file, or a schema of its own on the machine's PostgreSQL."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'yardstick.db'}"
+@contextmanager
+def fresh_database(kind: str, folder: Path) -> Iterator[str]:
+    """A fresh, empty database: a SQLite file in `folder`, or a schema of its own on the machine's
+    PostgreSQL (dropped after). Skips the test when there is no PostgreSQL."""
+    if kind == "sqlite":
+        yield f"sqlite:///{folder / 'yardstick.db'}"
         return
     if not _postgres_available():
         pytest.skip("no PostgreSQL at " + PG_URL)
@@ -56,3 +58,9 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     finally:
         with psycopg.connect(PG_URL, autocommit=True) as admin:
             admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with fresh_database(request.param, tmp_path) as url:
+        yield url

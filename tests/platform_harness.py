@@ -21,7 +21,7 @@ from yardstick.cli.platform_cmd import run_worker
 from yardstick.service import admin
 from yardstick.service.gateway import create_app
 from yardstick.service.platform import Platform
-from yardstick.service.settings import Settings
+from yardstick.service.settings import Settings, SignInSettings
 from yardstick.store.models import PolicySpec
 
 TOYS = Path(__file__).parent / "toys.py"
@@ -99,6 +99,7 @@ def running_platform(
     max_attempts: int = 3,
     per_day: int = 50,
     ttl_s: int = 3600,
+    sign_in: SignInSettings | None = None,
 ) -> Iterator[Harness]:
     settings = Settings(
         data_dir=tmp_path / "platform",
@@ -106,6 +107,7 @@ def running_platform(
         lease_s=lease_s,
         max_attempts=max_attempts,
         artifact_ttl_s=ttl_s,
+        sign_in=sign_in or SignInSettings(),
     )
     platform = Platform(settings)
     with platform.db.writing() as session:

@@ -7,8 +7,10 @@ writing a client of ours so that this command speaks exactly the contract, reque
 included: an answer it cannot read is one the contract's own callers could not read either.
 
 The platform is `--platform-url`, else `$YARDSTICK_PLATFORM_URL`, else `$POSITRONIC_PLATFORM_URL`, else
-a local one (`http://127.0.0.1:8080`, where `yardstick server` listens). The key is `$YARDSTICK_API_KEY`,
-else `$POSITRONIC_PLATFORM_API_KEY`, and never an argument, so it reaches no process listing.
+the one `yardstick login` saved, else a local one (`http://127.0.0.1:8080`, where `yardstick server`
+listens). The key is `$YARDSTICK_API_KEY`, else `$POSITRONIC_PLATFORM_API_KEY`, else the saved one when
+the platform is the one it was saved for (`credentials.py`), and never an argument, so it reaches no
+process listing.
 
 Exit statuses follow the contract's table (`exit_status`): 1 the caller (a 4xx refusal, no key, a quota
 used up), 2 usage (an id that is not hexadecimal, a plan file that does not parse or validate), 3 the
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -60,23 +61,25 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from yardstick.cli import credentials
+from yardstick.cli.credentials import DEFAULT_PLATFORM_URL, KEY_ENVS
 from yardstick.cli.display import console
 from yardstick.cli.exits import Exit
+from yardstick.cli.money import describe_quote
 
-DEFAULT_PLATFORM_URL = "http://127.0.0.1:8080"
 URL_ENVS = ["YARDSTICK_PLATFORM_URL", "POSITRONIC_PLATFORM_URL"]
-KEY_ENVS = ("YARDSTICK_API_KEY", "POSITRONIC_PLATFORM_API_KEY")
 POLL_S = 1.0
 # The codes the contract counts as the platform's own fault whatever the HTTP status says.
 PLATFORM_CODES = frozenset({ErrorCode.internal_error, ErrorCode.upstream_unavailable})
 LIST_PAGE_CAP = 200  # the most rows the platform answers a page with
 
 PlatformUrl = typer.Option(
-    DEFAULT_PLATFORM_URL,
+    None,
     "--platform-url",
     envvar=URL_ENVS,
     show_envvar=True,
-    help="The platform to call.",
+    show_default=False,
+    help=f"The platform to call [default: the one `yardstick login` saved, else {DEFAULT_PLATFORM_URL}].",
 )
 AsJson = typer.Option(False, "--json", help="Print the answer as JSON on stdout.")
 FromFile = typer.Option(..., "--from-file", help="The eval plan, YAML or JSON.", show_default=False)
@@ -141,27 +144,28 @@ def _calls(url: str, as_json: bool) -> Iterator[None]:
         _fail(exit_status(exc), _explain(exc, url))
 
 
-def _api_key() -> ApiKey | None:
-    for name in KEY_ENVS:
-        value = os.environ.get(name, "").strip()
-        if value:
-            return ApiKey(value)
-    return None
-
-
-@contextmanager
-def _client(url: str, as_json: bool, *, key_required: bool = True) -> Iterator[PlatformClient]:
-    key = _api_key()
-    if key is None and key_required:
-        _fail(
-            Exit.CALLER,
-            f"no API key: set {KEY_ENVS[0]} (or {KEY_ENVS[1]}); an administrator mints one with "
-            "`yardstick admin key create LOGIN`",
-        )
-    if not url.strip():
+def platform_and_key(given_url: str | None) -> tuple[str, ApiKey | None]:
+    """The platform to call and the key to call it with, by the order in `credentials.py`."""
+    if given_url is not None and not given_url.strip():
         _fail(
             Exit.USAGE,
             f"--platform-url is empty: name a platform, or leave it unset for {DEFAULT_PLATFORM_URL}",
+        )
+    try:
+        url, key = credentials.resolve(given_url)
+    except credentials.RecordUnreadable as exc:
+        _fail(Exit.CALLER, str(exc))
+    return url, ApiKey(key) if key else None
+
+
+@contextmanager
+def _client(given_url: str | None, as_json: bool, *, key_required: bool = True) -> Iterator[PlatformClient]:
+    url, key = platform_and_key(given_url)
+    if key is None and key_required:
+        _fail(
+            Exit.CALLER,
+            f"no API key for {url}: run `yardstick login` (or set {KEY_ENVS[0]}); an administrator "
+            "mints one with `yardstick admin key create LOGIN`",
         )
     try:
         client = PlatformClient(url, api_key=key)
@@ -285,7 +289,7 @@ def submit(
     as_json: bool = typer.Option(
         False, "--json", help="Print the answer as JSON on stdout (with --wait, the ended run's status)."
     ),
-    platform_url: str = PlatformUrl,
+    platform_url: str | None = PlatformUrl,
 ) -> None:
     """File a plan (submissions.create) and print its id; --wait follows the run and prints its score.
 
@@ -300,6 +304,8 @@ def submit(
             print(ident, flush=True)
             total = f", {created.resolved.episodes_total} episodes" if created.resolved else ""
             console.print(f"submission {ident}: {slug_of(created.status)}{total}")
+            if created.billing is not None and created.billing.quote is not None:
+                console.print(describe_quote(created.billing.quote), soft_wrap=True)
         if not wait:
             if as_json:
                 _print_json(created)
@@ -375,7 +381,9 @@ def resolved_tables(resolved: ResolvedPlan) -> tuple[Table, Table]:
     return endpoints, tasks
 
 
-def resolve(from_file: Path = FromFile, as_json: bool = AsJson, platform_url: str = PlatformUrl) -> None:
+def resolve(
+    from_file: Path = FromFile, as_json: bool = AsJson, platform_url: str | None = PlatformUrl
+) -> None:
     """The plan as it would run (submissions.resolve), with nothing filed and no quota spent."""
     plan = _plan(from_file)
     with _client(platform_url, as_json) as client:
@@ -386,7 +394,7 @@ def resolve(from_file: Path = FromFile, as_json: bool = AsJson, platform_url: st
     for table in resolved_tables(resolved):
         console.print(table)
     if resolved.credit_quote is not None:
-        console.print(f"credit quote: {escape(resolved.credit_quote.model_dump_json())}", soft_wrap=True)
+        console.print(describe_quote(resolved.credit_quote), soft_wrap=True)
 
 
 # --- eval status / list / cancel ---------------------------------------------------------------------
@@ -425,7 +433,7 @@ def _describe(view: SubmissionView) -> None:
         console.print(f"cancelled at {_when(view.cancelled_at)}")
 
 
-def status(ident: str = IdArgument, as_json: bool = AsJson, platform_url: str = PlatformUrl) -> None:
+def status(ident: str = IdArgument, as_json: bool = AsJson, platform_url: str | None = PlatformUrl) -> None:
     """A submission's status (submissions.get): episodes done, its score, why it failed, its artifacts."""
     submission = _submission_id(ident)
     with _client(platform_url, as_json) as client:
@@ -449,7 +457,7 @@ def list_submissions(
     limit: int | None = typer.Option(
         None, "--limit", min=1, help="At most N submissions, the oldest first (default: all)."
     ),
-    platform_url: str = PlatformUrl,
+    platform_url: str | None = PlatformUrl,
 ) -> None:
     """Your submissions, oldest first (submissions.list, every page)."""
     rows: list[SubmissionListRow] = []
@@ -496,7 +504,7 @@ def list_submissions(
         console.print(f"more after {cursor}: raise --limit to see them", style="dim")
 
 
-def cancel(ident: str = IdArgument, as_json: bool = AsJson, platform_url: str = PlatformUrl) -> None:
+def cancel(ident: str = IdArgument, as_json: bool = AsJson, platform_url: str | None = PlatformUrl) -> None:
     """Cancel a run that has not ended (submissions.cancel); its quota comes back if nothing had started."""
     submission = _submission_id(ident)
     with _client(platform_url, as_json) as client:
@@ -587,16 +595,17 @@ def artifacts(
     download: Path | None = typer.Option(
         None, "--download", help="Fetch every file listed into this folder, keeping the key paths."
     ),
-    platform_url: str = PlatformUrl,
+    platform_url: str | None = PlatformUrl,
 ) -> None:
     """What a finished run wrote (submissions.artifacts, every page); --download fetches the files."""
     submission = _submission_id(ident)
     with _client(platform_url, as_json) as client:
         entries = _all_artifacts(client, submission, prefix)
+        reached = client.base_url
     if as_json:
         # Fetched first, so a refused download leaves its envelope alone on stdout.
         if download is not None:
-            _download(entries, download, platform_url, as_json)
+            _download(entries, download, reached, as_json)
         print(json.dumps({"artifacts": [e.model_dump(mode="json") for e in entries], "next": None}, indent=2))
         return
     table = Table(title=f"{len(entries)} artifacts of {submission}", title_justify="left")
@@ -606,14 +615,14 @@ def artifacts(
         table.add_row(Text(entry.key), _size(entry.size))
     console.print(table)
     if download is not None:
-        _download(entries, download, platform_url, as_json)
+        _download(entries, download, reached, as_json)
         console.print(f"{len(entries)} files in {escape(str(download))}")
 
 
 # --- eval catalog ------------------------------------------------------------------------------------
 
 
-def catalog(as_json: bool = AsJson, platform_url: str = PlatformUrl) -> None:
+def catalog(as_json: bool = AsJson, platform_url: str | None = PlatformUrl) -> None:
     """The evals a plan may name (catalog.evals), and the tasks it may compose (catalog.tasks).
 
     Composing a plan of its own tasks takes a grant; without one the tasks are not listed.
@@ -678,7 +687,7 @@ def catalog(as_json: bool = AsJson, platform_url: str = PlatformUrl) -> None:
 def boards(
     board: str | None = typer.Option(None, "--board", help="One board's rankings, by its slug."),
     as_json: bool = AsJson,
-    platform_url: str = PlatformUrl,
+    platform_url: str | None = PlatformUrl,
 ) -> None:
     """The boards you can read (rankings.list), or one board's rankings (rankings.get).
 

@@ -7,7 +7,8 @@ import sys
 import typer
 
 from yardstick import __version__
-from yardstick.cli import client_cmd
+from yardstick.cli import client_cmd, login_cmd
+from yardstick.cli.credits_cmd import credits_app
 from yardstick.cli.eval_cmd import eval_app
 from yardstick.cli.platform_cmd import admin_app, db_app, server, worker
 from yardstick.cli.serve_cmd import serve
@@ -29,6 +30,10 @@ eval_app.command("cancel")(client_cmd.cancel)
 eval_app.command("artifacts")(client_cmd.artifacts)
 eval_app.command("catalog")(client_cmd.catalog)
 app.command("boards")(client_cmd.boards)
+app.command("login")(login_cmd.login)
+app.command("logout")(login_cmd.logout)
+app.add_typer(login_cmd.keys_app, name="keys")
+app.add_typer(credits_app, name="credits")
 app.add_typer(benchmark_app, name="benchmark")
 app.add_typer(policy_app, name="policy")
 policy_app.command("serve")(serve)

@@ -65,6 +65,9 @@ def server(
     port: int = typer.Option(8080, help="The HTTP port."),
     no_worker: bool = typer.Option(False, "--no-worker", help="Serve the API only; workers run elsewhere."),
     workers: int = typer.Option(1, min=1, help="Embedded worker processes."),
+    log_level: str = typer.Option(
+        "warning", help="uvicorn's log level; info adds a line per request (method, path, status)."
+    ),
 ) -> None:
     """The whole platform on one machine: the API, workers, the database and the artifacts, migrations
     applied. OpenAPI at /docs."""
@@ -77,9 +80,10 @@ def server(
     platform = Platform(settings)
     console.print(f"data: {settings.data_dir}  database: {settings.database.split('@')[-1]}")
     console.print(f"API:  http://{host}:{port}/v1  (OpenAPI at /docs)")
+    console.print(f"sign-in: http://{host}:{port}/device  (yardstick login)")
     embedded = [] if no_worker else start_workers(settings, workers)
     try:
-        uvicorn.run(create_app(platform), host=host, port=port, log_level="warning")
+        uvicorn.run(create_app(platform), host=host, port=port, log_level=log_level)
     finally:
         stop_workers(embedded)
         platform.close()
@@ -154,6 +158,15 @@ def _do(data_dir: Path | None, database: str | None, action: Any) -> Any:
         platform.close()
 
 
+BillingMode = typer.Option(
+    "packaged", help="packaged (invoiced by its terms) or pay_as_you_go (runs spend its credit balance)."
+)
+OnExhausted = typer.Option(
+    "block",
+    help="When a quota is spent: block refuses a submission, meter admits it and counts past the limit.",
+)
+
+
 @org_app.command("create")
 def org_create(
     slug: str,
@@ -161,6 +174,8 @@ def org_create(
     per_day: int = typer.Option(20, help="Submissions a day per user."),
     concurrent: int = typer.Option(4, help="Submissions queued or running at once."),
     no_compose: bool = typer.Option(False, help="Its members may only name evals."),
+    billing_mode: str = BillingMode,
+    on_exhausted: str = OnExhausted,
     data_dir: Path | None = DataDir,
     database: str | None = DatabaseUrl,
 ) -> None:
@@ -170,7 +185,14 @@ def org_create(
         data_dir,
         database,
         lambda s: admin.create_org(
-            s, slug, name=name, per_day=per_day, concurrent=concurrent, may_compose=not no_compose
+            s,
+            slug,
+            name=name,
+            per_day=per_day,
+            concurrent=concurrent,
+            may_compose=not no_compose,
+            billing_mode=billing_mode,
+            on_exhausted=on_exhausted,
         ),
     )
     console.print(f"org {slug} created")
@@ -182,13 +204,52 @@ def user_create(
     org: list[str] = typer.Option([], "--org", help="An org to join (repeatable)."),
     alias: str | None = None,
     is_admin: bool = typer.Option(False, "--admin"),
+    password: bool = typer.Option(
+        False,
+        "--password",
+        help="Set a password for the sign-in page (asked at a prompt, or a line of stdin).",
+    ),
     data_dir: Path | None = DataDir,
     database: str | None = DatabaseUrl,
 ) -> None:
     from yardstick.service import admin
+    from yardstick.service.signin import set_password
 
-    _do(data_dir, database, lambda s: admin.create_user(s, login, orgs=org, alias=alias, is_admin=is_admin))
-    console.print(f"user {login} created")
+    secret = _read_password() if password else None
+
+    def create(session: Any) -> None:
+        admin.create_user(session, login, orgs=org, alias=alias, is_admin=is_admin)
+        if secret is not None:
+            set_password(session, login, secret)
+
+    _do(data_dir, database, create)
+    console.print(f"user {login} created" + (", with a password" if secret is not None else ""))
+
+
+def _read_password() -> str:
+    """A password from the terminal (asked twice), else one line of stdin: never an argument, which any
+    process listing would show."""
+    import getpass
+    import sys
+
+    if sys.stdin.isatty():
+        first = getpass.getpass("Password: ")
+        if getpass.getpass("Again: ") != first:
+            console.print("[red]error:[/red] the two passwords differ")
+            raise typer.Exit(Exit.CALLER)
+        return first
+    return sys.stdin.readline().rstrip("\r\n")
+
+
+@user_app.command("password")
+def user_password(login: str, data_dir: Path | None = DataDir, database: str | None = DatabaseUrl) -> None:
+    """Set a user's password for the platform's sign-in page (the device flow's approval), read from a
+    prompt or one line of stdin. Only its salted scrypt digest is kept."""
+    from yardstick.service.signin import set_password
+
+    secret = _read_password()
+    _do(data_dir, database, lambda s: set_password(s, login, secret))
+    console.print(f"password of {login} set")
 
 
 @key_app.command("create")
@@ -266,3 +327,195 @@ def baseline_add(
 
     _do(data_dir, database, lambda s: admin.add_baseline(s, board, int(submission, 16), publisher, name))
     console.print(f"baseline {name} added to {board}")
+
+
+@org_app.command("set")
+def org_set(
+    slug: str,
+    billing_mode: str | None = typer.Option(None, help="packaged or pay_as_you_go."),
+    on_exhausted: str | None = typer.Option(None, help="block or meter."),
+    per_day: int | None = typer.Option(None, help="Submissions a day per user."),
+    concurrent: int | None = typer.Option(None, help="Submissions queued or running at once."),
+    data_dir: Path | None = DataDir,
+    database: str | None = DatabaseUrl,
+) -> None:
+    """Change an org's billing mode, what its quotas do when spent, or its limits."""
+    from yardstick.service import admin
+
+    _do(
+        data_dir,
+        database,
+        lambda s: admin.set_org(
+            s,
+            slug,
+            billing_mode=billing_mode,
+            on_exhausted=on_exhausted,
+            per_day=per_day,
+            concurrent=concurrent,
+        ),
+    )
+    console.print(f"org {slug} updated")
+
+
+@org_app.command("billing-role")
+def org_billing_role(
+    slug: str,
+    login: str,
+    role: str = typer.Argument(..., help="spender (may buy credits for the org) or none."),
+    data_dir: Path | None = DataDir,
+    database: str | None = DatabaseUrl,
+) -> None:
+    """Set a member's billing role in an org."""
+    from yardstick.service import admin
+
+    _do(data_dir, database, lambda s: admin.set_billing_role(s, slug, login, role))
+    console.print(f"{login} is billing role {role} in {slug}")
+
+
+credits_app = typer.Typer(help="Credits: grants, purchases, balances.", no_args_is_help=True)
+admin_app.add_typer(credits_app, name="credits")
+
+
+@credits_app.command("grant")
+def credits_grant(
+    org: str,
+    amount: str = typer.Argument(
+        ..., help="Credits (100, 2.5), or integer units with a u suffix (600000000u)."
+    ),
+    note: str = typer.Option("", help="Why, for the ledger."),
+    data_dir: Path | None = DataDir,
+    database: str | None = DatabaseUrl,
+) -> None:
+    """Add credits to an org's balance directly (a ledger entry of kind grant)."""
+    from yardstick.service import admin
+    from yardstick.service.billing import credits
+
+    units, posted = _do(data_dir, database, lambda s: admin.grant_credits(s, org, amount, note))
+    console.print(f"granted {credits(units)} credits ({units} units) to {org}; posted now {credits(posted)}")
+
+
+@credits_app.command("settle")
+def credits_settle(
+    purchase_id: str,
+    note: str = typer.Option("", help="The payment's reference, for the ledger."),
+    data_dir: Path | None = DataDir,
+    database: str | None = DatabaseUrl,
+) -> None:
+    """Grant an open purchase's credits once it is paid (the built-in payment provider's confirmation)."""
+    from yardstick.service import admin
+    from yardstick.service.billing import credits
+
+    slug, units = _do(data_dir, database, lambda s: admin.settle_purchase(s, purchase_id, note))
+    console.print(f"purchase {purchase_id} settled: {credits(units)} credits granted to {slug}")
+
+
+@credits_app.command("show")
+def credits_show(org: str, data_dir: Path | None = DataDir, database: str | None = DatabaseUrl) -> None:
+    """An org's balance, its latest ledger entries and its open purchases."""
+    from yardstick.service import admin
+    from yardstick.service.billing import credits
+
+    summary = _do(data_dir, database, lambda s: admin.credit_summary(s, org))
+    posted, reserved = summary["posted_units"], summary["reserved_units"]
+    console.print(
+        f"{org}: posted {credits(posted)}, reserved {credits(reserved)},"
+        f" available {credits(posted - reserved)} credits"
+    )
+    for at, kind, units, note in summary["entries"]:
+        console.print(f"  {at:%Y-%m-%d %H:%M:%S}  {kind:<8} {credits(units):>16}  {note}", soft_wrap=True)
+    for purchase_id, package, at in summary["open_purchases"]:
+        console.print(f"  open purchase {purchase_id} ({package}) since {at:%Y-%m-%d %H:%M}")
+
+
+@credits_app.command("usage")
+def credits_usage(
+    org: str,
+    month: str | None = typer.Option(
+        None, help="A calendar month, YYYY-MM, in UTC (default: the current one)."
+    ),
+    since: str | None = typer.Option(
+        None, help="The window's start, YYYY-MM-DD or YYYY-MM-DDTHH:MM (UTC unless a zone is given)."
+    ),
+    until: str | None = typer.Option(None, help="The window's end, exclusive (default: now); needs --since."),
+    as_json: bool = typer.Option(False, "--json", help="Print the statement as JSON on stdout."),
+    data_dir: Path | None = DataDir,
+    database: str | None = DatabaseUrl,
+) -> None:
+    """An org's usage statement, to invoice a packaged org by: each run that ended in the window, the
+    episodes it played, their robot time and their price in credits under the configured tariff (a run
+    that held credits also shows what its settlement charged)."""
+    import json
+
+    from rich import box
+    from rich.table import Table
+
+    from yardstick.service import admin
+    from yardstick.service.billing import credits
+    from yardstick.service.usage import UsageWindowError, usage, usage_window
+    from yardstick.store.models import utcnow
+
+    try:
+        since_at, until_at = usage_window(month, since, until, utcnow())
+    except UsageWindowError as exc:
+        raise typer.BadParameter(exc.message, param_hint=exc.option) from None
+    platform = _admin(data_dir, database)
+    try:
+        with platform.db.reading() as session:
+            statement = usage(
+                session, admin.org(session, org).id, since_at, until_at, platform.billing.tariff
+            )
+    except admin.AdminError as exc:
+        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        raise typer.Exit(Exit.CALLER) from None
+    finally:
+        platform.close()
+    if as_json:
+        print(json.dumps(statement.as_json(), indent=2))
+        return
+    charged = statement.charged_units is not None
+    table = Table(
+        title=f"usage of {statement.org} ({statement.billing_mode}),"
+        f" {since_at:%Y-%m-%d %H:%M:%S} to {until_at:%Y-%m-%d %H:%M:%S} UTC",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    table.add_column("run", no_wrap=True)
+    table.add_column("eval", no_wrap=True)
+    table.add_column("ended (UTC)", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("episodes", justify="right", no_wrap=True)
+    table.add_column("robot time", justify="right", no_wrap=True)
+    table.add_column("credits", justify="right", no_wrap=True)
+    if charged:
+        table.add_column("charged", justify="right", no_wrap=True)
+    for line in statement.lines:
+        status = line.status + (f": {line.reason_code}" if line.reason_code else "")
+        cells = [
+            line.submission,
+            line.eval,
+            f"{line.ended_at:%m-%d %H:%M}",
+            status + (" (platform fault, not billed)" if line.platform_fault else ""),
+            str(line.episodes),
+            f"{line.robot_seconds:,.1f} s",
+            credits(line.units),
+        ]
+        if charged:
+            cells.append("-" if line.charged_units is None else credits(line.charged_units))
+        table.add_row(*cells)
+    console.print(table)
+    total = (
+        f"total: {len(statement.lines)} run{'' if len(statement.lines) == 1 else 's'},"
+        f" {statement.episodes} episodes, {statement.robot_seconds:,.1f} s of robot time,"
+        f" {credits(statement.units)} credits ({statement.units} units)"
+    )
+    if statement.charged_units is not None:
+        total += f"; charged {credits(statement.charged_units)} credits"
+    console.print(total, soft_wrap=True)
+    tariff = statement.tariff
+    console.print(
+        f"tariff {tariff.version[:12]}: {credits(tariff.episode_units)} credits an episode,"
+        f" {credits(tariff.minute_units)} a minute of robot time, rounded up to"
+        f" {tariff.duration_rounding_sec} s; each episode capped at its task's time limit",
+        style="dim",
+        soft_wrap=True,
+    )

@@ -11,7 +11,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from yardstick.service import keys
+from yardstick.service import billing, keys
+from yardstick.service.billing_config import BillingConfigError, parse_credits
 from yardstick.store.models import ApiKey, Baseline, Board, Eval, Membership, Org, Submission, Task, User
 
 
@@ -27,15 +28,21 @@ def create_org(
     per_day: int = 20,
     concurrent: int = 4,
     may_compose: bool = True,
+    billing_mode: str = "packaged",
+    on_exhausted: str = "block",
 ) -> Org:
     if session.execute(select(Org).where(Org.slug == slug)).scalar_one_or_none() is not None:
         raise AdminError(f"org {slug!r} exists already")
+    _one_of("billing mode", billing_mode, billing.BILLING_MODES)
+    _one_of("on_exhausted", on_exhausted, ON_EXHAUSTED)
     org = Org(
         slug=slug,
         name=name or slug,
         submissions_per_day=per_day,
         concurrent_submissions=concurrent,
         may_compose=may_compose,
+        billing_mode=billing_mode,
+        on_exhausted=on_exhausted,
     )
     session.add(org)
     session.flush()
@@ -179,3 +186,79 @@ def add_baseline(session: Session, board_slug: str, submission_id: int, publishe
     session.add(
         Baseline(board_id=board.id, submission_id=submission_id, publisher=publisher, display_name=name)
     )
+
+
+# --- billing ---------------------------------------------------------------------------------------------
+
+ON_EXHAUSTED = ("block", "meter")
+
+
+def _one_of(what: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise AdminError(f"{what} {value!r} is not one of {', '.join(allowed)}")
+
+
+def set_org(
+    session: Session,
+    slug: str,
+    *,
+    billing_mode: str | None = None,
+    on_exhausted: str | None = None,
+    per_day: int | None = None,
+    concurrent: int | None = None,
+) -> Org:
+    """Change an org's billing mode (`packaged` | `pay_as_you_go`), what its quotas do when spent (`block`
+    refuses, `meter` admits and counts past the limit), or the limits themselves. Runs already admitted
+    keep the billing they were admitted under."""
+    found = org(session, slug)
+    if billing_mode is not None:
+        _one_of("billing mode", billing_mode, billing.BILLING_MODES)
+        found.billing_mode = billing_mode
+    if on_exhausted is not None:
+        _one_of("on_exhausted", on_exhausted, ON_EXHAUSTED)
+        found.on_exhausted = on_exhausted
+    for what, value in (("per_day", per_day), ("concurrent", concurrent)):
+        if value is not None and value < 0:
+            raise AdminError(f"{what} {value}: a limit is a count, 0 or more")
+    if per_day is not None:
+        found.submissions_per_day = per_day
+    if concurrent is not None:
+        found.concurrent_submissions = concurrent
+    return found
+
+
+def set_billing_role(session: Session, slug: str, login: str, role: str) -> None:
+    """Whether a member may spend the org's money (buy credits): `spender`, or `none`."""
+    _one_of("billing role", role, billing.BILLING_ROLES)
+    found = session.get(Membership, (user(session, login).id, org(session, slug).id))
+    if found is None:
+        raise AdminError(
+            f"user {login!r} is not a member of org {slug!r} (yardstick admin user create --org)"
+        )
+    found.billing_role = role
+
+
+def grant_credits(session: Session, slug: str, amount: str, note: str = "") -> tuple[int, int]:
+    """Add credits to an org's balance: `amount` in credits (`100`, `2.5`) or integer units with a `u`
+    suffix. Returns the units granted and the balance's posted units after."""
+    try:
+        units = parse_credits(amount)
+        account = billing.post(session, org(session, slug).id, units, kind="grant", note=note or "granted")
+    except (billing.BillingError, BillingConfigError) as exc:
+        raise AdminError(str(exc)) from None
+    return units, account.posted_units
+
+
+def settle_purchase(session: Session, purchase_id: str, note: str = "") -> tuple[str, int]:
+    """Grant an open purchase's credits once its payment arrived (the built-in payment provider's way of
+    confirming one). Returns the org's slug and the units granted."""
+    try:
+        row = billing.settle_purchase(session, purchase_id, note)
+    except billing.BillingError as exc:
+        raise AdminError(str(exc)) from None
+    found = session.get(Org, row.org_id)
+    return (found.slug if found else "?"), int(row.package["credit_units"])
+
+
+def credit_summary(session: Session, slug: str) -> dict[str, Any]:
+    return billing.describe(session, org(session, slug).id)

@@ -14,7 +14,7 @@ from platform_client.enums import ErrorCode
 from starlette.exceptions import HTTPException
 
 from yardstick import __version__
-from yardstick.service import positronic
+from yardstick.service import billing_routes, positronic, signin_routes
 from yardstick.service.artifacts import ARTIFACTS_PATH, ArtifactNotFound, ArtifactUrlRefused
 from yardstick.service.errors import ApiError
 from yardstick.service.platform import Platform
@@ -31,7 +31,9 @@ def create_app(platform: Platform) -> FastAPI:
     )
     app.state.platform = platform
     app.include_router(positronic.router)
+    app.include_router(billing_routes.router)
     app.include_router(site_router(platform))
+    app.include_router(signin_routes.router(platform))
 
     @app.middleware("http")
     async def _open_to_other_origins(request: Request, call_next: Any) -> Any:

@@ -18,7 +18,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from yardstick.service import catalog_seed, plans
+from yardstick.service import billing, catalog_seed, plans
 from yardstick.service.artifacts import LocalArtifactStore, UrlSigner, load_secret, page
 from yardstick.service.errors import ApiError, bad_request, forbidden, not_found
 from yardstick.service.identity import Caller, caller_for_key
@@ -59,6 +59,7 @@ class Quota:
     limit: int
     used: int
     resets_at: dt.datetime | None
+    on_exhausted: str = "block"
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,7 @@ class Platform:
         self.signer = UrlSigner(secret, ttl_s=settings.artifact_ttl_s)
         self._tag_secret = hashlib.sha256(b"board-tags" + secret).digest()
         self.queue = EpisodeQueue(self.db, lease_s=settings.lease_s, max_attempts=settings.max_attempts)
+        self.billing = billing.Billing(self.db, settings.billing_terms(), billing.AdminSettles())
         self._auth_cache: dict[bytes, tuple[Caller, float]] = {}
 
     def close(self) -> None:
@@ -129,6 +131,12 @@ class Platform:
             self._auth_cache.clear()
         self._auth_cache[cache_key] = (caller, now + AUTH_CACHE_S)
         return caller
+
+    def forget_keys(self, digests: list[str]) -> None:
+        """Drop revoked keys (by their stored SHA-256 hex) from this process's cache at once; other gateway
+        processes stop taking them within `AUTH_CACHE_S`."""
+        for hexdigest in digests:
+            self._auth_cache.pop(bytes.fromhex(hexdigest), None)
 
     # --- catalogue -----------------------------------------------------------------------------
 
@@ -220,9 +228,10 @@ class Platform:
     def resolve(self, caller: Caller, plan: EvalPlan) -> plans.Resolution:
         org = self.org_for(caller, plan)
         with self.db.reading() as session:
-            return plans.resolve(
+            resolution = plans.resolve(
                 plan, self.catalog(session, caller, org), transaction_key=plan.transaction_key
             )
+            return self.billing.quoted(self.billing.mode_of(session, org.id), resolution)
 
     def create(self, caller: Caller, plan: EvalPlan) -> tuple[Submission, bool]:
         """Admit a plan: resolved, within quota, its episodes queued. The same transaction key with the same
@@ -238,7 +247,8 @@ class Platform:
                     if earlier is not None:
                         return earlier, False
                 resolution = plans.resolve(plan, self.catalog(session, caller, org), transaction_key=key)
-                self._admit(session, caller, org)
+                locked = self._admit(session, caller, org)
+                resolution = self.billing.quoted(locked.billing_mode, resolution)
                 now = utcnow()
                 submission = Submission(
                     org_id=org.id,
@@ -259,6 +269,8 @@ class Platform:
                 )
                 session.add(submission)
                 session.flush()
+                if resolution.resolved.credit_quote is not None:
+                    billing.reserve(session, locked, submission.id, resolution.resolved.credit_quote)
                 session.add_all(
                     Episode(
                         submission_id=submission.id,
@@ -307,15 +319,17 @@ class Platform:
             return None
         return session.execute(select(Eval.id).where(Eval.slug == slug)).scalar_one_or_none()
 
-    def _admit(self, session: Session, caller: Caller, org: Org) -> None:
-        """Refuse a create over the day's or the concurrent quota. The org's row is locked first, so
-        concurrent creates count one after another (PostgreSQL; SQLite has one writer anyway)."""
+    def _admit(self, session: Session, caller: Caller, org: Org) -> Org:
+        """Refuse a create over the day's or the concurrent quota (an org that meters lets it through and
+        counts past the limit). The org's row is locked first, so concurrent creates count one after
+        another (PostgreSQL; SQLite has one writer anyway); the lock is FOR NO KEY UPDATE so that rows
+        referring to the org (ledger entries, quota events) can still be written meanwhile."""
         locked = select(Org).where(Org.id == org.id)
         if not self.db.is_sqlite:
-            locked = locked.with_for_update()
+            locked = locked.with_for_update(key_share=True)
         row = session.execute(locked).scalar_one()
         for quota in self._quotas(session, caller.user_id, row):
-            if quota.used >= quota.limit:
+            if quota.used >= quota.limit and row.on_exhausted != "meter":
                 what = (
                     "submissions today"
                     if quota.key == "submissions.day"
@@ -326,12 +340,15 @@ class Platform:
                     f"{quota.key}: {quota.used} of {quota.limit} {what}",
                     quota=quota_dict(quota),
                 )
+        return row
 
     def quotas(self, caller: Caller) -> list[Quota]:
         if not caller.orgs:
             return []
         with self.db.reading() as session:
-            return self._quotas(session, caller.user_id, caller.orgs[0])
+            # Read afresh: the caller's cached org may be seconds behind an admin's change.
+            org = session.get(Org, caller.orgs[0].id) or caller.orgs[0]
+            return self._quotas(session, caller.user_id, org)
 
     def _quotas(self, session: Session, user_id: int, org: Org) -> list[Quota]:
         now = utcnow()
@@ -356,6 +373,7 @@ class Platform:
                 org.submissions_per_day,
                 day_used,
                 midnight + dt.timedelta(days=1),
+                org.on_exhausted,
             ),
             Quota(
                 "submissions.concurrent",
@@ -364,6 +382,7 @@ class Platform:
                 org.concurrent_submissions,
                 int(active),
                 None,
+                org.on_exhausted,
             ),
         ]
 
@@ -425,6 +444,8 @@ class Platform:
                 session.add(
                     QuotaEvent(org_id=row.org_id, user_id=row.user_id, submission_id=row.id, kind="refund")
                 )
+            # Credits: what landed is charged, the rest of the hold released (an episode in play now is not).
+            billing.settle(session, row.id, platform_fault=False)
         self.queue.stop_submission(submission_id)
         return "cancelled", refunded
 
@@ -666,7 +687,7 @@ def quota_dict(quota: Quota) -> dict[str, Any]:
         "limit": quota.limit,
         "used": quota.used,
         "resets_at": quota.resets_at.isoformat() if quota.resets_at else None,
-        "on_exhausted": "block",
+        "on_exhausted": quota.on_exhausted,
     }
 
 

@@ -12,10 +12,10 @@ from fastapi.responses import JSONResponse
 from platform_client import routes
 from platform_client.boards import BoardRef
 from platform_client.catalog import EvalListResponse, EvalSummary, TaskListResponse, TaskSummary
-from platform_client.enums import BoardVisibility, ErrorCode, ReasonCode, SubmissionStatus
+from platform_client.enums import BoardVisibility, ErrorCode, KeyStatus, ReasonCode, SubmissionStatus
 from platform_client.eval_plan import EvalPlan
-from platform_client.ids import OrgSlug, SubmissionId, UserId
-from platform_client.requests import CancelRequest
+from platform_client.ids import ApiKey, OrgSlug, SubmissionId, UserId
+from platform_client.requests import CancelRequest, RegisterRequest
 from platform_client.responses import (
     ArtifactEntry,
     ArtifactListResponse,
@@ -36,6 +36,7 @@ from platform_client.responses import (
     QuotaLimit,
     RankingRow,
     RankingsResponse,
+    RegisterResponse,
     ReplayLink,
     ResolvedPlan,
     RunningSubmissionView,
@@ -49,6 +50,8 @@ from platform_client.tasks import TaskRef
 from positronic_evals.evals import EvalRef
 from pydantic import BaseModel
 
+from yardstick.service import signin
+from yardstick.service.artifacts import ARTIFACTS_PATH
 from yardstick.service.errors import ApiError, bad_request, forbidden
 from yardstick.service.identity import Caller
 from yardstick.service.platform import Platform, page_url, quota_dict
@@ -100,20 +103,34 @@ def submission_id(value: str, field: str = "id") -> int:
 
 
 @router.get(routes.AUTH_CONFIG, response_model=AuthConfig)
-def auth_config() -> JSONResponse:
-    """The sign-ins this platform takes: none yet. Keys are minted by an admin (`yardstick admin key`)."""
-    body = AuthConfig(github_registration=False, workos=None).model_dump(mode="json")
-    body["registration"] = "keys are minted by an administrator: yardstick admin key create"
+def auth_config(plat: Plat) -> JSONResponse:
+    """The sign-ins `users.register` takes: GitHub tokens when a GitHub provider is configured; never WorkOS.
+    The platform's own device flow (`yardstick login`) and OpenID Connect issuers are named under `yardstick`,
+    which the contract's client ignores."""
+    service = signin.service_for(plat)
+    body = AuthConfig(github_registration=service.github, workos=None).model_dump(mode="json")
+    body["yardstick"] = {
+        "device_authorization_path": "/oauth/device/code",
+        "token_path": "/oauth/token",
+        "oidc_issuers": list(service.settings.oidc_issuers),
+    }
     return JSONResponse(body)
 
 
-@router.post(routes.USERS_REGISTER)
-def users_register() -> JSONResponse:
-    raise ApiError(
-        ErrorCode.forbidden,
-        "users.register needs a sign-in provider, which this platform does not "
-        "offer yet: ask an administrator for a key (yardstick admin key create)",
+@router.post(routes.USERS_REGISTER, response_model=RegisterResponse)
+def users_register(body: RegisterRequest, request: Request, plat: Plat) -> JSONResponse:
+    """Create-or-return the user behind a sign-in credential (checked with its provider within this call):
+    `created` with a key, `existing` without one, `rotated` (with `rotate`) revoking what earlier
+    registrations minted."""
+    done = signin.service_for(plat).register(body.credential, body.alias, body.rotate)
+    registered = RegisterResponse(
+        user_id=UserId(done.user_id),
+        # Where a user's artifacts are handed out: every link `submissions.artifacts` signs begins here.
+        artifact_location=str(request.base_url).rstrip("/") + ARTIFACTS_PATH + "/",
+        api_key=ApiKey(done.api_key) if done.api_key else None,
+        key_status=KeyStatus[done.key_status],
     )
+    return JSONResponse(registered.model_dump(mode="json"), headers={"Cache-Control": "no-store"})
 
 
 @router.get(routes.USERS_ME, response_model=MeResponse)
@@ -183,6 +200,7 @@ def submissions_create(plan: EvalPlan, plat: Plat, who: Who) -> JSONResponse:
             status=SubmissionStatus[row.status],
             reason_code=ReasonCode[row.reason_code] if row.reason_code else None,
             resolved=ResolvedPlan.model_validate(row.resolved),
+            billing=plat.billing.request_billing(row.id),
         )
     )
 

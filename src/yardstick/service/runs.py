@@ -11,6 +11,7 @@ from platform_client.enums import ReasonCode
 from sqlalchemy import select, update
 
 from yardstick.scoring import summarize
+from yardstick.service import billing
 from yardstick.service.artifacts import ArtifactStore
 from yardstick.store.db import Database
 from yardstick.store.models import Artifact, Episode, QuotaEvent, Submission, Task, utcnow
@@ -85,7 +86,11 @@ def finish(db: Database, store: ArtifactStore, submission_id: int) -> bool:
             .where(Submission.id == submission_id, Submission.status.in_(("pending", "running")))
             .values(status="finished", scores=scores, ended_at=utcnow())
         )
-        return bool(ended.rowcount)  # type: ignore[attr-defined]
+        if not ended.rowcount:  # type: ignore[attr-defined]
+            return False
+        # In the transaction that ended it, so only the one finish that won settles its credits.
+        billing.settle(session, submission_id, platform_fault=False)
+        return True
 
 
 def error(
@@ -96,9 +101,13 @@ def error(
     reason: str,
     diagnostics: dict[str, Any] | None = None,
 ) -> bool:
-    """End a run that failed. A platform fault gives the quota back; a caller fault is charged."""
+    """End a run that failed. A platform fault gives the quota back and releases its credits; a caller
+    fault is charged (the quota, and the credits of the episodes it played)."""
     with db.writing() as session:
-        submission = session.get(Submission, submission_id)
+        # Locked (PostgreSQL; the level an UPDATE takes), so two workers failing one run end it once.
+        submission = session.get(
+            Submission, submission_id, with_for_update={"key_share": True}, populate_existing=True
+        )
         if submission is None or submission.status not in ("pending", "running"):
             return False
         submission.status, submission.reason_code, submission.reason = (
@@ -121,6 +130,7 @@ def error(
             .where(Episode.submission_id == submission_id, Episode.state.in_(("queued", "leased")))
             .values(state="cancelled", lease_owner=None, lease_expires_at=None)
         )
+        billing.settle(session, submission_id, platform_fault=reason_code.is_platform_fault)
     put_artifact(
         db,
         store,

@@ -1,0 +1,452 @@
+"""Sign-in end to end: `users.register` through the contract's own client against a local stand-in for GitHub
+and for an OpenID Connect issuer (real sockets), on SQLite and PostgreSQL; `yardstick login` run as a real
+process against a real `yardstick server`, its code approved in headless Chromium; `keys list|rotate|revoke`
+and `logout`; and no key, token or password readable in the database or the server's log."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from platform_client.client import PlatformClient
+from platform_client.enums import ErrorCode, KeyStatus
+from platform_client.errors import PlatformError
+from platform_client.ids import ApiKey
+from platform_client.requests import RegisterRequest
+from sqlalchemy import create_engine, inspect, text
+
+from platform_harness import free_port, running_platform
+from yardstick.service.settings import SignInSettings
+from yardstick.store.models import Identity, User
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+YARDSTICK = str(Path(sys.executable).parent / "yardstick")
+
+
+# --- a stand-in for the identity providers ------------------------------------------------------------
+
+
+@dataclass
+class StandIn:
+    """GitHub's API (`/github/user`, `/github/user/emails`) and an OpenID Connect issuer (`/oidc`, with its
+    discovery document and userinfo) on one local server. Tokens are the keys of `github` / `oidc`."""
+
+    url: str = ""
+    github: dict[str, dict[str, Any]] = field(default_factory=dict)
+    github_emails: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    oidc: dict[str, dict[str, Any]] = field(default_factory=dict)
+    down: bool = False
+    asked: list[str] = field(default_factory=list)
+
+    @property
+    def github_api(self) -> str:
+        return self.url + "/github"
+
+    @property
+    def issuer(self) -> str:
+        return self.url + "/oidc"
+
+    def jwt(self, subject: str) -> str:
+        """An access token shaped as a JWT naming this issuer (the platform reads only `iss` from it, to
+        know where to check it; the issuer's userinfo is what vouches for it)."""
+
+        def part(value: dict[str, Any]) -> str:
+            return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+        token = f"{part({'alg': 'RS256'})}.{part({'iss': self.issuer, 'sub': subject})}.c2lnbmF0dXJl"
+        return token
+
+
+def _handler(stand_in: StandIn) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _answer(self, status: int, body: object) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            stand_in.asked.append(self.path)
+            if stand_in.down:
+                self._answer(503, {"message": "down for maintenance"})
+                return
+            token = self.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+            if self.path == "/oidc/.well-known/openid-configuration":
+                self._answer(
+                    200, {"issuer": stand_in.issuer, "userinfo_endpoint": stand_in.issuer + "/userinfo"}
+                )
+            elif self.path == "/github/user" and token in stand_in.github:
+                self._answer(200, stand_in.github[token])
+            elif self.path == "/github/user/emails" and token in stand_in.github:
+                self._answer(200, stand_in.github_emails.get(token, []))
+            elif self.path == "/oidc/userinfo" and token in stand_in.oidc:
+                self._answer(200, stand_in.oidc[token])
+            else:
+                self._answer(401, {"message": "Bad credentials"})
+
+    return Handler
+
+
+@pytest.fixture
+def providers() -> Iterator[StandIn]:
+    stand_in = StandIn()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(stand_in))
+    stand_in.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield stand_in
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# --- what a database holds, as text ---------------------------------------------------------------------
+
+
+def database_text(url: str) -> str:
+    """Every row of every table, as text: the file's bytes for SQLite (with its write-ahead log), each row
+    cast to text for PostgreSQL."""
+    if url.startswith("sqlite"):
+        path = Path(url.removeprefix("sqlite:///"))
+        return "".join(p.read_bytes().decode("latin-1") for p in (path, Path(f"{path}-wal")) if p.exists())
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    try:
+        with engine.connect() as connection:
+            tables = inspect(connection).get_table_names()
+            return "\n".join(
+                str(row[0])
+                for table in tables
+                for row in connection.execute(text(f'SELECT t::text FROM "{table}" t'))
+            )
+    finally:
+        engine.dispose()
+
+
+# --- users.register through the contract's client -----------------------------------------------------
+
+
+def _sign_in_settings(stand_in: StandIn) -> SignInSettings:
+    return SignInSettings(
+        github_api_url=stand_in.github_api, oidc_issuers=(stand_in.issuer,), registration_org="acme"
+    )
+
+
+def test_register_creates_then_finds_then_rotates_with_the_real_client(
+    tmp_path: Path, database_url: str, providers: StandIn
+) -> None:
+    providers.github["gho_ada"] = {"id": 4242, "login": "ada", "name": "Ada L.", "email": None}
+    providers.github_emails["gho_ada"] = [
+        {"email": "old@example.org", "primary": False, "verified": True},
+        {"email": "ada@example.org", "primary": True, "verified": True},
+    ]
+    providers.oidc["grace-token"] = {"sub": "g-1", "preferred_username": "grace", "email": "g@lab.org"}
+    grace_jwt = providers.jwt("g-1")
+    providers.oidc[grace_jwt] = providers.oidc.pop("grace-token")
+    minted: list[str] = []
+    with running_platform(tmp_path, database_url, workers=0, sign_in=_sign_in_settings(providers)) as h:
+        anonymous = PlatformClient(h.url)
+        config = anonymous.auth_config()
+        assert config.github_registration is True and config.workos is None
+        timeout = anonymous.register_timeout()
+
+        first = anonymous.register(RegisterRequest(credential="gho_ada", alias="Ada"), timeout=timeout)
+        assert first.key_status is KeyStatus.created and first.api_key is not None
+        assert first.artifact_location.startswith(h.url)
+        minted.append(first.api_key)
+        # The client keeps the key it was handed: its next call is signed in, as the new user, in the
+        # org the platform puts registrations in.
+        me = anonymous.me()
+        assert me.user_id == first.user_id and me.alias == "Ada"
+        assert list(me.organizations) == ["acme"]
+
+        again = PlatformClient(h.url).register(RegisterRequest(credential="gho_ada"), timeout=timeout)
+        assert again.key_status is KeyStatus.existing and again.api_key is None
+        assert again.user_id == first.user_id
+
+        rotated = PlatformClient(h.url).register(
+            RegisterRequest(credential="gho_ada", rotate=True), timeout=timeout
+        )
+        assert rotated.key_status is KeyStatus.rotated and rotated.api_key not in (None, first.api_key)
+        assert rotated.user_id == first.user_id
+        assert rotated.api_key is not None
+        minted.append(rotated.api_key)
+        refused = _refusal(lambda: PlatformClient(h.url, api_key=ApiKey(first.api_key or "")).me())
+        assert refused.http_status == 401
+        assert PlatformClient(h.url, api_key=rotated.api_key).me().user_id == first.user_id
+
+        # Any OpenID Connect issuer: its own user, told apart from GitHub's by the issuer.
+        grace = PlatformClient(h.url).register(RegisterRequest(credential=grace_jwt), timeout=timeout)
+        assert grace.key_status is KeyStatus.created and grace.user_id != first.user_id
+        assert grace.api_key is not None
+        minted.append(grace.api_key)
+
+        with h.platform.db.reading() as session:
+            ada = session.get(User, int(first.user_id))
+            assert ada is not None and ada.login == "ada@127.0.0.1" and ada.email == "ada@example.org"
+            identities = {(i.provider, i.subject) for i in session.query(Identity).all()}
+        assert identities == {("github", "4242"), ("oidc", "g-1")}
+
+        stored = database_text(h.settings.database)
+    assert "ada@example.org" in stored  # the dump does read what the tables hold
+    for key in minted:
+        assert key not in stored and key[12:] not in stored
+
+
+def _refusal(call: Any) -> PlatformError:
+    with pytest.raises(PlatformError) as refused:
+        call()
+    return refused.value
+
+
+def test_register_refusals_name_the_problem_and_create_nothing(tmp_path: Path, providers: StandIn) -> None:
+    providers.github["gho_ada"] = {"id": 1, "login": "ada", "email": "ada@example.org"}
+    with running_platform(tmp_path, None, workers=0, sign_in=_sign_in_settings(providers)) as h:
+        anonymous = PlatformClient(h.url)
+        with h.platform.db.reading() as session:
+            users_before = session.query(User).count()
+
+        wrong = _refusal(lambda: anonymous.register(RegisterRequest(credential="gho_nobody")))
+        assert wrong.http_status == 401 and wrong.code is ErrorCode.unauthorized
+        assert "credential" in str(wrong)
+
+        foreign = _refusal(lambda: anonymous.register(RegisterRequest(credential="yst_forged.token")))
+        assert foreign.http_status == 401
+
+        blank = httpx.post(h.url + "/v1/users.register", json={"credential": "  "})
+        assert blank.status_code == 400 and "credential" in blank.json()["error"]["message"]
+
+        providers.down = True
+        down = _refusal(lambda: anonymous.register(RegisterRequest(credential="gho_ada")))
+        assert down.code is ErrorCode.upstream_unavailable and "nothing was created" in str(down)
+        providers.down = False
+
+        with h.platform.db.reading() as session:
+            assert session.query(User).count() == users_before
+            assert session.query(Identity).count() == 0
+        # The credential went to GitHub only (its prefix says whose it is), never to the OIDC issuer.
+        assert not any(path.startswith("/oidc") for path in providers.asked)
+
+
+def test_auth_config_says_no_github_when_none_is_configured(tmp_path: Path) -> None:
+    with running_platform(tmp_path, None, workers=0) as h:
+        config = PlatformClient(h.url).auth_config()
+        assert config.github_registration is False
+        refused = _refusal(lambda: PlatformClient(h.url).register(RegisterRequest(credential="gho_x")))
+        assert refused.http_status == 401
+
+
+# --- yardstick login in a browser ---------------------------------------------------------------------
+
+
+@dataclass
+class Server:
+    url: str
+    data_dir: Path
+    log: Path
+    env: dict[str, str]
+
+    def cli(
+        self, *args: str, stdin: str | None = None, config: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        env = dict(self.env)
+        if config is not None:
+            env["YARDSTICK_CONFIG_DIR"] = str(config)
+        return subprocess.run(
+            [YARDSTICK, *args], input=stdin, capture_output=True, text=True, env=env, timeout=120
+        )
+
+    def admin(self, *args: str, stdin: str | None = None) -> None:
+        done = self.cli("admin", *args, "--data-dir", str(self.data_dir), stdin=stdin)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    """`yardstick server` as a user runs it, its every request logged (to grep for secrets later)."""
+    data_dir, log = tmp_path / "data", tmp_path / "server.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("YARDSTICK_", "POSITRONIC_PLATFORM_"))}
+    env["COLUMNS"] = "200"
+    port = free_port()
+    with log.open("w") as sink:
+        process = subprocess.Popen(
+            [
+                YARDSTICK,
+                "server",
+                "--data-dir",
+                str(data_dir),
+                "--port",
+                str(port),
+                "--no-worker",
+                "--log-level",
+                "info",
+            ],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert process.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.2)
+    found = Server(url, data_dir, log, env)
+    found.admin("org", "create", "acme")
+    found.admin("user", "create", "ada", "--org", "acme", "--password", stdin="correct horse battery\n")
+    try:
+        yield found
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+class Login:
+    """`yardstick login` running, with the link and code it printed."""
+
+    def __init__(self, server: Server, config: Path, *extra: str) -> None:
+        env = dict(server.env, YARDSTICK_CONFIG_DIR=str(config))
+        self.process = subprocess.Popen(
+            [YARDSTICK, "login", "--platform-url", server.url, *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert self.process.stderr is not None
+        seen = ""
+        while "check that it shows the code" not in seen:
+            line = self.process.stderr.readline()
+            assert line, "login ended before printing its code: " + seen
+            seen += line
+        link = re.search(r"(http://\S+/device\?code=(\S+))", seen)
+        assert link is not None, seen
+        self.link, self.code = link.group(1), link.group(2)
+
+    def finish(self) -> tuple[int, str]:
+        out, err = self.process.communicate(timeout=60)
+        return self.process.returncode, out + err
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium (make test installs Debian's)")
+def test_login_is_approved_in_chromium_and_keys_are_managed_from_the_cli(
+    server: Server, tmp_path: Path
+) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    config = tmp_path / "config"
+    secrets_seen: list[str] = ["correct horse battery"]
+
+    login = Login(server, config, "--label", "lab-box")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        page.goto(login.link)
+        # Not signed in yet: the sign-in form first, then back to the code.
+        page.fill("input[name=login]", "ada")
+        page.fill("input[name=password]", "wrong password")
+        page.click("button[type=submit]")
+        assert "Wrong login or password" in page.inner_text("[role=alert]")
+        page.fill("input[name=password]", "correct horse battery")
+        page.click("button[type=submit]")
+        page.wait_for_selector("#user-code")
+        assert page.inner_text("#user-code") == login.code
+        assert "ada" in page.inner_text(".who")
+        page.click("button[value=approve]")
+        page.wait_for_selector("h1.ok")
+
+        status, said = login.finish()
+        assert status == 0, said
+        assert "Signed in to" in said and "ada" in said
+
+        record_file = config / "credentials.json"
+        assert stat.S_IMODE(record_file.stat().st_mode) == 0o600
+        assert stat.S_IMODE(config.stat().st_mode) == 0o700
+        record = json.loads(record_file.read_text())
+        assert record["platform_url"] == server.url
+        first_key = record["api_key"]
+        secrets_seen.append(first_key)
+        me = PlatformClient(server.url, api_key=ApiKey(first_key)).me()
+        assert list(me.organizations) == ["acme"]
+
+        # The saved key is what the other commands use, with no environment variable set.
+        listed = server.cli("keys", "list", "--json", config=config)
+        assert listed.returncode == 0, listed.stderr
+        keys = json.loads(listed.stdout)["keys"]
+        assert [(k["label"], k["current"]) for k in keys] == [("login: lab-box", True)]
+        assert first_key.startswith(keys[0]["prefix"])
+        catalog = server.cli("eval", "catalog", "--json", config=config)
+        assert catalog.returncode == 0, catalog.stdout + catalog.stderr
+
+        # A second sign-in, denied in the browser: nothing saved, the first key untouched.
+        denied = Login(server, tmp_path / "other-config")
+        page.goto(denied.link)  # the browser is signed in now: straight to the code
+        assert page.inner_text("#user-code") == denied.code
+        page.click("button[value=deny]")
+        page.wait_for_selector("text=Denied")
+        status, said = denied.finish()
+        assert status == 1 and "denied" in said, said
+        assert not (tmp_path / "other-config" / "credentials.json").exists()
+
+        # A code typed by hand that nobody asked for is refused on the page.
+        page.goto(server.url + "/device?code=BCDF-GHJK")
+        assert "No sign-in is waiting" in page.inner_text("[role=alert]")
+        browser.close()
+
+    # The environment variable overrides the saved record.
+    env_key = server.cli("keys", "list", "--json", config=config)
+    overridden = subprocess.run(
+        [YARDSTICK, "keys", "list", "--platform-url", server.url],
+        capture_output=True,
+        text=True,
+        env=dict(server.env, YARDSTICK_CONFIG_DIR=str(config), YARDSTICK_API_KEY="yk_not-a-key"),
+        timeout=60,
+    )
+    assert env_key.returncode == 0 and overridden.returncode == 1, overridden.stdout + overridden.stderr
+
+    rotated = server.cli("keys", "rotate", config=config)
+    assert rotated.returncode == 0, rotated.stdout + rotated.stderr
+    second_key = json.loads((config / "credentials.json").read_text())["api_key"]
+    secrets_seen.append(second_key)
+    assert second_key != first_key
+    assert _refusal(lambda: PlatformClient(server.url, api_key=ApiKey(first_key)).me()).http_status == 401
+    assert PlatformClient(server.url, api_key=ApiKey(second_key)).me().user_id == me.user_id
+
+    out = server.cli("logout", config=config)
+    assert out.returncode == 0 and "revoked" in out.stderr, out.stdout + out.stderr
+    assert not (config / "credentials.json").exists()
+    assert _refusal(lambda: PlatformClient(server.url, api_key=ApiKey(second_key)).me()).http_status == 401
+    assert server.cli("keys", "list", config=config).returncode == 1
+
+    # Nothing secret in the database or in the server's log, which did record every request.
+    logged = server.log.read_text()
+    assert "POST /oauth/token" in logged and "POST /v1/keys.rotate" in logged
+    stored = database_text(f"sqlite:///{server.data_dir / 'yardstick.db'}")
+    assert "ada" in stored
+    for secret in secrets_seen:
+        assert secret not in logged, secret[:6]
+        assert secret not in stored, secret[:6]
