@@ -177,6 +177,9 @@ def test_ctrl_c_stops_with_an_incomplete_report(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # As a terminal starts it: a shell without job control starts background jobs ignoring SIGINT,
+        # and Python then never turns it into KeyboardInterrupt.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     time.sleep(4)  # workers started and playing
     os.killpg(process.pid, signal.SIGINT)  # as a terminal's Ctrl-C reaches the whole group

@@ -150,6 +150,9 @@ def test_a_constructor_that_raises_is_a_build_error_naming_it(tmp_path: object) 
 def test_ctrl_c_stops_cleanly_with_what_finished() -> None:
     # SIGINT lands while episodes are playing; the outcome keeps the finished ones and says interrupted.
     timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    # Python's own handler, whatever the test runner was started with (SIGINT is ignored in a background
+    # job of a shell without job control).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     req = request("Rows", trials=4, workers=0)
     slow = RunRequest(work=Work(req.work.benchmark, Component(toy("SlowRows"))), trials=4, workers=0)
     timer.start()
@@ -157,6 +160,7 @@ def test_ctrl_c_stops_cleanly_with_what_finished() -> None:
         outcome = evaluate(slow)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert outcome.interrupted and not outcome.complete
     assert 0 < len(outcome.results) < len(outcome.planned)
     assert build_report(outcome)["status"] == "incomplete"
