@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 from platform_client.client import PlatformClient
 from platform_client.eval_plan import EvalPlan
@@ -28,8 +29,10 @@ from yardstick.service import admin
 from yardstick.service.gateway import create_app
 from yardstick.service.platform import Platform
 from yardstick.service.settings import Settings
+from yardstick.service.signin import set_password
 
 DOCS = Path(__file__).resolve().parent
+PASSWORD = "screenshots only"
 
 
 def plan(key: str, endpoints: dict[str, str], trials: int, *, competition: bool) -> EvalPlan:
@@ -56,6 +59,18 @@ def wait(client: PlatformClient, submission_id: Any) -> dict[str, Any]:
         time.sleep(1.0)
 
 
+def device_page(page: Any, url: str) -> None:
+    """What `yardstick login` sends a person to: alice signs in and sees the code to approve."""
+    started = httpx.post(f"{url}/oauth/device/code", data={"client_id": "yardstick-cli"}).json()
+    page.set_viewport_size({"width": 900, "height": 420})
+    page.goto(started["verification_uri_complete"])
+    page.fill("input[name=login]", "alice")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_selector("#user-code")
+    page.screenshot(path=str(DOCS / "device-page.png"))
+
+
 def main() -> None:
     os.environ.setdefault("MUJOCO_GL", "egl")
     from playwright.sync_api import sync_playwright
@@ -69,6 +84,7 @@ def main() -> None:
         for login in ("alice", "bob", "carol"):
             admin.create_user(session, login, orgs=["lab"], alias=login)
             keys[login] = admin.create_key(session, login).plaintext
+        set_password(session, "alice", PASSWORD)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -113,13 +129,14 @@ def main() -> None:
             page.goto(f"{url}/boards/metaworld.mt10")
             page.wait_for_timeout(500)
             page.screenshot(path=str(DOCS / "board-page.png"))
+            device_page(page, url)
             browser.close()
     finally:
         stop_workers(workers)
         server.should_exit = True
         platform.close()
         shutil.rmtree(folder, ignore_errors=True)
-    print(f"wrote {DOCS / 'run-page.png'} and {DOCS / 'board-page.png'}", file=sys.stderr)
+    print(f"wrote run-page.png, board-page.png and device-page.png in {DOCS}", file=sys.stderr)
 
 
 if __name__ == "__main__":
