@@ -450,3 +450,63 @@ def test_login_is_approved_in_chromium_and_keys_are_managed_from_the_cli(
     for secret in secrets_seen:
         assert secret not in logged, secret[:6]
         assert secret not in stored, secret[:6]
+
+
+# --- the device flow's endpoints (RFC 8628) ---------------------------------------------------------------
+
+GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code"
+
+
+def test_the_device_endpoints_speak_rfc_8628(tmp_path: Path, database_url: str) -> None:
+    from yardstick.service.signin import service_for
+
+    with running_platform(
+        tmp_path, database_url, workers=0, sign_in=SignInSettings(device_interval_s=1)
+    ) as h:
+        http = httpx.Client(base_url=h.url)
+
+        def poll(started: dict[str, Any], **changes: str) -> httpx.Response:
+            form = {"grant_type": GRANT_TYPE, "device_code": started["device_code"], "client_id": "cli"}
+            return http.post("/oauth/token", data={**form, **changes})
+
+        missing = http.post("/oauth/device/code", data={"scope": "keys"})
+        assert missing.status_code == 400 and missing.json()["error"] == "invalid_request"
+        assert "client_id" in missing.json()["error_description"]
+        as_json = http.post("/oauth/device/code", json={"client_id": "cli"})
+        assert as_json.status_code == 400 and "x-www-form-urlencoded" in as_json.json()["error_description"]
+
+        started = http.post("/oauth/device/code", data={"client_id": "cli"}).json()
+        assert re.fullmatch(r"[B-Z]{4}-[B-Z]{4}", started["user_code"])
+        assert started["verification_uri"] == h.url + "/device"
+        assert started["verification_uri_complete"].endswith("?code=" + started["user_code"])
+        assert (started["expires_in"], started["interval"]) == (600, 1)
+
+        assert poll(started).json()["error"] == "authorization_pending"
+        too_fast = poll(started).json()
+        assert too_fast["error"] == "slow_down" and too_fast["interval"] == 6  # raised by 5 s
+        assert poll(started, client_id="other").json()["error"] == "invalid_grant"
+        assert poll(started, grant_type="password").json()["error"] == "unsupported_grant_type"
+
+        alice = int(PlatformClient(h.url, api_key=ApiKey(h.keys["alice"])).me().user_id)
+        assert service_for(h.platform).grants.decide(started["user_code"], alice, approve=True)
+        time.sleep(6)
+        granted = poll(started)
+        assert granted.status_code == 200 and granted.headers["cache-control"] == "no-store"
+        token = granted.json()["access_token"]
+        assert granted.json()["token_type"] == "bearer"
+        assert poll(started).json()["error"] == "invalid_grant"  # the token is issued once
+
+        # The token buys one key, once; the key is alice's.
+        minted = http.post("/v1/keys.create", json={"credential": token, "label": "box"})
+        assert minted.status_code == 200, minted.text
+        assert minted.json()["login"] == "alice" and minted.json()["label"] == "login: box"
+        again = http.post("/v1/keys.create", json={"credential": token, "label": "box"})
+        assert again.status_code == 401
+        key = ApiKey(minted.json()["api_key"])
+        assert int(PlatformClient(h.url, api_key=key).me().user_id) == alice
+
+        denied = http.post("/oauth/device/code", data={"client_id": "cli"}).json()
+        assert service_for(h.platform).grants.decide(denied["user_code"], alice, approve=False)
+        assert poll(denied).json()["error"] == "access_denied"
+        forged = http.post("/v1/keys.create", json={"credential": token[:-4] + "0000"})
+        assert forged.status_code == 401
