@@ -14,7 +14,6 @@ So the ledger's entries of an org always sum to its `posted_units`, and its held
 from __future__ import annotations
 
 import dataclasses
-import html
 import re
 import secrets
 from collections.abc import Iterable
@@ -65,6 +64,9 @@ BILLING_MODES = (PACKAGED, PAY_AS_YOU_GO)
 BILLING_ROLES = (BillingRole.none.name, BillingRole.spender.name)
 PURCHASE_CAP = 200
 CHECKOUT_PATH = "/billing/checkout"
+# The episodes a run that ended is charged for: done, or failed with the policy's fault (its robot time was
+# spent); episodes never played are not.
+PLAYED = ("done", "failed")
 # What an org slug may look like in a billing query: anything else is refused before a lookup.
 ORG_SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -99,6 +101,21 @@ def duration_ns(robot_seconds: object) -> int:
     if isinstance(robot_seconds, bool) or not isinstance(robot_seconds, int | float):
         return 0
     return max(0, round(robot_seconds * NANOSECONDS_PER_SECOND))
+
+
+def played_episodes(session: Session, *where: Any) -> dict[int, list[tuple[int, str, int]]]:
+    """Per submission (of those `where` picks), the episodes it is charged for, in order, as `charge` takes
+    them: (task position, endpoint, duration in ns)."""
+    played: dict[int, list[tuple[int, str, int]]] = {}
+    for submission_id, task_pos, endpoint, result in session.execute(
+        select(Episode.submission_id, Episode.task_pos, Episode.endpoint, Episode.result)
+        .where(Episode.state.in_(PLAYED), *where)
+        .order_by(Episode.submission_id, Episode.index)
+    ).all():
+        played.setdefault(submission_id, []).append(
+            (task_pos, endpoint, duration_ns((result or {}).get("robot_seconds")))
+        )
+    return played
 
 
 def charge(frozen: CreditQuote, played: Iterable[tuple[int, str, int]]) -> int:
@@ -218,14 +235,7 @@ def settle(session: Session, submission_id: int, *, platform_fault: bool) -> Set
     played = (
         []
         if platform_fault
-        else [
-            (task_pos, endpoint, duration_ns((result or {}).get("robot_seconds")))
-            for task_pos, endpoint, result in session.execute(
-                select(Episode.task_pos, Episode.endpoint, Episode.result)
-                .where(Episode.submission_id == submission_id, Episode.state.in_(("done", "failed")))
-                .order_by(Episode.index)
-            ).all()
-        ]
+        else played_episodes(session, Episode.submission_id == submission_id).get(submission_id, [])
     )
     charged = min(charge(frozen, played), held.reserved_units)
     won = session.execute(
@@ -294,35 +304,6 @@ class AdminSettles:
 
     def checkout_url(self, purchase_id: str, org: str, package: CreditPackage, base_url: str) -> str | None:
         return f"{base_url.rstrip('/')}{CHECKOUT_PATH}/{purchase_id}"
-
-
-def checkout_page(row: Purchase | None, org_slug: str) -> tuple[int, str]:
-    """The built-in provider's checkout page (HTTP status, HTML)."""
-    if row is None:
-        return 404, _page("No such purchase", "<p>This platform has no such purchase.</p>")
-    package = CreditPackage.model_validate(row.package)
-    state = (
-        "Its credits were granted."
-        if row.state == "granted"
-        else "It is open: an administrator of this platform settles it once it is paid, and the credits then"
-        " appear in the organization's balance."
-    )
-    body = (
-        f"<p>Purchase <code>{html.escape(row.id)}</code> of package <b>{html.escape(package.id)}</b> "
-        f"({credits(package.credit_units)} credits, {package.amount_minor} {html.escape(package.currency)} in"
-        f" minor units) for <b>{html.escape(org_slug)}</b>.</p><p>{state}</p>"
-        "<p>This platform takes no payments online. Administrators settle with "
-        f"<code>yardstick admin credits settle {html.escape(row.id)}</code>.</p>"
-    )
-    return 200, _page("Credit purchase", body)
-
-
-def _page(title: str, body: str) -> str:
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
-        "<body style='font-family:sans-serif;max-width:40em;margin:3em auto'>"
-        f"<h1>{title}</h1>{body}</body></html>"
-    )
 
 
 # --- the use-cases the billing routes call -------------------------------------------------------------
@@ -460,11 +441,12 @@ class Billing:
             views = [_view(session, row, spenders) for row in rows[:size]]
         return PurchaseListResponse(purchases=views, next=views[-1].id if more and views else None)
 
-    def checkout(self, purchase_id: str) -> tuple[int, str]:
+    def checkout(self, purchase_id: str) -> tuple[Purchase, str] | None:
+        """A purchase and its org's slug, for the built-in provider's checkout page; None if there is none."""
         with self.db.reading() as session:
             row = session.get(Purchase, purchase_id)
             org = session.get(Org, row.org_id) if row is not None else None
-        return checkout_page(row, org.slug if org else "")
+        return None if row is None else (row, org.slug if org else "")
 
 
 def _membership(session: Session, caller: Caller, slug: str) -> tuple[Org, str]:

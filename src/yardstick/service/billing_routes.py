@@ -7,12 +7,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
+from markupsafe import Markup
 from platform_client import routes
-from platform_client.billing import BillingAccount, PurchaseListResponse, PurchaseView
+from platform_client.billing import BillingAccount, CreditPackage, PurchaseListResponse, PurchaseView
 from platform_client.requests import BillingPurchaseCreateRequest
 
-from yardstick.service.billing import CHECKOUT_PATH
+from yardstick.service.billing import CHECKOUT_PATH, credits
 from yardstick.service.positronic import Plat, Who, answer
+from yardstick.web.site import _PAGES
 
 router = APIRouter()
 
@@ -55,5 +57,33 @@ def billing_purchases_list(
 def checkout(purchase_id: str, plat: Plat) -> HTMLResponse:
     """Where a purchase's `checkout_url` leads with the built-in provider: the link is the credential (its id
     is unguessable), and the page only says how the purchase gets settled."""
-    status, page = plat.billing.checkout(purchase_id)
+    found = plat.billing.checkout(purchase_id)
+    if found is None:
+        return _message(404, "No such purchase", "This platform has no such purchase.")
+    row, org = found
+    package = CreditPackage.model_validate(row.package)
+    return _message(
+        200,
+        "Credit purchase",
+        # Markup.format escapes what it fills in.
+        Markup(
+            "Purchase <code>{}</code> of package <b>{}</b> ({} credits, {} {} in minor units) for <b>{}</b>."
+        ).format(
+            row.id, package.id, credits(package.credit_units), package.amount_minor, package.currency, org
+        ),
+        "Its credits were granted."
+        if row.state == "granted"
+        else "It is open: an administrator of this platform settles it once it is paid, and the credits then"
+        " appear in the organization's balance.",
+        Markup(
+            "This platform takes no payments online. Administrators settle with "
+            "<code>yardstick admin credits settle {}</code>."
+        ).format(row.id),
+    )
+
+
+def _message(status: int, title: str, message: str, *more: str) -> HTMLResponse:
+    page = _PAGES.get_template("message.html").render(
+        title=title, message=message, more=more, signin_link=False
+    )
     return HTMLResponse(page, status_code=status)

@@ -29,7 +29,6 @@ from yardstick.service import billing
 from yardstick.store.models import Episode, Eval, Org, Reservation, Submission
 
 ENDED = ("finished", "errored", "cancelled")
-PLAYED = ("done", "failed")  # the episodes `billing.settle` charges
 COMPOSED = "composed"
 _MONTH = re.compile(r"(\d{4})-(\d{2})")
 
@@ -150,15 +149,9 @@ def usage(session: Session, org_id: int, since: dt.datetime, until: dt.datetime,
         .where(in_window)
         .order_by(Submission.ended_at, Submission.id)
     ).all()
-    played: dict[int, list[tuple[int, str, int]]] = {}
-    for submission_id, task_pos, endpoint, result in session.execute(
-        select(Episode.submission_id, Episode.task_pos, Episode.endpoint, Episode.result)
-        .join(Submission, Submission.id == Episode.submission_id)
-        .where(in_window, Episode.state.in_(PLAYED))
-        .order_by(Episode.submission_id, Episode.index)
-    ).all():
-        duration = billing.duration_ns((result or {}).get("robot_seconds"))
-        played.setdefault(submission_id, []).append((task_pos, endpoint, duration))
+    played = billing.played_episodes(
+        session, Episode.submission_id.in_(select(Submission.id).where(in_window))
+    )
     lines = []
     for submission, eval_slug, charged in runs:
         assert submission.ended_at is not None  # the window's filter holds only runs that ended
