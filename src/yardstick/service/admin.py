@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from yardstick.service import billing, keys
+from yardstick.service import billing, keys, passwords
 from yardstick.service.billing_config import BillingConfigError, parse_credits
 from yardstick.store.models import ApiKey, Baseline, Board, Eval, Membership, Org, Submission, Task, User
 
@@ -74,6 +74,14 @@ def user(session: Session, login: str) -> User:
     if found is None:
         raise AdminError(f"no user {login!r}")
     return found
+
+
+def set_password(session: Session, login: str, password: str) -> None:
+    """A user's password for the platform's sign-in page: its salted scrypt digest is kept, never itself."""
+    try:
+        user(session, login).password_digest = passwords.hash_password(password)
+    except passwords.PasswordRefused as exc:
+        raise AdminError(f"password: {exc}") from None
 
 
 def add_member(session: Session, login: str, slug: str) -> None:

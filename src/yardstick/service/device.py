@@ -24,6 +24,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from yardstick.service.keys import digest
 from yardstick.service.providers import SELF_MARK, Account, Refused
 from yardstick.service.settings import SignInSettings
 from yardstick.store.db import Database
@@ -72,10 +73,6 @@ class Pending:
     client_name: str
     created_at: dt.datetime
     expires_at: dt.datetime
-
-
-def digest(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 def normalize_user_code(text: str) -> str | None:
@@ -203,8 +200,7 @@ class DeviceGrants:
     # --- the token -----------------------------------------------------------------------------------
 
     def _sign(self, grant_id: int, device_digest: str) -> str:
-        mac = hmac.new(self._key, f"{grant_id:x}:{device_digest}".encode(), hashlib.sha256).hexdigest()
-        return mac
+        return hmac.new(self._key, f"{grant_id:x}:{device_digest}".encode(), hashlib.sha256).hexdigest()
 
     def _token(self, grant_id: int, device_digest: str) -> str:
         return f"{SELF_MARK}{grant_id:x}_{self._sign(grant_id, device_digest)}"

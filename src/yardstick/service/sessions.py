@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import delete, select
 
+from yardstick.service.keys import digest
 from yardstick.store.db import Database
 from yardstick.store.models import User, WebSession, utcnow
 
@@ -32,10 +33,6 @@ class SignedIn:
     user_id: int
     login: str
     cookie: str
-
-
-def _digest(value: str) -> str:
-    return hashlib.sha256(value.encode()).hexdigest()
 
 
 class Sessions:
@@ -54,7 +51,7 @@ class Sessions:
         with self.db.writing() as session:
             session.execute(delete(WebSession).where(WebSession.expires_at < now))
             session.add(
-                WebSession(digest=_digest(cookie), user_id=user_id, created_at=now, expires_at=now + self.ttl)
+                WebSession(digest=digest(cookie), user_id=user_id, created_at=now, expires_at=now + self.ttl)
             )
         return cookie
 
@@ -65,7 +62,7 @@ class Sessions:
             found = session.execute(
                 select(WebSession, User)
                 .join(User, User.id == WebSession.user_id)
-                .where(WebSession.digest == _digest(cookie))
+                .where(WebSession.digest == digest(cookie))
             ).one_or_none()
         if found is None or found[0].expires_at <= self._clock():
             return None
@@ -74,7 +71,7 @@ class Sessions:
     def end(self, cookie: str | None) -> None:
         if cookie:
             with self.db.writing() as session:
-                session.execute(delete(WebSession).where(WebSession.digest == _digest(cookie)))
+                session.execute(delete(WebSession).where(WebSession.digest == digest(cookie)))
 
     def csrf(self, anchor: str) -> str:
         return hmac.new(self._csrf_key, anchor.encode(), hashlib.sha256).hexdigest()

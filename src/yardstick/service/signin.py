@@ -285,13 +285,3 @@ def service_for(platform: Platform) -> SignIn:
         if found is None:
             found = _services[platform] = SignIn(platform)
         return found
-
-
-def set_password(session: Session, login: str, password: str) -> None:
-    """What `yardstick admin user password` does: keep the salted scrypt digest, never the password."""
-    from yardstick.service.admin import AdminError, user
-
-    try:
-        user(session, login).password_digest = passwords.hash_password(password)
-    except passwords.PasswordRefused as exc:
-        raise AdminError(f"password: {exc}") from None

@@ -16,7 +16,6 @@ from urllib.parse import parse_qsl, quote
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from jinja2 import Environment, PackageLoader, select_autoescape
 from platform_client.ids import UserId
 from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
@@ -27,6 +26,7 @@ from yardstick.service.platform import Platform
 from yardstick.service.positronic import caller
 from yardstick.service.sessions import FORM_COOKIE, SESSION_COOKIE, SignedIn
 from yardstick.service.signin import SignIn, service_for
+from yardstick.web.site import _PAGES
 
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 # The approval page must not be framed by another site (a click there would approve someone's code), nor
@@ -41,14 +41,6 @@ PAGE_HEADERS = {
 MAX_FORM_BYTES = 16_384
 
 Who = Annotated[Caller, Depends(caller)]
-
-_PAGES = Environment(
-    loader=PackageLoader("yardstick.web", "templates/site"),
-    autoescape=select_autoescape(["html"]),
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
-_PAGES.filters["when"] = lambda v: v.strftime("%Y-%m-%d %H:%M UTC") if isinstance(v, dt.datetime) else "–"
 
 
 # --- forms -----------------------------------------------------------------------------------------------
@@ -152,6 +144,16 @@ def _page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
     )
 
 
+def _refused(status: int, message: str) -> HTMLResponse:
+    return _page("message.html", status, title="Refused", message=message)
+
+
+def _form_ok(service: SignIn, request: Request, anchor: str | None, form: dict[str, str]) -> bool:
+    """A form of this site's own page: the browser says it came from here, and it carries the CSRF token
+    of `anchor` (the session's cookie, or the sign-in form's)."""
+    return _same_origin(request) and service.sessions.csrf_ok(anchor, form.get("csrf"))
+
+
 def _same_origin(request: Request) -> bool:
     """A browser names the page a form came from; one from another site is refused whatever it carries."""
     origin = request.headers.get("origin")
@@ -206,34 +208,29 @@ def pages_router(platform: Platform) -> APIRouter:
         )
         return response
 
-    def device_state(signed: SignedIn, **context: Any) -> dict[str, Any]:
-        return {"user": signed, "csrf": service_for(platform).sessions.csrf(signed.cookie), **context}
+    def device_page(signed: SignedIn, state: str, status: int = 200, **context: Any) -> HTMLResponse:
+        """The approval page in one of its states, its forms carrying the session's CSRF token."""
+        csrf = service_for(platform).sessions.csrf(signed.cookie)
+        return _page("device.html", status, user=signed, csrf=csrf, state=state, **context)
 
-    async def confirm(request: Request, signed: SignedIn, typed: str) -> HTMLResponse:
+    async def confirm(signed: SignedIn, typed: str) -> HTMLResponse:
         service = service_for(platform)
         throttled = service.code_throttle.wait_s(f"user:{signed.user_id}")
         if throttled:
-            return _page(
-                "device.html",
-                429,
-                **device_state(signed, state="enter", error=_too_many(throttled)),
-            )
+            return device_page(signed, "enter", 429, error=_too_many(throttled))
         code = normalize_user_code(typed)
         pending = await run_in_threadpool(service.grants.pending, code) if code else None
         if pending is None:
             service.code_throttle.fail(f"user:{signed.user_id}")
-            return _page(
-                "device.html",
+            return device_page(
+                signed,
+                "enter",
                 404,
-                **device_state(
-                    signed,
-                    state="enter",
-                    error="No sign-in is waiting for that code: check it against your terminal "
-                    "(it may have expired, or been decided already).",
-                ),
+                error="No sign-in is waiting for that code: check it against your terminal "
+                "(it may have expired, or been decided already).",
             )
         left = max(0, int((pending.expires_at - dt.datetime.now(dt.UTC)).total_seconds()))
-        return _page("device.html", **device_state(signed, state="confirm", grant=pending, left_s=left))
+        return device_page(signed, "confirm", grant=pending, left_s=left)
 
     @router.get("/device", response_class=HTMLResponse)
     async def device(request: Request, code: str = "") -> HTMLResponse:
@@ -242,8 +239,8 @@ def pages_router(platform: Platform) -> APIRouter:
         if signed is None:
             return signin_page(request, f"/device?code={quote(code)}" if code else "/device")
         if not code:
-            return _page("device.html", **device_state(signed, state="enter"))
-        return await confirm(request, signed, code)
+            return device_page(signed, "enter")
+        return await confirm(signed, code)
 
     @router.post("/device", response_class=HTMLResponse)
     async def decide(request: Request) -> Response:
@@ -252,37 +249,27 @@ def pages_router(platform: Platform) -> APIRouter:
         try:
             form = await form_of(request)
         except FormRefused as exc:
-            return _page("message.html", 400, title="Refused", message=str(exc))
+            return _refused(400, str(exc))
         if signed is None:
             return signin_page(request, "/device", error="Your session ended: sign in again.", status=401)
-        if not _same_origin(request) or not service.sessions.csrf_ok(signed.cookie, form.get("csrf")):
-            return _page("message.html", 403, title="Refused", message=_CSRF_MESSAGE)
+        if not _form_ok(service, request, signed.cookie, form):
+            return _refused(403, _CSRF_MESSAGE)
         decision = form.get("decision", "")
         if decision not in ("approve", "deny"):
-            return _page("message.html", 400, title="Refused", message="decision: approve or deny")
+            return _refused(400, "decision: approve or deny")
         throttled = service.code_throttle.wait_s(f"user:{signed.user_id}")
         if throttled:
-            return _page(
-                "device.html", 429, **device_state(signed, state="enter", error=_too_many(throttled))
-            )
+            return device_page(signed, "enter", 429, error=_too_many(throttled))
         code = normalize_user_code(form.get("user_code", ""))
         decided = code is not None and await run_in_threadpool(
             service.grants.decide, code, signed.user_id, decision == "approve"
         )
         if not decided:
             service.code_throttle.fail(f"user:{signed.user_id}")
-            return _page(
-                "device.html",
-                404,
-                **device_state(
-                    signed,
-                    state="enter",
-                    error="That code is no longer waiting (expired, or decided already).",
-                ),
+            return device_page(
+                signed, "enter", 404, error="That code is no longer waiting (expired, or decided already)."
             )
-        return _page(
-            "device.html", **device_state(signed, state="approved" if decision == "approve" else "denied")
-        )
+        return device_page(signed, "approved" if decision == "approve" else "denied")
 
     @router.get("/signin", response_class=HTMLResponse)
     async def signin_form(request: Request, next: str = "/device") -> Response:
@@ -296,15 +283,13 @@ def pages_router(platform: Platform) -> APIRouter:
         try:
             form = await form_of(request)
         except FormRefused as exc:
-            return _page("message.html", 400, title="Refused", message=str(exc))
+            return _refused(400, str(exc))
         target, login, password = (
             form.get("next", "/device"),
             form.get("login", "").strip(),
             form.get("password", ""),
         )
-        if not _same_origin(request) or not service.sessions.csrf_ok(
-            request.cookies.get(FORM_COOKIE), form.get("csrf")
-        ):
+        if not _form_ok(service, request, request.cookies.get(FORM_COOKIE), form):
             return signin_page(request, target, error=_CSRF_MESSAGE, status=403, login=login)
         if not login or not password:
             return signin_page(
@@ -339,7 +324,7 @@ def pages_router(platform: Platform) -> APIRouter:
         signed = await signed_in(request)
         if signed is None:
             return _page("message.html", title="Signed out", message="You are not signed in.")
-        return _page("device.html", **device_state(signed, state="signout"))
+        return device_page(signed, "signout")
 
     @router.post("/signout", response_class=HTMLResponse)
     async def signout(request: Request) -> Response:
@@ -348,10 +333,10 @@ def pages_router(platform: Platform) -> APIRouter:
         try:
             form = await form_of(request)
         except FormRefused as exc:
-            return _page("message.html", 400, title="Refused", message=str(exc))
+            return _refused(400, str(exc))
         if signed is not None:
-            if not _same_origin(request) or not service.sessions.csrf_ok(signed.cookie, form.get("csrf")):
-                return _page("message.html", 403, title="Refused", message=_CSRF_MESSAGE)
+            if not _form_ok(service, request, signed.cookie, form):
+                return _refused(403, _CSRF_MESSAGE)
             await run_in_threadpool(service.sessions.end, signed.cookie)
         response = _page("message.html", title="Signed out", message="You are signed out of this browser.")
         response.delete_cookie(SESSION_COOKIE, path="/")
