@@ -18,7 +18,7 @@ import contextlib
 import json
 import socket
 import sys
-from typing import Any, NoReturn
+from typing import Any
 
 import httpx
 import typer
@@ -34,7 +34,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from yardstick.cli import credentials
-from yardstick.cli.client_cmd import URL_ENVS, _calls, platform_and_key
+from yardstick.cli.client_cmd import URL_ENVS, _calls, _fail, platform_and_key
 from yardstick.cli.display import console
 from yardstick.cli.exits import Exit
 
@@ -50,11 +50,6 @@ LoginUrl = typer.Option(
     help="The platform to sign in to [default: the one saved, else http://127.0.0.1:8080].",
 )
 AsJson = typer.Option(False, "--json", help="Print the answer as JSON on stdout.")
-
-
-def _fail(status: Exit, message: str) -> NoReturn:
-    console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
-    raise typer.Exit(status)
 
 
 def _http(url: str) -> httpx.Client:

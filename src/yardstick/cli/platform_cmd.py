@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -144,18 +146,27 @@ def _admin(data_dir: Path | None, database: str | None) -> Any:
     return Platform(_settings(data_dir, database))
 
 
-def _do(data_dir: Path | None, database: str | None, action: Any) -> Any:
+@contextmanager
+def _database(
+    data_dir: Path | None, database: str | None, *, write: bool = True
+) -> Iterator[tuple[Any, Any]]:
+    """The platform and a session on its database, closed after; an `AdminError` is the caller's (exit 1)."""
     from yardstick.service.admin import AdminError
 
     platform = _admin(data_dir, database)
     try:
-        with platform.db.writing() as session:
-            return action(session)
+        with platform.db.writing() if write else platform.db.reading() as session:
+            yield platform, session
     except AdminError as exc:
         console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         raise typer.Exit(Exit.CALLER) from None
     finally:
         platform.close()
+
+
+def _do(data_dir: Path | None, database: str | None, action: Any) -> Any:
+    with _database(data_dir, database) as (_, session):
+        return action(session)
 
 
 BillingMode = typer.Option(
@@ -213,14 +224,13 @@ def user_create(
     database: str | None = DatabaseUrl,
 ) -> None:
     from yardstick.service import admin
-    from yardstick.service.signin import set_password
 
     secret = _read_password() if password else None
 
     def create(session: Any) -> None:
         admin.create_user(session, login, orgs=org, alias=alias, is_admin=is_admin)
         if secret is not None:
-            set_password(session, login, secret)
+            admin.set_password(session, login, secret)
 
     _do(data_dir, database, create)
     console.print(f"user {login} created" + (", with a password" if secret is not None else ""))
@@ -245,10 +255,10 @@ def _read_password() -> str:
 def user_password(login: str, data_dir: Path | None = DataDir, database: str | None = DatabaseUrl) -> None:
     """Set a user's password for the platform's sign-in page (the device flow's approval), read from a
     prompt or one line of stdin. Only its salted scrypt digest is kept."""
-    from yardstick.service.signin import set_password
+    from yardstick.service import admin
 
     secret = _read_password()
-    _do(data_dir, database, lambda s: set_password(s, login, secret))
+    _do(data_dir, database, lambda s: admin.set_password(s, login, secret))
     console.print(f"password of {login} set")
 
 
@@ -449,6 +459,7 @@ def credits_usage(
     from rich import box
     from rich.table import Table
 
+    from yardstick.cli.money import describe_tariff
     from yardstick.service import admin
     from yardstick.service.billing import credits
     from yardstick.service.usage import UsageWindowError, usage, usage_window
@@ -458,17 +469,8 @@ def credits_usage(
         since_at, until_at = usage_window(month, since, until, utcnow())
     except UsageWindowError as exc:
         raise typer.BadParameter(exc.message, param_hint=exc.option) from None
-    platform = _admin(data_dir, database)
-    try:
-        with platform.db.reading() as session:
-            statement = usage(
-                session, admin.org(session, org).id, since_at, until_at, platform.billing.tariff
-            )
-    except admin.AdminError as exc:
-        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
-        raise typer.Exit(Exit.CALLER) from None
-    finally:
-        platform.close()
+    with _database(data_dir, database, write=False) as (platform, session):
+        statement = usage(session, admin.org(session, org).id, since_at, until_at, platform.billing.tariff)
     if as_json:
         print(json.dumps(statement.as_json(), indent=2))
         return
@@ -511,11 +513,9 @@ def credits_usage(
     if statement.charged_units is not None:
         total += f"; charged {credits(statement.charged_units)} credits"
     console.print(total, soft_wrap=True)
-    tariff = statement.tariff
     console.print(
-        f"tariff {tariff.version[:12]}: {credits(tariff.episode_units)} credits an episode,"
-        f" {credits(tariff.minute_units)} a minute of robot time, rounded up to"
-        f" {tariff.duration_rounding_sec} s; each episode capped at its task's time limit",
+        f"tariff {statement.tariff.version[:12]} (credits): {describe_tariff(statement.tariff)};"
+        " each episode capped at its task's time limit",
         style="dim",
         soft_wrap=True,
     )
