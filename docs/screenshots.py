@@ -29,7 +29,6 @@ from yardstick.service import admin
 from yardstick.service.gateway import create_app
 from yardstick.service.platform import Platform
 from yardstick.service.settings import Settings
-from yardstick.service.signin import set_password
 
 DOCS = Path(__file__).resolve().parent
 PASSWORD = "screenshots only"
@@ -84,7 +83,7 @@ def main() -> None:
         for login in ("alice", "bob", "carol"):
             admin.create_user(session, login, orgs=["lab"], alias=login)
             keys[login] = admin.create_key(session, login).plaintext
-        set_password(session, "alice", PASSWORD)
+        admin.set_password(session, "alice", PASSWORD)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
