@@ -4,6 +4,7 @@ openpi and Positronic peers' own codecs (test-only oracles)."""
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections import OrderedDict
 from enum import Enum, IntEnum, StrEnum
@@ -80,7 +81,7 @@ VALUES = st.recursive(
 
 def same(sent: Any, got: Any) -> bool:
     """Equal as a peer sees it: arrays and numpy scalars bit for bit with dtype and shape (so NaN equals
-    NaN), tuples as lists."""
+    NaN, as it does for a plain float), tuples as lists."""
     if isinstance(sent, np.ndarray | np.generic):
         sent_array, got_array = np.asarray(sent), np.asarray(got)
         return (
@@ -93,6 +94,8 @@ def same(sent: Any, got: Any) -> bool:
         return type(got) is list and len(got) == len(sent) and all(map(same, sent, got))
     if isinstance(sent, dict):
         return type(got) is dict and got.keys() == sent.keys() and all(same(sent[k], got[k]) for k in sent)
+    if isinstance(sent, float) and math.isnan(sent):  # a numpy NaN that openpi packs as a plain float
+        return type(got) is float and math.isnan(got)
     return type(got) is type(sent) and got == sent
 
 

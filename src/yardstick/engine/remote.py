@@ -14,14 +14,10 @@ from typing import Any
 
 from yardstick.sdk.episode import Episode
 from yardstick.sdk.errors import SpecError
-from yardstick.sdk.specs import PolicySpec, validated
+from yardstick.sdk.specs import POLICY_FIELDS, PolicySpec, validated
 from yardstick.wire.address import Endpoint
 from yardstick.wire.errors import ConnectRefused, PeerDisconnected, ProtocolError, RemoteError, WireError
 from yardstick.wire.session import ServerInfo, Session, open_session
-
-# The rate and chunk of a server that does not say them; everything else in `policy.` params goes to the
-# session as its parameters.
-PLAYBACK_PARAMS = ("hz", "action_chunk_len", "action_chunk_exec_len")
 
 
 class RemotePolicyError(Exception):
@@ -51,8 +47,10 @@ def remote_spec(info: ServerInfo, endpoint: Endpoint, overrides: Mapping[str, An
 
 
 def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    playback = {k: v for k, v in params.items() if k in PLAYBACK_PARAMS}
-    session = {k: v for k, v in params.items() if k not in PLAYBACK_PARAMS}
+    """The rate and chunk of a server that does not say them (the policy's fields), and everything else in
+    `policy.` params, which goes to the session as its parameters."""
+    playback = {k: v for k, v in params.items() if k in POLICY_FIELDS}
+    session = {k: v for k, v in params.items() if k not in POLICY_FIELDS}
     return playback, session
 
 
@@ -97,6 +95,7 @@ class RemotePolicy:
         reconnect_timeout: float = 10.0,
     ) -> None:
         self.endpoint = endpoint
+        self._url = endpoint.url  # for failures' messages: made once, not on every call
         self._playback, self._session_params = split_params(params)
         self._reply_timeout = reply_timeout
         self._startup_timeout = startup_timeout
@@ -123,16 +122,17 @@ class RemotePolicy:
         # Send every request before reading any answer, so a server that batches sees them together.
         sessions = [self._playing[e.id] for e in episodes]
         for session, observation, episode, seed in zip(sessions, observations, episodes, seeds, strict=True):
+            # The session tells the server about the episode with its first request only.
+            about = _about(episode) if episode.inferences == 0 else None
             self._guarded(
-                episode,
-                lambda s=session, o=observation, e=episode, d=seed: s.ask(o, seed=d, episode=_about(e)),
+                episode, lambda s=session, o=observation, d=seed, a=about: s.ask(o, seed=d, episode=a)
             )
         return [self._guarded(e, s.answer)[0] for s, e in zip(sessions, episodes, strict=True)]
 
     def _guarded(self, episode: Episode, call: Any) -> Any:
         """`call()`, with a lost session dropped (the next episode dials anew) and every failure said in
         the words an episode's result carries."""
-        url = self.endpoint.url
+        url = self._url
         try:
             return call()
         except RemoteError as exc:

@@ -17,7 +17,8 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
 from urllib.parse import quote, unquote
@@ -81,18 +82,24 @@ WIRES: dict[str, type[HostPort] | type[UnixSocket] | type[Root]] = {
 
 TLS_WIRES: Final = frozenset({"websocket_tls", "grpc_tls"})
 
-# The fields each kind of address dials, in the order a message lists them.
+# The fields each kind of address dials, in the order a message lists them, and those it cannot do without.
 _FIELDS: Final[dict[type[Any], tuple[str, ...]]] = {
-    HostPort: ("host", "port", "path", "query"),
-    UnixSocket: ("uds", "path", "query"),
-    Root: ("host", "port"),
+    kind: tuple(f.name for f in dataclass_fields(kind)) for kind in (HostPort, UnixSocket, Root)
 }
 _REQUIRED: Final[dict[type[Any], tuple[str, ...]]] = {
-    HostPort: ("host", "port"),
-    UnixSocket: ("uds",),
-    Root: ("host", "port"),
+    kind: tuple(f.name for f in dataclass_fields(kind) if f.default is MISSING) for kind in _FIELDS
 }
 _ALL_FIELDS: Final = frozenset(name for names in _FIELDS.values() for name in names)
+
+
+def bracketed(host: str) -> str:
+    """`host` as it goes before `:port`: an IPv6 literal needs brackets there."""
+    return f"[{host}]" if ":" in host else host
+
+
+def netloc(host: str, port: int, default_port: int | None) -> str:
+    """`host[:port]`, leaving out the port the scheme implies (as an HTTP `Host` header does)."""
+    return bracketed(host) if port == default_port else f"{bracketed(host)}:{port}"
 
 
 # ---------------------------------------------------------------------------------------------- fields
@@ -304,8 +311,9 @@ _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(.*)", re.DOTALL)
 _API_SEGMENT = re.compile(re.escape(API_PATH) + r"(?=/|$)")
 
 
-def _url_forms() -> str:
-    return "ws://, wss://, ws+unix:///, unix:///, grpc://, grpcs://, roboarena://, openpi://"
+_URL_FORMS: Final = ", ".join(
+    f"{scheme}:///" if wire == "websocket_unix" else f"{scheme}://" for scheme, (wire, _) in _SCHEMES.items()
+)
 
 
 def _split_authority(authority: str, scheme: str, default_port: int | None) -> tuple[str, int]:
@@ -362,10 +370,10 @@ def parse_url(url: str) -> tuple[str, Address]:
         raise AddressError("url", f"a URL as a string, not {type(url).__name__}")
     matched = _URL.fullmatch(url)
     if matched is None:
-        raise AddressError("url", f"not a URL ({url!r}): write scheme://…, one of {_url_forms()}")
+        raise AddressError("url", f"not a URL ({url!r}): write scheme://…, one of {_URL_FORMS}")
     scheme, rest = matched[1].lower(), matched[2]
     if scheme not in _SCHEMES:
-        raise AddressError("url", f"unknown scheme {scheme!r}: one of {_url_forms()}")
+        raise AddressError("url", f"unknown scheme {scheme!r}: one of {_URL_FORMS}")
     wire, default_port = _SCHEMES[scheme]
     if "#" in rest:
         raise AddressError("url", "a fragment ('#…') is refused: a session has none; in a query '#' is %23")
@@ -419,12 +427,11 @@ def format_url(wire: str, address: Address) -> str:
     if isinstance(address, UnixSocket):
         tail = f"{address.path}?{address.query}" if address.query else address.path
         return f"{scheme}://{quote(str(address.uds))}{tail}"
-    host = f"[{address.host}]" if ":" in address.host else address.host
-    netloc = host if address.port == default_port else f"{host}:{address.port}"
+    where = netloc(address.host, address.port, default_port)
     if isinstance(address, Root):
-        return f"{scheme}://{netloc}"
+        return f"{scheme}://{where}"
     query = f"?{address.query}" if address.query else ""
-    return f"{scheme}://{netloc}{address.path}{query}"
+    return f"{scheme}://{where}{address.path}{query}"
 
 
 # ------------------------------------------------------------------------------------------- endpoints

@@ -27,6 +27,8 @@ from PIL import Image
 
 from yardstick.wire.errors import ProtocolError
 
+# The largest message either end takes, on every wire. An observation carries several camera frames, and the
+# usual library defaults (1 MiB for websockets, 4 MiB for gRPC) refuse one.
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 # The pixels one message's JPEG frames may decode to, all together. A photo's JPEG takes about a byte a
 # pixel, but a crafted one (a flat colour) takes far less: without a bound, 16 MiB could decode to gigabytes.

@@ -16,14 +16,9 @@ from typing import Any
 
 import grpc
 
-from yardstick.wire.address import HostPort
-from yardstick.wire.dial_websocket import (
-    MAX_MESSAGE_BYTES,
-    SESSION_PING_SECONDS,
-    alive_seconds_of,
-    bracketed,
-    expect_address,
-)
+from yardstick.wire.address import HostPort, bracketed
+from yardstick.wire.codec import MAX_MESSAGE_BYTES
+from yardstick.wire.dial_websocket import SESSION_PING_SECONDS, alive_seconds_of, expect_address
 from yardstick.wire.errors import ConnectRefused, PeerDisconnected, Refusal, WireError
 from yardstick.wire.transport import KeepaliveUnsupported
 
@@ -226,7 +221,6 @@ class GrpcDialer:
 
     name = "grpc"
     scheme = "grpc"
-    default_port = 80
 
     def _address(self, address: object) -> HostPort:
         return expect_address(address, HostPort, self.name)
@@ -302,16 +296,15 @@ class GrpcTlsDialer(GrpcDialer):
 
     name = "grpc_tls"
     scheme = "grpcs"
-    default_port = 443
 
     def __init__(self, ca_file: str | None = None) -> None:
         self.ca_file = ca_file
         try:
             # Read once, so a missing file is refused when the dialer is made rather than at every dial.
-            self._roots = None if ca_file is None else Path(ca_file).read_bytes()
+            roots = None if ca_file is None else Path(ca_file).read_bytes()
         except OSError as e:
             raise ValueError(f"ca_file: cannot read {ca_file} ({e})") from e
+        self._credentials = grpc.ssl_channel_credentials(root_certificates=roots)
 
     def _channel(self, target: str) -> Any:
-        credentials = grpc.ssl_channel_credentials(root_certificates=self._roots)
-        return grpc.secure_channel(target, credentials, options=CHANNEL_OPTIONS)
+        return grpc.secure_channel(target, self._credentials, options=CHANNEL_OPTIONS)

@@ -38,16 +38,11 @@ from websockets.exceptions import (
 )
 from websockets.sync.client import ClientConnection, connect
 
-from yardstick.wire.address import KEEPALIVE_PATH, HostPort, Root, UnixSocket
+from yardstick.wire.address import KEEPALIVE_PATH, HostPort, Root, UnixSocket, bracketed, netloc
+from yardstick.wire.codec import MAX_MESSAGE_BYTES
 from yardstick.wire.errors import AddressError, ConnectRefused, PeerDisconnected, Refusal, RemoteError
+from yardstick.wire.protocol import ALIVE_SECONDS
 from yardstick.wire.transport import KeepaliveUnsupported
-
-# The largest message either end takes, on every wire. An observation carries several camera frames, and the
-# usual library defaults (1 MiB for websockets, 4 MiB for gRPC) refuse one.
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-
-# The key the keepalive answer carries its seconds under, on the HTTP route and the gRPC method alike.
-ALIVE_SECONDS = "alive_seconds"
 
 # A proxy or a load balancer drops a connection it has seen nothing on for a while (often 60 s), and a
 # session is silent while the policy infers. Pings keep it open.
@@ -70,16 +65,6 @@ def expect_address(address: object, kind: type[T], wire: str) -> T:
             "address", f"the {wire} wire dials a {kind.__name__} address, not {type(address).__name__}"
         )
     return address
-
-
-def bracketed(host: str) -> str:
-    """`host` as it goes before `:port`: an IPv6 literal needs brackets there."""
-    return f"[{host}]" if ":" in host else host
-
-
-def netloc(host: str, port: int, default_port: int) -> str:
-    """`host[:port]`, leaving out the port the scheme implies (as an HTTP `Host` header does)."""
-    return bracketed(host) if port == default_port else f"{bracketed(host)}:{port}"
 
 
 def _with_query(path: str, query: str) -> str:

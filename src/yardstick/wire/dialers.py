@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+
+from yardstick.wire.address import TLS_WIRES
 from yardstick.wire.dial_grpc import GrpcConnection, GrpcDialer, GrpcTlsDialer
 from yardstick.wire.dial_websocket import (
     OpenpiDialer,
@@ -41,16 +44,19 @@ DIALERS: dict[str, type[Dialer]] = {
     )
 }
 
-# The wires that verify a certificate, and so take a CA file.
+# The dialers of the wires that verify a certificate (`TLS_WIRES`), and so take a CA file.
 _TLS: dict[str, type[WebsocketTlsDialer] | type[GrpcTlsDialer]] = {
     WebsocketTlsDialer.name: WebsocketTlsDialer,
     GrpcTlsDialer.name: GrpcTlsDialer,
 }
-TLS_WIRES = frozenset(_TLS)
 
 
+@functools.lru_cache(maxsize=32)
 def dialer(name: str, *, ca_file: str | None = None) -> Dialer:
     """The dialer of the wire called `name`. `ca_file` (PEM) replaces the system's roots on a TLS wire.
+
+    A dialer holds nothing but its settings, so one is made per name and CA file and shared: a TLS dialer
+    loads its roots once (milliseconds), not at every session opened.
 
     Raises ValueError for a name no wire has, or a CA file given to a wire without TLS.
     """

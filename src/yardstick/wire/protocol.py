@@ -52,6 +52,8 @@ INFER_MS = "infer_ms"
 MODEL_MS = "model_ms"
 
 AUTHORIZATION = "authorization"
+# The key the keepalive answer carries its seconds under, on the HTTP route and the gRPC method alike.
+ALIVE_SECONDS = "alive_seconds"
 # A refused session's close code: policy violation, as the peers use it.
 CLOSE_REFUSED = 1008
 # An openpi session whose policy raised: internal error, after a text frame with the traceback.

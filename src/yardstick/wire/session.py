@@ -12,20 +12,22 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlencode
 
 from yardstick.wire import codec
 from yardstick.wire import protocol as p
-from yardstick.wire.address import Endpoint, HostPort, UnixSocket, format_url
+from yardstick.wire.address import Endpoint, HostPort, UnixSocket
 from yardstick.wire.dialers import dialer
 from yardstick.wire.errors import ConnectRefused, PeerDisconnected, ProtocolError, Refusal, RemoteError
 from yardstick.wire.transport import Connection
 
 # A refused credential may be a backend still warming behind an edge: this many tries, then give up.
 FORBIDDEN_TRIES = 3
+# The longest one dial may take; a server that is not up yet is dialled again until the start-up deadline.
+OPEN_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -58,11 +60,15 @@ def with_params(endpoint: Endpoint, params: Mapping[str, Any]) -> Any:
 
 
 def dial_until(
-    endpoint: Endpoint, address: Any, deadline: float, *, open_timeout: float = 10.0, handshake: Any = None
-) -> tuple[Connection, Any]:
-    """Dial until a connection opens (and `handshake(conn)` accepts it), retrying a server that is not up
-    yet (COLD, SILENT) with backoff until `deadline` (time.monotonic), a refused credential a few times,
-    and nothing FINAL. Returns the connection and what the handshake returned."""
+    endpoint: Endpoint,
+    address: Any,
+    deadline: float,
+    *,
+    handshake: Callable[[Connection, float], dict[str, Any]],
+) -> tuple[Connection, dict[str, Any]]:
+    """Dial until a connection opens and `handshake(conn, deadline)` accepts it, retrying a server that is
+    not up yet (COLD, SILENT) with backoff until `deadline` (time.monotonic), a refused credential a few
+    times, and nothing FINAL. Returns the connection and what the handshake returned."""
     wire = dialer(endpoint.wire, ca_file=endpoint.ca_file)
     headers = headers_for(endpoint)
     delay, forbidden = 0.1, 0
@@ -70,8 +76,8 @@ def dial_until(
         left = deadline - time.monotonic()
         conn: Connection | None = None
         try:
-            conn = wire.dial(address, headers, max(0.05, min(open_timeout, left)))
-            return conn, (handshake(conn, deadline) if handshake is not None else None)
+            conn = wire.dial(address, headers, max(0.05, min(OPEN_TIMEOUT_S, left)))
+            return conn, handshake(conn, deadline)
         except ConnectRefused as refused:
             if conn is not None:
                 conn.close()
@@ -157,7 +163,7 @@ class V3Session:
         deadline = time.monotonic() + startup_timeout
         self._conn, ready = dial_until(endpoint, self._address, deadline, handshake=_ready)
         self.session_id: str = ready[p.SESSION_ID]
-        self.info = _info_from_meta(ready.get(p.META) or {}, format_url(endpoint.wire, endpoint.address))
+        self.info = _info_from_meta(ready.get(p.META) or {}, endpoint.url)
         self._told = False
 
     def infer(
@@ -232,8 +238,7 @@ class DialectSession:
         deadline = time.monotonic() + startup_timeout
         self._conn, announced = dial_until(endpoint, endpoint.address, deadline, handshake=_frame)
         self.info = _info_from_meta(
-            {p.YARDSTICK_META: announced, p.ACTION_FPS: announced.get("hz")},
-            format_url(endpoint.wire, endpoint.address),
+            {p.YARDSTICK_META: announced, p.ACTION_FPS: announced.get("hz")}, endpoint.url
         )
         self.info.next_session = self.roboarena  # roboarena resets on the connection; openpi re-dials
 

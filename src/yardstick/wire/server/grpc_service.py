@@ -14,16 +14,14 @@ import grpc.aio
 
 from yardstick.wire.address import SESSION_PATH
 from yardstick.wire.codec import MAX_MESSAGE_BYTES
+from yardstick.wire.dial_grpc import SERVICE, SESSION_PATH_KEY, SESSION_QUERY_KEY
 from yardstick.wire.errors import PeerDisconnected
 from yardstick.wire.server.host import PolicyHost
 from yardstick.wire.server.runner import run_session
-from yardstick.wire.server.ws_server import Activity, authorized
+from yardstick.wire.server.ws_server import Activity, authorized, session_host
 
-SERVICE = "positronic.offboard.v1.Inference"
 SESSION_METHOD = "Session"
 KEEPALIVE_METHOD = "KeepAlive"
-SESSION_PATH_HEADER = "positronic-session-path"
-SESSION_QUERY_HEADER = "positronic-session-query"
 
 SERVER_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -68,33 +66,26 @@ def grpc_server(
     hosts: dict[str, PolicyHost], *, token: str | None, activity: Activity, transport_meta: dict[str, Any]
 ) -> grpc.aio.Server:
     """A gRPC server with the session service registered; the caller binds its ports and starts it."""
-    default = next(iter(hosts.values()))
 
     async def session(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]) -> None:
         headers = _headers(context)
         if not authorized(headers, token):
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, "invalid or missing bearer token")
-        path = headers.get(SESSION_PATH_HEADER, SESSION_PATH)
-        host = default if path == SESSION_PATH else hosts.get(path.removeprefix(SESSION_PATH + "/"))
-        if host is None or not path.startswith(SESSION_PATH):
+        path = headers.get(SESSION_PATH_KEY, SESSION_PATH)
+        host = session_host(hosts, path)
+        if host is None:
             await context.abort(
                 grpc.StatusCode.NOT_FOUND, f"no session on {path!r}; sessions open on {SESSION_PATH}"
             )
         assert host is not None
-        query = parse_qsl(headers.get(SESSION_QUERY_HEADER, ""), keep_blank_values=True)
-        activity.sessions += 1
-        activity.touch()
-        try:
+        query = parse_qsl(headers.get(SESSION_QUERY_KEY, ""), keep_blank_values=True)
+        with activity.session():
             await run_session(GrpcConnection(requests, context), host, query, transport_meta)
-        finally:
-            activity.sessions -= 1
-            activity.touch()
 
     async def keepalive(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
         if not authorized(_headers(context), token):
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, "invalid or missing bearer token")
-        activity.touch()
-        return json.dumps({"alive_seconds": activity.alive_seconds()}).encode()
+        return json.dumps(activity.keepalive()).encode()
 
     methods = {
         SESSION_METHOD: grpc.stream_stream_rpc_method_handler(

@@ -66,7 +66,6 @@ class PolicyHost:
         model_id: str,
         reference: str,
         params: dict[str, Any] | None = None,
-        batch_window_s: float = BATCH_WINDOW_S,
     ) -> None:
         self.spec: PolicySpec = policy_spec(cls)
         self.model_id = model_id
@@ -75,7 +74,6 @@ class PolicyHost:
         self.failure: str | None = None
         self._cls = cls
         self._params = dict(params or {})
-        self._window = batch_window_s
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         # `_busy` is held while the policy is called, by the slot thread or an inline caller; `_gate`
         # guards the count of jobs submitted and not yet done, which keeps each session's calls in order.
@@ -152,9 +150,7 @@ class PolicyHost:
             "name": spec.name,
             "reference": self.reference,
             "state": self.state.value,
-            "hz": spec.hz,
-            "action_chunk_len": spec.action_chunk_len,
-            "action_chunk_exec_len": spec.replan_every,
+            **spec.fields(),
             "batch_sizes": list(spec.batch_sizes) if spec.batch_sizes else None,
             "session_params": spec.session_params,
         }
@@ -188,7 +184,7 @@ class PolicyHost:
         if not sizes or sizes[-1] < 2:
             return []
         mates: list[_Job] = []
-        deadline = time.perf_counter() + self._window
+        deadline = time.perf_counter() + BATCH_WINDOW_S
         while len(mates) < sizes[-1] - 1:
             try:
                 job = self._queue.get(timeout=max(0.0, deadline - time.perf_counter()))
@@ -241,4 +237,4 @@ class PolicyHost:
 
 
 def spec_batches(spec: PolicySpec) -> bool:
-    return bool(spec.batch_sizes) and spec.batch_sizes is not None and spec.batch_sizes[-1] > 1
+    return bool(spec.batch_sizes and spec.batch_sizes[-1] > 1)

@@ -22,6 +22,7 @@ from typing import Any
 import grpc
 from websockets.asyncio.server import serve, unix_serve
 
+from yardstick.wire.address import bracketed
 from yardstick.wire.codec import MAX_MESSAGE_BYTES
 from yardstick.wire.server.grpc_service import grpc_server
 from yardstick.wire.server.host import PolicyHost
@@ -44,7 +45,6 @@ class ServeOptions:
     tls_cert: str | None = None
     tls_key: str | None = None
     idle_timeout_min: float | None = None
-    batch_window_ms: float = 3.0
 
 
 @dataclass
@@ -153,7 +153,7 @@ class PolicyServer:
         rpc = None
         if options.grpc_port is not None:
             rpc = grpc_server(self.hosts, token=options.token, activity=self.activity, transport_meta=meta)
-            where = f"{_bracketed(options.host)}:{options.grpc_port}"
+            where = f"{bracketed(options.host)}:{options.grpc_port}"
             if options.tls_cert is not None and options.tls_key is not None:
                 credentials = grpc.ssl_server_credentials(
                     [(Path(options.tls_key).read_bytes(), Path(options.tls_cert).read_bytes())]
@@ -191,10 +191,6 @@ class PolicyServer:
 
 def _family(host: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in host else socket.AF_INET
-
-
-def _bracketed(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
 
 
 def _unix_socket(path: Path) -> socket.socket:

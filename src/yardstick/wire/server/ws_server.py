@@ -5,9 +5,11 @@ inference, and each layer between the socket and the policy costs tens of micros
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import time
+from collections.abc import Iterator
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -36,8 +38,30 @@ class Activity:
     def touch(self) -> None:
         self.last = time.monotonic()
 
-    def alive_seconds(self) -> int | None:
-        return None if self.idle_timeout_s is None else int(self.idle_timeout_s)
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """Count a session open for the block."""
+        self.sessions += 1
+        self.touch()
+        try:
+            yield
+        finally:
+            self.sessions -= 1
+            self.touch()
+
+    def keepalive(self) -> dict[str, int | None]:
+        """Reset the idle timer: the keepalive answer, the seconds the server now stays up (None: forever)."""
+        self.touch()
+        return {p.ALIVE_SECONDS: None if self.idle_timeout_s is None else int(self.idle_timeout_s)}
+
+
+def session_host(hosts: dict[str, PolicyHost], path: str) -> PolicyHost | None:
+    """The policy a session route reaches: the first of `hosts` on the bare route, a model by id below it."""
+    if path == SESSION_PATH:
+        return next(iter(hosts.values()))
+    if path.startswith(SESSION_PATH + "/"):
+        return hosts.get(path[len(SESSION_PATH) + 1 :])
+    return None
 
 
 def authorized(headers: Any, token: str | None) -> bool:
@@ -99,13 +123,6 @@ class WebsocketRoutes:
         self.activity = activity
         self.transport_meta = transport_meta
 
-    def host_for(self, path: str) -> PolicyHost | None:
-        if path == SESSION_PATH:
-            return self.default
-        if path.startswith(SESSION_PATH + "/"):
-            return self.hosts.get(path[len(SESSION_PATH) + 1 :])
-        return None
-
     def process_request(self, connection: WsConnection, request: Request) -> Response | None:
         """Answer plain HTTP here; let through only upgrades to a route that serves sessions, from a
         client with the token. A refused upgrade reads 403, as the peers expect."""
@@ -113,7 +130,7 @@ class WebsocketRoutes:
         allowed = authorized(request.headers, self.token)
         if request.headers.get("Upgrade", "").lower() != "websocket":
             return self._http(request.method, path, allowed)
-        if not allowed or (self.host_for(path) is None and path not in ("", "/")):
+        if not allowed or (session_host(self.hosts, path) is None and path not in ("", "/")):
             return _json(HTTPStatus.FORBIDDEN, {"detail": "no session served here for this client"})
         return None
 
@@ -122,20 +139,15 @@ class WebsocketRoutes:
         assert request is not None
         split = urlsplit(request.path)
         conn = WebsocketConnection(websocket)
-        self.activity.sessions += 1
-        self.activity.touch()
-        try:
+        with self.activity.session():
             if split.path in ("", "/"):
                 await run_dialect(conn, self.default)
             else:
-                host = self.host_for(split.path)
+                host = session_host(self.hosts, split.path)
                 assert host is not None  # process_request refused every other route
                 await run_session(
                     conn, host, parse_qsl(split.query, keep_blank_values=True), self.transport_meta
                 )
-        finally:
-            self.activity.sessions -= 1
-            self.activity.touch()
 
     def _http(self, method: str, path: str, allowed: bool) -> Response:
         routes = {
@@ -165,8 +177,7 @@ class WebsocketRoutes:
         return HTTPStatus.OK, {"models": [host.meta() for host in self.hosts.values()]}
 
     def _keepalive(self) -> tuple[HTTPStatus, Any]:
-        self.activity.touch()
-        return HTTPStatus.OK, {"alive_seconds": self.activity.alive_seconds()}
+        return HTTPStatus.OK, self.activity.keepalive()
 
 
 def _json(status: HTTPStatus, body: Any, allow: str | None = None) -> Response:
