@@ -24,7 +24,7 @@ from yardstick.report import build_report
 from yardstick.wire.server.host import PolicyHost
 from yardstick.wire.server.serve import PolicyServer, ServeOptions
 
-SERVED = ("Rows", "Sampler", "CrashOnTen", "HangOnTen", "BatchedRows", "SlowRows")
+SERVED = ("Rows", "Sampler", "CrashOnTen", "HangOnTen", "BatchedRows", "SlowRows", "Painter")
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +92,15 @@ def test_a_served_policy_plays_the_episodes_it_plays_in_process(
     assert remote.complete and plain(remote) == plain(run(toy("Rows")))
     # Its rate and chunking came from the handshake.
     assert (remote.policy.hz, remote.policy.action_chunk_len, remote.policy.replan_every) == (10, 4, 2)
+
+
+@pytest.mark.parametrize("wire", ["websocket", "grpc", "openpi", "roboarena"])
+def test_a_served_policy_may_write_into_its_observation_as_in_process(
+    servers: dict[str, PolicyServer], wire: str
+) -> None:
+    remote = run(url(servers["Painter"], wire), benchmark="Canvas", trials=2)
+    assert remote.complete, errors(remote)
+    assert plain(remote) == plain(run(toy("Painter"), benchmark="Canvas", trials=2))
 
 
 def test_a_sampling_policy_replays_exactly_across_the_wire(servers: dict[str, PolicyServer]) -> None:
@@ -212,7 +221,8 @@ def test_meta_world_through_yardstick_policy_serve_plays_the_in_process_episodes
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    tasks = ["reach-v3", "push-v3", "drawer-open-v3", "window-close-v3"]
+    # door-open: its expert writes into its observation, which a served policy must be allowed to.
+    tasks = ["reach-v3", "push-v3", "door-open-v3", "drawer-open-v3", "window-close-v3"]
     try:
         remote = evaluate(
             RunRequest(

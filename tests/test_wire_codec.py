@@ -477,3 +477,13 @@ def test_positronic_jpeg_paths_match_ours(positronic: Any) -> None:
     encoded = positronic.encode_images(value, [positronic.JpegEncoding(path, 80)])
     assert decode(positronic.serialise(encoded)).keys() == value.keys()
     assert encode(value, jpeg=[path], jpeg_quality=80) == positronic.serialise(encoded)
+
+
+def test_arrays_decode_read_only_views_unless_asked_for_writable_copies() -> None:
+    message = codec.encode({"image": np.arange(12, dtype=np.uint8).reshape(3, 4), "n": 1})
+    shared = codec.decode(message)["image"]
+    assert not shared.flags.writeable
+    own = codec.decode(message, writable=True)["image"]
+    own[0, 0] = 99
+    assert own.flags.writeable and own[0, 0] == 99
+    assert codec.decode(message)["image"][0, 0] == 0  # the message itself is untouched

@@ -85,6 +85,17 @@ class Rows:
         return np.array([[obs["t"] * 100 + i] for i in range(4)], dtype=np.float64)
 
 
+@ys.policy(hz=10, action_chunk_len=4, action_chunk_exec_len=2)
+class Painter:
+    """Rows, after drawing on the camera image it was handed (as Meta-World's own experts write into their
+    observation): a served policy must be handed arrays it may write, as in process."""
+
+    @ys.infer
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        obs["image.top"][0, 0] = 255
+        return np.array([[obs["t"] * 100 + i + int(obs["image.top"][0, 0, 0])] for i in range(4)], np.float64)
+
+
 @ys.policy(hz=10, action_chunk_len=4, action_chunk_exec_len=2, batch_sizes=[1, 2, 4])
 class BatchedRows:
     """Rows, answering a batch at a time; counts its calls and their sizes."""

@@ -230,15 +230,16 @@ def _shape(shape: object) -> list[int]:
     return shape
 
 
-def _array(marker: dict[Any, Any]) -> np.ndarray[Any, Any]:
+def _array(marker: dict[Any, Any], writable: bool) -> np.ndarray[Any, Any]:
     data, dtype, shape = marker.get(_DATA), _dtype(marker.get(_DTYPE)), marker.get(_SHAPE)
     # The fast path lets numpy check the shape's items (it refuses floats and bools); min() keeps out the
-    # -1 that numpy would fill in. The array is a view of the bytes msgpack made, so it is read-only.
+    # -1 that numpy would fill in. The array is a view of the bytes msgpack made, so it is read-only
+    # unless asked for writable, which costs a copy.
     try:
         if type(data) is bytes and type(shape) is list and min(shape, default=0) >= 0:
             array = np.ndarray(shape, dtype, data)
             if array.nbytes == len(data):
-                return array
+                return array.copy() if writable else array
     except (TypeError, ValueError):
         pass
     if not isinstance(data, bytes):
@@ -304,10 +305,10 @@ def _jpeg(marker: dict[Any, Any], budget: list[int]) -> np.ndarray[Any, Any]:
     return stack if marker[_NDIM] == 4 else stack[0]
 
 
-def _restore(budget: list[int], obj: dict[Any, Any]) -> Any:
+def _restore(budget: list[int], writable: bool, obj: dict[Any, Any]) -> Any:
     """msgpack's object_hook: a decoded map, or the value it is the marker of."""
     if _NDARRAY in obj:
-        return _array(obj)
+        return _array(obj, writable)
     if _NPGENERIC in obj:
         return _scalar(obj)
     if _JPEG in obj:
@@ -319,18 +320,20 @@ def _no_ext(code: int, data: bytes) -> object:
     raise ProtocolError(f"msgpack extension type {code} is not part of the protocol")
 
 
-def decode(data: bytes | bytearray | memoryview) -> Any:
+def decode(data: bytes | bytearray | memoryview, *, writable: bool = False) -> Any:
     """The value of one message, the inverse of `encode` and of the peers' encoders.
 
     Arrays are views of the message's own bytes, not copies, so they are READ-ONLY: `.copy()` one to
-    change it. JPEG frames come back as uint8 arrays of their original shape (JPEG changes pixels a little).
+    change it. `writable=True` copies each array instead, for code that expects the arrays it is handed to
+    be its own (a policy server hands observations to policies written for in-process arrays). JPEG frames
+    come back as uint8 arrays of their original shape (JPEG changes pixels a little), always writable.
 
     Raises ProtocolError for a message over MAX_MESSAGE_BYTES, truncated or malformed, with an array whose
     data does not fit its dtype and shape, or with a dtype that is not numpy's or is refused."""
     size = data.nbytes if isinstance(data, memoryview) else len(data)
     if size > MAX_MESSAGE_BYTES:
         raise ProtocolError(f"the message is {size} bytes, over the limit of {MAX_MESSAGE_BYTES} bytes")
-    hook = functools.partial(_restore, [MAX_JPEG_PIXELS])
+    hook = functools.partial(_restore, [MAX_JPEG_PIXELS], writable)
     try:
         return msgpack.unpackb(data, object_hook=hook, ext_hook=_no_ext)
     except ProtocolError as error:
@@ -354,7 +357,7 @@ def _locate(data: bytes | bytearray | memoryview, error: ProtocolError) -> str:
         if not isinstance(item, dict) or not (_NDARRAY in item or _NPGENERIC in item or _JPEG in item):
             return False
         try:
-            _restore(budget, item)
+            _restore(budget, False, item)
         except ProtocolError:
             return True
         return False

@@ -109,7 +109,7 @@ async def run_dialect(conn: ServerConnection, host: PolicyHost) -> None:
     try:
         await conn.send(codec.encode(_announcement(host)))
         while True:
-            request = codec.decode(await conn.receive())
+            request = codec.decode(await conn.receive(), writable=True)
             roboarena = isinstance(request, dict) and "endpoint" in request
             if roboarena:
                 request = dict(request)

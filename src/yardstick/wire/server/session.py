@@ -98,7 +98,7 @@ class ServerSession:
     def handle(self, raw: bytes, arrived: float) -> Reply:
         """Answer one request. `arrived` is its perf_counter time, for the timing the reply reports."""
         try:
-            request = codec.decode(raw)
+            request = codec.decode(raw, writable=True)
         except ProtocolError as exc:
             raise SessionRefused(f"a request that does not decode: {exc}") from None
         if not isinstance(request, dict):
