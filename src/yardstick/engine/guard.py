@@ -98,7 +98,10 @@ class Guard:
         # A few looks per limit: a call is cut within a quarter of its limit after it overran.
         interval = min(max((self.seconds or 1.0) / 4, 0.01), 0.5)
         while not self._stop.wait(interval):
-            deadline, call = self.beacon.value, self._call
+            # The call first, then its deadline: read the other way round, an overrun call that ends
+            # between the two reads would have its alarm charged to the next call, which just began.
+            call = self._call
+            deadline = self.beacon.value
             if deadline and time.monotonic() > deadline and self._fired != call and main is not None:
                 self._fired = call
                 signal.pthread_kill(main, signal.SIGALRM)

@@ -117,7 +117,6 @@ class Runtime:
                 raise BuildError(str(exc), "policy") from None
         cls = resolve(work, "policy")
         spec = policy_spec(cls)
-        self.policy_spec = spec  # the constructor's forms may read it
         return InProcessPolicy(self._build(cls, spec, work.policy), spec)
 
     def _build(
