@@ -7,6 +7,7 @@ import datetime as dt
 from typing import Any
 
 from yardstick import __version__
+from yardstick.engine.recording import VIDEO_SUFFIX
 from yardstick.engine.results import Timing
 from yardstick.engine.run import RunOutcome
 from yardstick.scoring import summarize
@@ -101,7 +102,7 @@ def _recording(outcome: RunOutcome) -> dict[str, Any]:
         "trajectory": recording.trajectory,
         "fps": recording.fps,
         "files": sum(len(r.artifacts) for r in outcome.results),
-        "videos": sum(1 for r in outcome.results for a in r.artifacts if a.endswith(".mp4")),
+        "videos": sum(1 for r in outcome.results for a in r.artifacts if a.endswith(VIDEO_SUFFIX)),
         "problems": [{"problem": text, "episodes": indices} for text, indices in problems.items()],
     }
 

@@ -107,12 +107,6 @@ def timing_line(report: dict[str, Any]) -> str:
         f"cold start {_num(timing['cold_start_s'], 2)} s",
     ]
     if per["simulation"] is not None:
-        parts.append(
-            "per step: "
-            + ", ".join(
-                f"{name} {per[name]:.3f} ms"
-                for name in ("simulation", "rendering", "policy", "recording", "overhead")
-                if name in per
-            )
-        )
+        # The parts in the report's order; it lists recording only for a run that recorded.
+        parts.append("per step: " + ", ".join(f"{name} {ms:.3f} ms" for name, ms in per.items()))
     return "; ".join(parts)

@@ -136,7 +136,8 @@ def summarize(
 
     Per task, a 0/1 "success" gets a Wilson interval and every other metric a bootstrap one. Overall, each
     metric is the mean of task means (each task weighs the same, however many episodes it ran) with a
-    stratified bootstrap interval; "success_pooled" adds the pooled rate over all episodes beside it.
+    stratified interval (Wilson for a 0/1 "success", bootstrap otherwise); "success_pooled" adds the pooled
+    rate over all episodes beside it.
     """
     by_task = _collect(rows, task_descriptions)
     pct = f"{confidence * 100:g}%"

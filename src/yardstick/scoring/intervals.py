@@ -55,13 +55,12 @@ def stratified_wilson(groups: Sequence[Sequence[float]], confidence: float = 0.9
 
 def _wilson_of(p: float, n: float, confidence: float) -> tuple[float, float]:
     z = _z(confidence)
-    successes, count = p * n, n
     z2n = z * z / n
     centre = (p + z2n / 2.0) / (1.0 + z2n)
     half = z * math.sqrt(p * (1.0 - p) / n + z2n / (4.0 * n)) / (1.0 + z2n)
-    # At 0/n and n/n the bound is exactly 0 or 1 in theory; do not let rounding print 2.8e-17.
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == count else min(1.0, centre + half)
+    # At a rate of 0 or 1 the bound is exactly 0 or 1 in theory; do not let rounding print 2.8e-17.
+    low = 0.0 if p == 0 else max(0.0, centre - half)
+    high = 1.0 if p == 1 else min(1.0, centre + half)
     return (low, high)
 
 

@@ -28,26 +28,11 @@ def _percent(value: float) -> str:
 def success_chart_svg(summary: Summary | Mapping[str, Any]) -> str:
     """Success per task as horizontal bars with their intervals, and the overall mean of task means as a
     vertical line over its interval band. Tasks read top to bottom in the summary's order."""
-    # Imported here: matplotlib takes a good part of a second to import, and most users of yardstick.web
-    # (the gateway's pages) never draw a chart.
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import PercentFormatter
-
     data = _as_mapping(summary)
     tasks: Mapping[str, Any] = data.get("tasks") or {}
     names = list(tasks)
     rates = [(tasks[name].get("metrics") or {}).get("success") for name in names]
-    height = 1.0 + _INCHES_PER_TASK * max(len(names), 1)
-
-    # Margins set by hand from the label lengths: constrained layout measures every tick label and would
-    # double the drawing time for 50 tasks.
-    longest = max((len(name) for name in names), default=0)
-    left = min(0.55, (0.2 + _INCHES_PER_CHAR * longest) / _WIDTH_INCHES)
-    fig = Figure(figsize=(_WIDTH_INCHES, height))
-    fig.subplots_adjust(
-        left=left, right=1.0 - 0.55 / _WIDTH_INCHES, bottom=0.55 / height, top=1.0 - 0.4 / height
-    )
-    ax = fig.add_subplot()
+    fig, ax = _figure(names, base_inches=1.0, widest=0.55, top_inches=0.4)
     positions = list(range(len(names)))
     drawn = [(y, rate) for y, rate in zip(positions, rates, strict=True) if rate is not None]
     if drawn:
@@ -80,17 +65,8 @@ def success_chart_svg(summary: Summary | Mapping[str, Any]) -> str:
     if not names:
         ax.text(0.5, 0.5, "no tasks", ha="center", va="center", transform=ax.transAxes, color="#777777")
 
-    ax.set_xlim(0.0, 1.0)
-    ax.set_ylim(len(names) - 0.5, -0.5)  # first task on top
-    # Task names are user text: no mathtext, or "a$b$" would be typeset (or fail to parse).
-    ax.set_yticks(positions, labels=names, fontsize=8, parse_math=False)
-    ax.xaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
+    _rate_axes(ax, names)
     ax.set_xlabel("success rate", fontsize=9)
-    ax.tick_params(axis="x", labelsize=8)
-    ax.grid(axis="x", color="#dddddd", linewidth=0.6)
-    ax.set_axisbelow(True)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
     # The rate as text at the right edge, so a reader need not gauge bar lengths.
     edge = ax.get_yaxis_transform()
     for y, rate in zip(positions, rates, strict=True):
@@ -98,6 +74,43 @@ def success_chart_svg(summary: Summary | Mapping[str, Any]) -> str:
             ax.text(1.01, y, _percent(float(rate["value"])), transform=edge, va="center", fontsize=8)
 
     return _svg(fig)
+
+
+def _figure(
+    labels: Sequence[str], *, base_inches: float, widest: float, top_inches: float
+) -> tuple[Any, Any]:
+    """A figure and its axes for one horizontal bar a label: as tall as the labels are many, its left
+    margin as wide as the longest (at most `widest` of the width), `top_inches` above for a legend."""
+    # Imported here: matplotlib takes a good part of a second to import, and most users of yardstick.web
+    # (the gateway's pages) never draw a chart.
+    from matplotlib.figure import Figure
+
+    height = base_inches + _INCHES_PER_TASK * max(len(labels), 1)
+    # Margins set by hand from the label lengths: constrained layout measures every tick label and would
+    # double the drawing time for 50 tasks.
+    longest = max((len(label) for label in labels), default=0)
+    left = min(widest, (0.2 + _INCHES_PER_CHAR * longest) / _WIDTH_INCHES)
+    fig = Figure(figsize=(_WIDTH_INCHES, height))
+    fig.subplots_adjust(
+        left=left, right=1.0 - 0.55 / _WIDTH_INCHES, bottom=0.55 / height, top=1.0 - top_inches / height
+    )
+    return fig, fig.add_subplot()
+
+
+def _rate_axes(ax: Any, labels: Sequence[str]) -> None:
+    """Rates from 0 to 100% across, a row a label with the first on top, a light grid behind."""
+    from matplotlib.ticker import PercentFormatter
+
+    ax.set_xlim(0.0, 1.0)
+    ax.set_ylim(len(labels) - 0.5, -0.5)  # first label on top
+    # Labels are user text: no mathtext, or "a$b$" would be typeset (or fail to parse).
+    ax.set_yticks(range(len(labels)), labels=labels, fontsize=8, parse_math=False)
+    ax.xaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
+    ax.tick_params(axis="x", labelsize=8)
+    ax.grid(axis="x", color="#dddddd", linewidth=0.6)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
 
 
 def _svg(fig: Any) -> str:
@@ -126,18 +139,10 @@ class Entry:
 def board_chart_svg(entries: Sequence[Entry]) -> str:
     """A board's entries in its order as horizontal bars with their intervals; baselines drawn apart (hatched,
     in another colour) so a reader sees at a glance which runs beat the reference models."""
-    from matplotlib.figure import Figure
     from matplotlib.patches import Patch
-    from matplotlib.ticker import PercentFormatter
 
-    height = 0.9 + _INCHES_PER_TASK * max(len(entries), 1)
-    longest = max((len(e.label) for e in entries), default=0)
-    left = min(0.5, (0.2 + _INCHES_PER_CHAR * longest) / _WIDTH_INCHES)
-    fig = Figure(figsize=(_WIDTH_INCHES, height))
-    fig.subplots_adjust(
-        left=left, right=1.0 - 0.55 / _WIDTH_INCHES, bottom=0.55 / height, top=1.0 - 0.3 / height
-    )
-    ax = fig.add_subplot()
+    labels = [e.label for e in entries]
+    fig, ax = _figure(labels, base_inches=0.9, widest=0.5, top_inches=0.3)
     for y, entry in enumerate(entries):
         if entry.value is None:
             ax.text(0.01, y, "no score", va="center", fontsize=8, color="#777777", parse_math=False)
@@ -164,13 +169,5 @@ def board_chart_svg(entries: Sequence[Entry]) -> str:
             fontsize=8,
             frameon=False,
         )
-    ax.set_xlim(0.0, 1.0)
-    ax.set_ylim(len(entries) - 0.5, -0.5)
-    ax.set_yticks(range(len(entries)), labels=[e.label for e in entries], fontsize=8, parse_math=False)
-    ax.xaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
-    ax.tick_params(axis="x", labelsize=8)
-    ax.grid(axis="x", color="#dddddd", linewidth=0.6)
-    ax.set_axisbelow(True)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    _rate_axes(ax, labels)
     return _svg(fig)

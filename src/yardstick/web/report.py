@@ -21,7 +21,7 @@ from urllib.parse import quote
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from yardstick.engine.recording import camera_of
+from yardstick.engine.recording import TRAJECTORY, VIDEO_SUFFIX, camera_of
 from yardstick.engine.results import EpisodeResult
 from yardstick.scoring import Summary
 from yardstick.web.charts import success_chart_svg
@@ -270,9 +270,11 @@ def _link(media: str, artifact: str) -> str:
 
 def _episode_row(result: EpisodeResult, metrics: Sequence[str], media: str = "") -> dict[str, Any]:
     artifacts = result.artifacts
-    trajectory = [a for a in artifacts if a.endswith(".jsonl.gz")]
+    trajectory = [a for a in artifacts if a.endswith(TRAJECTORY)]
     return {
-        "videos": [{"src": _link(media, a), "camera": camera_of(a)} for a in artifacts if a.endswith(".mp4")],
+        "videos": [
+            {"src": _link(media, a), "camera": camera_of(a)} for a in artifacts if a.endswith(VIDEO_SUFFIX)
+        ],
         "trajectory": _link(media, trajectory[0]) if trajectory else "",
         "index": result.index,
         "task": result.task,

@@ -17,6 +17,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from jinja2 import Environment, PackageLoader, select_autoescape
 from platform_client.enums import ErrorCode
 
+from yardstick.engine.recording import episode_folder
 from yardstick.scoring.compare import paired_difference
 from yardstick.service import runs
 from yardstick.service.errors import ApiError
@@ -119,8 +120,9 @@ def _videos(episode: Episode) -> list[dict[str, Any]]:
     return found
 
 
-def _comparison(view: RunView) -> dict[str, Any] | None:
-    """Two or more endpoints on the same tasks and seeds: each against the first, paired."""
+def _comparison(view: RunView, per_endpoint: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Two or more endpoints on the same tasks and seeds: each against the first, paired. `per_endpoint`
+    is each endpoint's summary, whose per-task success rates the table shows beside the differences."""
     names = list(dict.fromkeys(e.endpoint for e in view.episodes))
     if len(names) < 2:
         return None
@@ -135,15 +137,15 @@ def _comparison(view: RunView) -> dict[str, Any] | None:
     for other in names[1:]:
         per_task, overall = paired_difference(success[other], success[base])
         rows.append({"endpoint": other, "against": base, "per_task": per_task, "overall": overall})
-    rates = {name: _rate_by_task(success[name]) for name in names}
+    rates = {
+        name: {
+            task: scored["metrics"]["success"]["value"]
+            for task, scored in per_endpoint[name]["tasks"].items()
+            if "success" in scored["metrics"]
+        }
+        for name in names
+    }
     return {"names": names, "rows": rows, "rates": rates}
-
-
-def _rate_by_task(values: Mapping[tuple[str, int], float]) -> dict[str, float]:
-    by_task: dict[str, list[float]] = {}
-    for (task, _), value in values.items():
-        by_task.setdefault(task, []).append(value)
-    return {task: sum(v) / len(v) for task, v in by_task.items()}
 
 
 def site_router(platform: Platform) -> APIRouter:
@@ -219,9 +221,9 @@ def site_router(platform: Platform) -> APIRouter:
                 {"name": name, "summary": part, "chart": success_chart_svg(part)}
                 for name, part in parts.items()
             ],
-            comparison=_comparison(view),
+            comparison=_comparison(view, per_endpoint),
             outcomes=sorted({e["values"]["outcome"] for e in data["episodes"]}),
-            tasks=list(dict.fromkeys(e.task_id for e in view.episodes)),
+            tasks=list(descriptions),
             live=view.submission.status in ("pending", "running"),
         )
         return HTMLResponse(body)
@@ -237,7 +239,9 @@ def site_router(platform: Platform) -> APIRouter:
         files = {v["file"] for v in (episode.result or {}).get("videos", [])} if episode else set()
         if episode is None or name not in files:
             raise ApiError(ErrorCode.not_found, f"no file {name!r} for episode {index}")
-        path = platform.store.path(view.submission.id, f"{runs.ATTEMPT}episodes/{index:06d}/{name}")
+        path = platform.store.path(
+            view.submission.id, (episode_folder(runs.ATTEMPT, index) / name).as_posix()
+        )
         if not path.is_file():
             raise ApiError(ErrorCode.not_found, f"no file {name!r} for episode {index}")
         return FileResponse(path, media_type="video/mp4", headers=CORS)
