@@ -55,18 +55,26 @@ def test_a_run_prints_its_table_and_writes_its_folder(tmp_path: Path) -> None:
     assert "<svg" in (tmp_path / "run" / "report.html").read_text()
 
 
+def eval_run_process(policy: str, *extra: str) -> list[str]:
+    """The command line of `yardstick eval run` on the Tally toy, for a process of its own."""
+    return [
+        sys.executable,
+        "-m",
+        "yardstick.cli",
+        "eval",
+        "run",
+        "-b",
+        toy("Tally"),
+        "-p",
+        toy(policy),
+        *extra,
+    ]
+
+
 def test_json_prints_the_report_on_stdout(tmp_path: Path) -> None:
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "yardstick.cli",
-            "eval",
-            "run",
-            "-b",
-            toy("Tally"),
-            "-p",
-            toy("Rows"),
+        eval_run_process(
+            "Rows",
             "--tasks",
             "three",
             "--seeds",
@@ -75,7 +83,7 @@ def test_json_prints_the_report_on_stdout(tmp_path: Path) -> None:
             "--json",
             "--out",
             str(tmp_path / "r"),
-        ],
+        ),
         capture_output=True,
         text=True,
         check=True,
@@ -154,25 +162,9 @@ def test_params_reach_the_constructor(tmp_path: Path) -> None:
 def test_ctrl_c_stops_with_an_incomplete_report(tmp_path: Path) -> None:
     out = tmp_path / "run"
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "yardstick.cli",
-            "eval",
-            "run",
-            "-b",
-            toy("Tally"),
-            "-p",
-            toy("SlowRows"),
-            "--trials",
-            "4",
-            "--workers",
-            "2",
-            "--param",
-            "policy.delay=0.3",
-            "--out",
-            str(out),
-        ],
+        eval_run_process(
+            "SlowRows", "--trials", "4", "--workers", "2", "--param", "policy.delay=0.3", "--out", str(out)
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from platform_client.responses import ResolvedPlan
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
+from platform_harness import free_port
 from yardstick.cli.client_cmd import exit_status
 from yardstick.cli.exits import Exit
 from yardstick.cli.main import app
@@ -43,13 +43,6 @@ PLAN: dict[str, Any] = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @dataclass(frozen=True)
 class Live:
     url: str
@@ -68,7 +61,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         admin.create_user(session, "bob", orgs=["plain"])
         key = admin.create_key(session, "alice").plaintext
         plain_key = admin.create_key(session, "bob").plaintext
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(platform), host="127.0.0.1", port=port, log_level="warning")
     )
@@ -266,7 +259,7 @@ def test_caller_errors_exit_1(live: Live) -> None:
 
 
 def test_no_platform_exits_3(tmp_path: Path) -> None:
-    nobody = f"http://127.0.0.1:{_free_port()}"
+    nobody = f"http://127.0.0.1:{free_port()}"
     ran = yardstick(None, "eval", "list", "--json", url=nobody, key="ys_any")
     assert ran.code == Exit.PLATFORM and ran.stdout == "" and "no answer" in ran.stderr
     assert yardstick(None, "boards", url=nobody, key="").code == Exit.PLATFORM

@@ -260,15 +260,15 @@ def _progress_line(view: SubmissionView) -> str:
     return slug_of(view.status)
 
 
-def _wait(client: PlatformClient, submission: SubmissionId) -> SubmissionView:
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
+def _progress(label: str) -> Progress:
+    """A bar of items done of total with the time taken, `label` (rich markup) before it."""
+    return Progress(
+        TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
     )
-    with progress:
+
+
+def _wait(client: PlatformClient, submission: SubmissionId) -> SubmissionView:
+    with _progress("[bold]{task.description}") as progress:
         task = progress.add_task("waiting", total=None)
         while True:
             view = client.get_submission(submission)
@@ -541,17 +541,10 @@ def _target(folder: Path, key: str) -> Path:
 
 
 def _download(entries: list[ArtifactEntry], folder: Path, url: str, as_json: bool) -> None:
-    progress = Progress(
-        TextColumn("[bold]downloading"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    )
     # A signed URL is its own credential: no key goes with it, and no proxy from the environment on http.
     with (
         httpx.Client(timeout=60.0, trust_env=url.startswith("https:")) as http,
-        progress,
+        _progress("[bold]downloading") as progress,
         _calls(url, as_json),
     ):
         task = progress.add_task("files", total=len(entries))
