@@ -14,7 +14,7 @@ from platform_client.requests import BillingPurchaseCreateRequest
 
 from yardstick.service.billing import CHECKOUT_PATH, credits
 from yardstick.service.positronic import Plat, Who, answer
-from yardstick.web.site import _PAGES
+from yardstick.web.site import PAGES
 
 router = APIRouter()
 
@@ -83,7 +83,7 @@ def checkout(purchase_id: str, plat: Plat) -> HTMLResponse:
 
 
 def _message(status: int, title: str, message: str, *more: str) -> HTMLResponse:
-    page = _PAGES.get_template("message.html").render(
+    page = PAGES.get_template("message.html").render(
         title=title, message=message, more=more, signin_link=False
     )
     return HTMLResponse(page, status_code=status)

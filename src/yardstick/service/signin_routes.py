@@ -26,7 +26,7 @@ from yardstick.service.platform import Platform
 from yardstick.service.positronic import caller
 from yardstick.service.sessions import FORM_COOKIE, SESSION_COOKIE, SignedIn
 from yardstick.service.signin import SignIn, service_for
-from yardstick.web.site import _PAGES
+from yardstick.web.site import PAGES
 
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 # The approval page must not be framed by another site (a click there would approve someone's code), nor
@@ -140,7 +140,7 @@ def oauth_router(platform: Platform) -> APIRouter:
 
 def _page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
     return HTMLResponse(
-        _PAGES.get_template(template).render(**context), status_code=status, headers=PAGE_HEADERS
+        PAGES.get_template(template).render(**context), status_code=status, headers=PAGE_HEADERS
     )
 
 

@@ -47,7 +47,7 @@ def _environment() -> Environment:
     return env
 
 
-_PAGES = _environment()
+PAGES = _environment()
 
 
 def outcome_of(episode: Episode) -> str:
@@ -172,7 +172,7 @@ def site_router(platform: Platform) -> APIRouter:
             }
             for s, e in platform.recent_public_runs()
         ]
-        return HTMLResponse(_PAGES.get_template("home.html").render(boards=boards, recent=recent))
+        return HTMLResponse(PAGES.get_template("home.html").render(boards=boards, recent=recent))
 
     @router.get("/boards/{slug}", response_class=HTMLResponse)
     def board_page(request: Request, slug: str) -> HTMLResponse:
@@ -202,7 +202,7 @@ def site_router(platform: Platform) -> APIRouter:
             ]
         )
         return HTMLResponse(
-            _PAGES.get_template("board.html").render(board=board, eval=ev, rows=listed, chart=chart)
+            PAGES.get_template("board.html").render(board=board, eval=ev, rows=listed, chart=chart)
         )
 
     @router.get("/v/{token}/", response_class=HTMLResponse)
@@ -213,7 +213,7 @@ def site_router(platform: Platform) -> APIRouter:
         data = replay_data(view, str(request.base_url))
         # A run of several endpoints is read endpoint by endpoint: pooling them would score no policy.
         parts = per_endpoint if len(per_endpoint) > 1 else {"": summary}
-        body = _PAGES.get_template("run.html").render(
+        body = PAGES.get_template("run.html").render(
             view=view,
             s=view.submission,
             data=data,
