@@ -41,24 +41,23 @@ def sim_task(task_id: str, **over: Any) -> CatalogTask:
     return CatalogTask(**{**fields, **over})
 
 
-MT10 = CatalogEval(
-    slug="metaworld.mt10",
-    benchmark="mt10",
-    embodiment="sim",
-    trials_per_task=10,
-    composable=True,
-    accepting=True,
-    tasks=tuple(sim_task(task_id) for task_id in MT10_TASKS),
-)
-OTHER = CatalogEval(
-    slug="metaworld.doors",
-    benchmark="mt50",
-    embodiment="sim",
-    trials_per_task=5,
-    composable=True,
-    accepting=True,
-    tasks=(sim_task("door-open-v3"), sim_task("door-close-v3")),
-)
+def sim_eval(
+    slug: str, benchmark: str, trials: int, tasks: tuple[CatalogTask, ...], **over: Any
+) -> CatalogEval:
+    fields: dict[str, Any] = {
+        "slug": slug,
+        "benchmark": benchmark,
+        "embodiment": "sim",
+        "trials_per_task": trials,
+        "composable": True,
+        "accepting": True,
+        "tasks": tasks,
+    }
+    return CatalogEval(**{**fields, **over})
+
+
+MT10 = sim_eval("metaworld.mt10", "mt10", 10, tuple(sim_task(task_id) for task_id in MT10_TASKS))
+OTHER = sim_eval("metaworld.doors", "mt50", 5, (sim_task("door-open-v3"), sim_task("door-close-v3")))
 KIT = {"mug": "medium", "bowl": "large", "pan": "large", "spoon": "small", "fork": "small"}
 # A task that declares a scene: a tote, two camera mounts, a vantage, a kit to clutter from, a start pose.
 SCENE = {
@@ -69,23 +68,14 @@ SCENE = {
     "objects": KIT,
     "start_pose": "nominal",
 }
-STAGED = CatalogEval(
-    slug="lab.staged",
-    benchmark="staged",
-    embodiment="sim",
-    trials_per_task=4,
-    composable=True,
-    accepting=True,
-    tasks=(sim_task("cube-into-tote", scene=SCENE, seeds=(100, 101, 102), default_cap_sec=60),),
+STAGED = sim_eval(
+    "lab.staged",
+    "staged",
+    4,
+    (sim_task("cube-into-tote", scene=SCENE, seeds=(100, 101, 102), default_cap_sec=60),),
 )
-CLOSED = CatalogEval(
-    slug="metaworld.closed",
-    benchmark="mt10",
-    embodiment="sim",
-    trials_per_task=1,
-    composable=False,
-    accepting=False,
-    tasks=(sim_task("window-open-v3"),),
+CLOSED = sim_eval(
+    "metaworld.closed", "mt10", 1, (sim_task("window-open-v3"),), composable=False, accepting=False
 )
 SPECS = frozenset({"expert", "random"})
 CATALOG = catalog_of([MT10, OTHER, STAGED, CLOSED], policy_specs=SPECS, may_compose=True)

@@ -4,14 +4,14 @@ changes nothing an admin set."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from yardstick.store.models import Board, Eval, PolicySpec, Task
+from yardstick.service import admin
+from yardstick.store.models import Eval, PolicySpec
 
 
 @dataclass(frozen=True)
@@ -52,42 +52,19 @@ SHIPPED_POLICIES = {"metaworld-expert": "expert", "random": "random"}
 
 def install(session: Session) -> None:
     """Add the shipped evals, their tasks and public boards, and the shipped policy specs, where missing."""
-    from yardstick.catalog import resolve
-    from yardstick.sdk.decorators import benchmark_spec
-
     for shipped in SHIPPED_EVALS:
-        if session.execute(select(Eval).where(Eval.slug == shipped.slug)).scalar_one_or_none() is not None:
+        if session.execute(select(Eval.id).where(Eval.slug == shipped.slug)).first() is not None:
             continue
-        spec = benchmark_spec(resolve("benchmark", shipped.benchmark))
-        row = Eval(
-            slug=shipped.slug,
+        admin.create_eval(
+            session,
+            shipped.slug,
+            shipped.benchmark,
             title=shipped.title,
             description=shipped.description,
-            benchmark=shipped.benchmark,
-            embodiment="sim",
-            primary_metric="success_rate",
-            trials_per_task=shipped.trials_per_task,
-            composable=True,
-            accepting=True,
-            benchmark_params=dict(shipped.benchmark_params),
+            choice=admin.EvalTasks(trials=shipped.trials_per_task),
+            params=dict(shipped.benchmark_params),
             record_video=shipped.record_video,
         )
-        session.add(row)
-        session.flush()
-        for position, (task, description) in enumerate(spec.tasks.items()):
-            session.add(
-                Task(
-                    eval_id=row.id,
-                    task_id=task,
-                    benchmark_task=task,
-                    description=description,
-                    position=position,
-                    default_cap_sec=math.ceil(spec.limit(task)),
-                    seeds=list(spec.seeds),
-                    scene={},
-                )
-            )
-        session.add(Board(slug=shipped.slug, title=shipped.title, eval_id=row.id, visibility="public"))
     for name, reference in SHIPPED_POLICIES.items():
         if session.get(PolicySpec, name) is None:
             session.add(PolicySpec(name=name, reference=reference))

@@ -51,7 +51,8 @@ def evals_view(catalog: Catalog) -> EvalListResponse:
 
 
 def tasks_view(catalog: Catalog) -> TaskListResponse:
-    """`catalog.tasks`: the tasks a plan of the caller's may state; refused without the grant to compose."""
+    """`catalog.tasks`: the tasks a plan of the caller's may state, by id; refused without the grant to
+    compose."""
     if not catalog.may_compose:
         raise forbidden(
             "the catalogue's tasks are for composing plans, which takes a grant your organisation does not "
@@ -60,7 +61,7 @@ def tasks_view(catalog: Catalog) -> TaskListResponse:
     return TaskListResponse(
         tasks=[
             task_summary(evaluation, task)
-            for evaluation, task in catalog.tasks.values()
+            for _, (evaluation, task) in sorted(catalog.tasks.items())
             if evaluation.composable
         ]
     )

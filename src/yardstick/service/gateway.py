@@ -15,7 +15,7 @@ from starlette.exceptions import HTTPException
 
 from yardstick import __version__
 from yardstick.service import billing_routes, positronic, signin_routes
-from yardstick.service.artifacts import ARTIFACTS_PATH, ArtifactNotFound, ArtifactUrlRefused
+from yardstick.service.artifacts import ARTIFACTS_PATH, ArtifactUrlRefused
 from yardstick.service.errors import ApiError
 from yardstick.service.platform import Platform
 from yardstick.web.site import CORS, site_router
@@ -93,7 +93,7 @@ def create_app(platform: Platform) -> FastAPI:
             raise ApiError(ErrorCode.forbidden, f"this artifact link is refused: {exc.reason}") from None
         try:
             path = platform.store.path(int(submission, 16), key)
-        except (ArtifactNotFound, ValueError):
+        except ValueError:
             raise ApiError(ErrorCode.not_found, f"no artifact {key!r}") from None
         if not path.is_file():
             raise ApiError(ErrorCode.not_found, f"no artifact {key!r}")

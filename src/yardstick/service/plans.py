@@ -110,15 +110,15 @@ class Catalog:
 def catalog_of(evals: Iterable[CatalogEval], *, policy_specs: Iterable[str], may_compose: bool) -> Catalog:
     """A `Catalog` over `evals`, its task map built from the composable ones.
 
-    A task id in two composable evals (MT10's tasks are MT50's too) maps to the first that holds it, so list
-    the eval a composed plan should run on first.
+    A task id in two composable evals maps to the one with more tasks (MT10's tasks are MT50's too: composed,
+    they run on MT50); between two of one size, to the one listed last.
     """
     listed = list(evals)
     tasks: dict[str, tuple[CatalogEval, CatalogTask]] = {}
-    for evaluation in listed:
+    for evaluation in sorted(listed, key=lambda e: len(e.tasks)):
         if evaluation.composable:
             for task in evaluation.tasks:
-                tasks.setdefault(task.task_id, (evaluation, task))
+                tasks[task.task_id] = (evaluation, task)
     return Catalog(
         evals={evaluation.slug: evaluation for evaluation in listed},
         tasks=tasks,

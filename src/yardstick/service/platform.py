@@ -18,7 +18,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from yardstick.service import billing, catalog_seed, plans
+from yardstick.service import billing, catalog_seed, keys, plans
 from yardstick.service.artifacts import LocalArtifactStore, UrlSigner, load_secret, page
 from yardstick.service.errors import ApiError, bad_request, forbidden, not_found
 from yardstick.service.identity import Caller, caller_for_key
@@ -40,10 +40,8 @@ from yardstick.store.models import (
     WorkerBeat,
     utcnow,
 )
-from yardstick.store.queue import EpisodeQueue
+from yardstick.store.queue import ACTIVE, EpisodeQueue, stop_episodes
 
-ACTIVE = ("pending", "running")
-TERMINAL = ("finished", "errored", "cancelled")
 LIST_LIMIT, LIST_CAP = 50, 200
 ARTIFACT_PAGE, ARTIFACT_CAP = 100, 1000
 # A worker that has not beaten this long is gone; a pending run with none says it waits for one.
@@ -84,6 +82,7 @@ class BoardRow:
     submission_id: int
     submitted_at: dt.datetime
     baseline_publisher: str | None
+    replay_token: str | None = None
 
 
 class Platform:
@@ -100,7 +99,7 @@ class Platform:
         self._tag_secret = hashlib.sha256(b"board-tags" + secret).digest()
         self.queue = EpisodeQueue(self.db, lease_s=settings.lease_s, max_attempts=settings.max_attempts)
         self.billing = billing.Billing(self.db, settings.billing_terms(), billing.AdminSettles())
-        self._auth_cache: dict[bytes, tuple[Caller, float]] = {}
+        self._auth_cache: dict[str, tuple[Caller, float]] = {}
 
     def close(self) -> None:
         self.db.close()
@@ -113,7 +112,7 @@ class Platform:
         within that time in every gateway process."""
         if not bearer:
             return None
-        cache_key = hashlib.sha256(bearer.encode()).digest()
+        cache_key = keys.digest(bearer)
         cached = self._auth_cache.get(cache_key)
         now = time.monotonic()
         if cached is not None and cached[1] > now:
@@ -135,12 +134,14 @@ class Platform:
     def forget_keys(self, digests: list[str]) -> None:
         """Drop revoked keys (by their stored SHA-256 hex) from this process's cache at once; other gateway
         processes stop taking them within `AUTH_CACHE_S`."""
-        for hexdigest in digests:
-            self._auth_cache.pop(bytes.fromhex(hexdigest), None)
+        for digest in digests:
+            self._auth_cache.pop(digest, None)
 
     # --- catalogue -----------------------------------------------------------------------------
 
     def catalog(self, session: Session, caller: Caller, org: Org | None = None) -> plans.Catalog:
+        """What `caller` may name (for `org`, else for any org of theirs): the evals of no org or of theirs,
+        the policy specs served, and whether they may compose plans of tasks."""
         visible = (
             session.execute(
                 select(Eval)
@@ -150,18 +151,20 @@ class Platform:
             .scalars()
             .all()
         )
-        evals: dict[str, plans.CatalogEval] = {}
-        for row in visible:
-            tasks = session.execute(
-                select(Task).where(Task.eval_id == row.id).order_by(Task.position)
-            ).scalars()
-            evals[row.slug] = plans.CatalogEval(
+        tasks: dict[int, list[Task]] = {row.id: [] for row in visible}
+        for task in session.execute(
+            select(Task).where(Task.eval_id.in_(list(tasks))).order_by(Task.position)
+        ).scalars():
+            tasks[task.eval_id].append(task)
+        evals = [
+            plans.CatalogEval(
                 slug=row.slug,
                 benchmark=row.benchmark,
                 embodiment=row.embodiment,
                 trials_per_task=row.trials_per_task,
                 composable=row.composable,
                 accepting=row.accepting,
+                description=row.description,
                 tasks=tuple(
                     plans.CatalogTask(
                         task_id=t.task_id,
@@ -171,41 +174,19 @@ class Platform:
                         seeds=tuple(t.seeds),
                         scene=dict(t.scene),
                     )
-                    for t in tasks
+                    for t in tasks[row.id]
                 ),
             )
-        composed: dict[str, tuple[plans.CatalogEval, plans.CatalogTask]] = {}
-        # A task offered by two evals (MT10's are MT50's too) is composed from the larger one.
-        for catalog_eval in sorted(evals.values(), key=lambda e: len(e.tasks)):
-            if catalog_eval.composable:
-                for task in catalog_eval.tasks:
-                    composed[task.task_id] = (catalog_eval, task)
-        specs = frozenset(session.execute(select(PolicySpec.name)).scalars())
+            for row in visible
+        ]
+        specs = session.execute(select(PolicySpec.name)).scalars()
         may_compose = org.may_compose if org is not None else any(o.may_compose for o in caller.orgs)
-        return plans.Catalog(evals=evals, tasks=composed, policy_specs=specs, may_compose=may_compose)
+        return plans.catalog_of(evals, policy_specs=specs, may_compose=may_compose)
 
-    def eval_rows(self, caller: Caller) -> list[tuple[Eval, list[Task]]]:
+    def offer(self, caller: Caller) -> plans.Catalog:
+        """The catalogue `catalog.evals` and `catalog.tasks` list to `caller`."""
         with self.db.reading() as session:
-            rows = (
-                session.execute(
-                    select(Eval)
-                    .where((Eval.org_id.is_(None)) | (Eval.org_id.in_(caller.org_ids or {0})))
-                    .order_by(Eval.slug)
-                )
-                .scalars()
-                .all()
-            )
-            return [
-                (
-                    row,
-                    list(
-                        session.execute(
-                            select(Task).where(Task.eval_id == row.id).order_by(Task.position)
-                        ).scalars()
-                    ),
-                )
-                for row in rows
-            ]
+            return self.catalog(session, caller)
 
     # --- submissions ---------------------------------------------------------------------------
 
@@ -436,17 +417,18 @@ class Platform:
             row = session.get(Submission, submission_id)
             if row is None or not caller.may_see(row.org_id, row.user_id):
                 raise not_found(f"id: no submission {submission_id:x} that you can see")
-            if row.status in TERMINAL:
+            if row.status not in ACTIVE:
                 raise bad_request(f"id: submission {submission_id:x} is already {row.status}")
             refunded = row.status == "pending"
-            row.status, row.cancelled_at, row.ended_at = "cancelled", utcnow(), utcnow()
+            now = utcnow()
+            row.status, row.cancelled_at, row.ended_at = "cancelled", now, now
             if refunded:
                 session.add(
                     QuotaEvent(org_id=row.org_id, user_id=row.user_id, submission_id=row.id, kind="refund")
                 )
             # Credits: what landed is charged, the rest of the hold released (an episode in play now is not).
             billing.settle(session, row.id, platform_fault=False)
-        self.queue.stop_submission(submission_id)
+            stop_episodes(session, row.id)
         return "cancelled", refunded
 
     # --- artifacts -----------------------------------------------------------------------------
@@ -493,13 +475,6 @@ class Platform:
                 .all()
             )
         return {key: self.signer.sign(submission_id, key, base_url=base_url) for key in found}
-
-    def artifact_url(self, submission_id: int, key: str, base_url: str) -> str | None:
-        with self.db.reading() as session:
-            found = session.execute(
-                select(Artifact.id).where(Artifact.submission_id == submission_id, Artifact.key == key)
-            ).scalar_one_or_none()
-        return None if found is None else self.signer.sign(submission_id, key, base_url=base_url)
 
     # --- pages ----------------------------------------------------------------------------------
 
@@ -552,11 +527,6 @@ class Platform:
                 .limit(limit)
             ).all()
         return [(s, e) for s, e in rows]
-
-    def replay_token_of(self, submission_id: int) -> str | None:
-        with self.db.reading() as session:
-            row = session.get(Submission, submission_id)
-            return row.replay_token if row is not None else None
 
     def scores_of(self, submission_ids: list[int]) -> dict[int, dict[str, Any]]:
         with self.db.reading() as session:
@@ -611,44 +581,38 @@ class Platform:
             ranked = ranked.where(
                 Submission.org_id == board.org_id, Submission.request_type == "private_eval"
             )
-        baselines = {
-            b.submission_id: b
-            for b in session.execute(select(Baseline).where(Baseline.board_id == board.id)).scalars()
-        }
-        best: dict[int, tuple[Submission, User]] = {}
+        shown = session.execute(
+            select(Baseline, Submission)
+            .join(Submission, Submission.id == Baseline.submission_id)
+            .where(Baseline.board_id == board.id)
+        ).all()
+        marked = {sub.id for _, sub in shown}
+        best: dict[int, tuple[Submission, str]] = {}
         for submission, user in session.execute(ranked).all():
-            if submission.id in baselines:
+            if submission.id in marked:
                 continue
             mine = best.get(user.id)
-            if mine is None or _better(submission, mine[0]):
-                best[user.id] = (submission, user)
-        rows: list[tuple[float | None, dt.datetime, bool, Submission, str, str, str | None]] = [
-            (primary_of(s), s.received_at, False, s, u.alias or "anonymous", self._tag(u.id), None)
-            for s, u in best.values()
-        ]
-        for submission_id, baseline in baselines.items():
-            sub = session.get(Submission, submission_id)
-            if sub is not None and sub.status == "finished":
-                rows.append(
-                    (
-                        primary_of(sub),
-                        sub.received_at,
-                        True,
-                        sub,
-                        baseline.display_name,
-                        self._tag(sub.user_id),
-                        baseline.publisher,
-                    )
-                )
-        rows.sort(key=lambda r: (-(r[0] if r[0] is not None else -1.0), r[1]))
+            if mine is None or _standing(submission) < _standing(mine[0]):
+                best[user.id] = (submission, user.alias or "anonymous")
+        # (run, name, publisher): a baseline is the row with a publisher.
+        entries: list[tuple[Submission, str, str | None]] = [(s, name, None) for s, name in best.values()]
+        entries += [(s, b.display_name, b.publisher) for b, s in shown if s.status == "finished"]
+        entries.sort(key=lambda entry: _standing(entry[0]))
         out: list[BoardRow] = []
         rank = 0
-        for primary, _, is_baseline, sub, name, tag, publisher in rows:
-            if not is_baseline:
+        for sub, name, publisher in entries:
+            if publisher is None:
                 rank += 1
             out.append(
                 BoardRow(
-                    None if is_baseline else rank, name, tag, primary, sub.id, sub.received_at, publisher
+                    None if publisher is not None else rank,
+                    name,
+                    self._tag(sub.user_id),
+                    primary_of(sub),
+                    sub.id,
+                    sub.received_at,
+                    publisher,
+                    sub.replay_token,
                 )
             )
         return out
@@ -668,11 +632,11 @@ def primary_of(submission: Submission) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def _better(candidate: Submission, current: Submission) -> bool:
-    a, b = primary_of(candidate), primary_of(current)
-    if (a if a is not None else -1.0) != (b if b is not None else -1.0):
-        return (a if a is not None else -1.0) > (b if b is not None else -1.0)
-    return candidate.received_at < current.received_at  # a tie goes to the earlier run
+def _standing(submission: Submission) -> tuple[float, dt.datetime]:
+    """Where a run stands on a board, first least: the higher primary score (none: below any), and of a tie
+    the earlier run."""
+    primary = primary_of(submission)
+    return -(primary if primary is not None else -1.0), submission.received_at
 
 
 def quota_dict(quota: Quota) -> dict[str, Any]:
@@ -689,10 +653,3 @@ def quota_dict(quota: Quota) -> dict[str, Any]:
         "resets_at": quota.resets_at.isoformat() if quota.resets_at else None,
         "on_exhausted": quota.on_exhausted,
     }
-
-
-def spec_reference(session: Session, name: str) -> tuple[str, dict[str, Any]]:
-    spec = session.get(PolicySpec, name)
-    if spec is None:
-        raise bad_request(f"spec: no served policy {name!r}")
-    return spec.reference, dict(spec.params)

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from platform_client import routes
 from platform_client.boards import BoardRef
-from platform_client.catalog import EvalListResponse, EvalSummary, TaskListResponse, TaskSummary
+from platform_client.catalog import EvalListResponse, TaskListResponse
 from platform_client.enums import BoardVisibility, ErrorCode, KeyStatus, ReasonCode, SubmissionStatus
 from platform_client.eval_plan import EvalPlan
 from platform_client.ids import ApiKey, OrgSlug, SubmissionId, UserId
@@ -46,13 +46,13 @@ from platform_client.responses import (
     SubmissionListResponse,
     SubmissionListRow,
 )
-from platform_client.tasks import TaskRef
 from positronic_evals.evals import EvalRef
 from pydantic import BaseModel
 
 from yardstick.service import signin
 from yardstick.service.artifacts import ARTIFACTS_PATH
-from yardstick.service.errors import ApiError, bad_request, forbidden
+from yardstick.service.catalog_view import eval_summary, tasks_view
+from yardstick.service.errors import ApiError, bad_request
 from yardstick.service.identity import Caller
 from yardstick.service.platform import Platform, page_url, quota_dict
 from yardstick.store.models import Submission
@@ -151,39 +151,13 @@ def users_me(plat: Plat, who: Who) -> JSONResponse:
 
 @router.get(routes.CATALOG_EVALS, response_model=EvalListResponse)
 def catalog_evals(plat: Plat, who: Who) -> JSONResponse:
-    evals = [
-        EvalSummary(
-            id=EvalRef(ev.slug),
-            embodiment=ev.embodiment,
-            tasks=[t.task_id for t in tasks],
-            composable=ev.composable,
-            primary_metric=ev.primary_metric,
-            description=ev.description,
-        )
-        for ev, tasks in plat.eval_rows(who)
-        if ev.accepting
-    ]
-    return answer(EvalListResponse(evals=evals))
+    offered = plat.offer(who).evals.values()
+    return answer(EvalListResponse(evals=[eval_summary(ev) for ev in offered if ev.accepting]))
 
 
 @router.get(routes.CATALOG_TASKS, response_model=TaskListResponse)
 def catalog_tasks(plat: Plat, who: Who) -> JSONResponse:
-    if not any(org.may_compose for org in who.orgs):
-        raise forbidden(
-            "catalog.tasks lists what a plan may compose, and no organization of yours holds that grant"
-        )
-    seen: dict[str, TaskSummary] = {}
-    for ev, tasks in sorted(plat.eval_rows(who), key=lambda pair: len(pair[1])):
-        if not ev.composable:
-            continue
-        for task in tasks:
-            seen[task.task_id] = TaskSummary(
-                id=TaskRef(task.task_id),
-                embodiment=ev.embodiment,
-                task=task.description,
-                default_cap_per_episode_sec=task.default_cap_sec,
-            )
-    return answer(TaskListResponse(tasks=sorted(seen.values(), key=lambda t: t.id)))
+    return answer(tasks_view(plat.offer(who)))
 
 
 @router.post(routes.SUBMISSIONS_RESOLVE, response_model=ResolvedPlan)
@@ -211,13 +185,17 @@ def submissions_get(request: Request, plat: Plat, who: Who, id: Annotated[str, Q
     return JSONResponse(view(plat, row, str(request.base_url)).model_dump(mode="json"))
 
 
-def view(plat: Platform, row: Submission, base_url: str) -> BaseModel:
-    """The `submissions.get` variant of the run's status."""
-    counts = EpisodeCounts(
+def _counts(row: Submission) -> EpisodeCounts:
+    return EpisodeCounts(
         total=row.episodes_total,
         done=row.episodes_done,
         outstanding=max(row.episodes_total - row.episodes_done, 0),
     )
+
+
+def view(plat: Platform, row: Submission, base_url: str) -> BaseModel:
+    """The `submissions.get` variant of the run's status."""
+    counts = _counts(row)
     common: dict[str, Any] = {
         "id": SubmissionId(row.id),
         "episodes": counts,
@@ -297,11 +275,7 @@ def submissions_list(
             if stalled and r.status == "pending"
             else SubmissionStatus[r.status],
             reason_code=ReasonCode[r.reason_code] if r.reason_code else None,
-            episodes=EpisodeCounts(
-                total=r.episodes_total,
-                done=r.episodes_done,
-                outstanding=max(r.episodes_total - r.episodes_done, 0),
-            ),
+            episodes=_counts(r),
             received_at=r.received_at,
         )
         for r in rows
@@ -353,8 +327,7 @@ def rankings_list(plat: Plat, who: MaybeWho) -> JSONResponse:
 @router.get(routes.RANKINGS_GET, response_model=RankingsResponse)
 def rankings_get(request: Request, plat: Plat, who: MaybeWho, board: str) -> JSONResponse:
     found, ev, rows = plat.board(who, board)
-    tokens = plat.replay_tokens([r.submission_id for r in rows])
-    pages = {sid: page_url(str(request.base_url), token) for sid, token in tokens.items()}
+    pages = {r.submission_id: page_url(str(request.base_url), r.replay_token) for r in rows if r.replay_token}
     ranked = [
         RankingRow(
             rank=r.rank,

@@ -14,7 +14,8 @@ from yardstick.scoring import summarize
 from yardstick.service import billing
 from yardstick.service.artifacts import ArtifactStore
 from yardstick.store.db import Database
-from yardstick.store.models import Artifact, Episode, QuotaEvent, Submission, Task, utcnow
+from yardstick.store.models import Episode, QuotaEvent, Submission, Task, utcnow
+from yardstick.store.queue import ACTIVE, record_artifacts, stop_episodes
 
 ATTEMPT = "attempts/1/"
 
@@ -27,16 +28,17 @@ def put_artifact(
     data: Any,
     content_type: str = "application/json",
 ) -> None:
-    raw = data if isinstance(data, bytes) else json.dumps(data, indent=2, default=str).encode()
-    size = store.put(submission_id, key, raw, content_type)
+    written = _write(store, submission_id, key, data, content_type)
     with db.writing() as session:
-        row = session.execute(
-            select(Artifact).where(Artifact.submission_id == submission_id, Artifact.key == key)
-        ).scalar_one_or_none()
-        if row is None:
-            session.add(Artifact(submission_id=submission_id, key=key, size=size, content_type=content_type))
-        else:
-            row.size, row.created_at = size, utcnow()
+        record_artifacts(session, submission_id, [written])
+
+
+def _write(
+    store: ArtifactStore, submission_id: int, key: str, data: Any, content_type: str = "application/json"
+) -> tuple[str, int, str]:
+    """Put one object in the store (JSON unless it is bytes); what `record_artifacts` records of it."""
+    raw = data if isinstance(data, bytes) else json.dumps(data, indent=2, default=str).encode()
+    return key, store.put(submission_id, key, raw, content_type), content_type
 
 
 def episode_key(index: int) -> str:
@@ -47,7 +49,7 @@ def finish(db: Database, store: ArtifactStore, submission_id: int) -> bool:
     """Score a run whose episodes all landed, write `result.json`, and mark it finished (once)."""
     with db.reading() as session:
         submission = session.get(Submission, submission_id)
-        if submission is None or submission.status not in ("pending", "running"):
+        if submission is None or submission.status not in ACTIVE:
             return False
         episodes = list(
             session.execute(
@@ -83,7 +85,7 @@ def finish(db: Database, store: ArtifactStore, submission_id: int) -> bool:
     with db.writing() as session:
         ended = session.execute(
             update(Submission)
-            .where(Submission.id == submission_id, Submission.status.in_(("pending", "running")))
+            .where(Submission.id == submission_id, Submission.status.in_(ACTIVE))
             .values(status="finished", scores=scores, ended_at=utcnow())
         )
         if not ended.rowcount:  # type: ignore[attr-defined]
@@ -102,13 +104,14 @@ def error(
     diagnostics: dict[str, Any] | None = None,
 ) -> bool:
     """End a run that failed. A platform fault gives the quota back and releases its credits; a caller
-    fault is charged (the quota, and the credits of the episodes it played)."""
+    fault is charged (the quota, and the credits of the episodes it played). Its `diagnostics.json` and
+    `result.json` are recorded in the transaction that ends it, so no reader sees it errored without them."""
     with db.writing() as session:
         # Locked (PostgreSQL; the level an UPDATE takes), so two workers failing one run end it once.
         submission = session.get(
             Submission, submission_id, with_for_update={"key_share": True}, populate_existing=True
         )
-        if submission is None or submission.status not in ("pending", "running"):
+        if submission is None or submission.status not in ACTIVE:
             return False
         submission.status, submission.reason_code, submission.reason = (
             "errored",
@@ -125,32 +128,29 @@ def error(
                     kind="refund",
                 )
             )
-        session.execute(
-            update(Episode)
-            .where(Episode.submission_id == submission_id, Episode.state.in_(("queued", "leased")))
-            .values(state="cancelled", lease_owner=None, lease_expires_at=None)
-        )
+        stop_episodes(session, submission_id)
         billing.settle(session, submission_id, platform_fault=reason_code.is_platform_fault)
-    put_artifact(
-        db,
-        store,
-        submission_id,
-        "diagnostics.json",
-        {"reason_code": reason_code.name, "reason": reason, **(diagnostics or {})},
-    )
-    put_artifact(
-        db,
-        store,
-        submission_id,
-        "result.json",
-        {
-            "submission_id": f"{submission_id:x}",
-            "status": "errored",
-            "reason_code": reason_code.name,
-            "reason": reason,
-            "attempt_location": ATTEMPT,
-        },
-    )
+        written = [
+            _write(
+                store,
+                submission_id,
+                "diagnostics.json",
+                {"reason_code": reason_code.name, "reason": reason, **(diagnostics or {})},
+            ),
+            _write(
+                store,
+                submission_id,
+                "result.json",
+                {
+                    "submission_id": f"{submission_id:x}",
+                    "status": "errored",
+                    "reason_code": reason_code.name,
+                    "reason": reason,
+                    "attempt_location": ATTEMPT,
+                },
+            ),
+        ]
+        record_artifacts(session, submission_id, written)
     return True
 
 
@@ -158,8 +158,8 @@ def summarize_run(
     episodes: list[Episode], descriptions: dict[str, str]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The run's summary over every finished episode, and one per endpoint (for a run of several)."""
-    rows = [_row(e) for e in episodes if e.state in ("done", "failed")]
     landed = [e for e in episodes if e.state in ("done", "failed")]
+    rows = [_row(e) for e in landed]
     tasks = {e.task_id: descriptions.get(e.task_id, "") for e in episodes}
     overall = summarize(rows, tasks).to_dict()
     per_endpoint = {

@@ -31,7 +31,7 @@ from yardstick.service.artifacts import LocalArtifactStore
 from yardstick.service.settings import Settings
 from yardstick.store.db import Database
 from yardstick.store.models import Eval, PolicySpec, Submission, WorkerBeat, utcnow
-from yardstick.store.queue import EpisodeQueue, LeasedEpisode
+from yardstick.store.queue import ACTIVE, EpisodeQueue, LeasedEpisode
 from yardstick.wire.address import format_url, parse_address
 
 KEPT_RUNTIMES = 2
@@ -153,7 +153,7 @@ class PlatformWorker:
     def _plan(self, submission_id: int) -> Plan | None:
         with self.db.reading() as session:
             submission = session.get(Submission, submission_id)
-            if submission is None or submission.status not in ("pending", "running"):
+            if submission is None or submission.status not in ACTIVE:
                 return None
             catalog_eval = session.get(Eval, submission.eval_id) if submission.eval_id else None
             if catalog_eval is None:

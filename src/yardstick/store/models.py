@@ -131,9 +131,8 @@ class Eval(Base):
     slug: Mapped[str] = mapped_column(String(128), unique=True)
     title: Mapped[str] = mapped_column(String(200), default="")
     description: Mapped[str] = mapped_column(Text, default="")
-    benchmark: Mapped[str] = mapped_column(
-        String(500)
-    )  # a reference the engine resolves (mt10, gym:..., mod:Class)
+    # A reference the engine resolves (mt10, gym:..., mod:Class).
+    benchmark: Mapped[str] = mapped_column(String(500))
     benchmark_params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     embodiment: Mapped[str] = mapped_column(String(64), default="sim")
     primary_metric: Mapped[str] = mapped_column(String(64), default="success_rate")
@@ -260,9 +259,8 @@ class Episode(Base):
     endpoint: Mapped[str] = mapped_column(String(200))
     trial: Mapped[int] = mapped_column(Integer)
     seed: Mapped[int] = mapped_column(BigInteger)
-    state: Mapped[str] = mapped_column(
-        String(16), default="queued"
-    )  # queued | leased | done | failed | cancelled
+    # queued | leased | done | failed | cancelled
+    state: Mapped[str] = mapped_column(String(16), default="queued")
     lease_owner: Mapped[str | None] = mapped_column(String(128), nullable=True)
     lease_expires_at: Mapped[dt.datetime | None] = _time(nullable=True)
     attempt: Mapped[int] = mapped_column(Integer, default=0)

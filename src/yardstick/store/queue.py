@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
 
 from yardstick.store.db import Database
 from yardstick.store.models import Artifact, Episode, Submission, utcnow
@@ -28,7 +29,6 @@ class LeasedEpisode:
     id: int
     submission_id: int
     index: int
-    task_pos: int
     task_id: str
     benchmark_task: str
     endpoint: str
@@ -113,7 +113,6 @@ class EpisodeQueue:
                         e.id,
                         e.submission_id,
                         e.index,
-                        e.task_pos,
                         e.task_id,
                         e.benchmark_task,
                         e.endpoint,
@@ -126,7 +125,7 @@ class EpisodeQueue:
         return []
 
     @staticmethod
-    def _task_for(session: Any, submission_id: int, warm: frozenset[str]) -> str | None:
+    def _task_for(session: Session, submission_id: int, warm: frozenset[str]) -> str | None:
         left = session.execute(
             select(Episode.task_id, func.count())
             .where(Episode.submission_id == submission_id, Episode.state == "queued")
@@ -137,7 +136,7 @@ class EpisodeQueue:
         preferred = [row for row in left if row[0] in warm]
         return str(max(preferred or left, key=lambda row: (row[1], row[0]))[0])
 
-    def _reclaim(self, session: Any, now: dt.datetime) -> None:
+    def _reclaim(self, session: Session, now: dt.datetime) -> None:
         """Put back episodes whose lease ran out; fail those that ran out too often."""
         expired = (Episode.state == "leased") & (Episode.lease_expires_at < now)
         session.execute(
@@ -210,13 +209,7 @@ class EpisodeQueue:
             ).scalar_one_or_none()
             if landed is None:
                 return Completion(accepted=False)
-            for key, size, content_type in artifacts:
-                stale = select(Artifact).where(Artifact.submission_id == landed, Artifact.key == key)
-                row = session.execute(stale).scalar_one_or_none()
-                if row is None:
-                    session.add(Artifact(submission_id=landed, key=key, size=size, content_type=content_type))
-                else:
-                    row.size = size
+            record_artifacts(session, landed, artifacts)
             counts = session.execute(
                 update(Submission)
                 .where(Submission.id == landed)
@@ -245,11 +238,7 @@ class EpisodeQueue:
     def stop_submission(self, submission_id: int) -> None:
         """Take a submission's unplayed episodes off the queue (it errored or was cancelled)."""
         with self.db.writing() as session:
-            session.execute(
-                update(Episode)
-                .where(Episode.submission_id == submission_id, Episode.state.in_(("queued", "leased")))
-                .values(state="cancelled", lease_owner=None, lease_expires_at=None)
-            )
+            stop_episodes(session, submission_id)
 
     def position(self, submission_id: int) -> int:
         """1-based place of a pending submission among pending ones, by arrival."""
@@ -263,3 +252,35 @@ class EpisodeQueue:
                 .where(Submission.status == "pending", Submission.received_at < received)
             ).scalar_one()
         return int(ahead) + 1
+
+
+def stop_episodes(session: Session, submission_id: int) -> None:
+    """Take a submission's unplayed episodes off the queue, in the caller's transaction (the one that ends
+    the submission)."""
+    session.execute(
+        update(Episode)
+        .where(Episode.submission_id == submission_id, Episode.state.in_(("queued", "leased")))
+        .values(state="cancelled", lease_owner=None, lease_expires_at=None)
+    )
+
+
+def record_artifacts(session: Session, submission_id: int, artifacts: Sequence[tuple[str, int, str]]) -> None:
+    """Record objects already in the artifact store, as (key, size, content type): a key recorded before
+    is updated in place. One read for all of them."""
+    if not artifacts:
+        return
+    known = {
+        row.key: row
+        for row in session.execute(
+            select(Artifact).where(
+                Artifact.submission_id == submission_id, Artifact.key.in_([key for key, _, _ in artifacts])
+            )
+        ).scalars()
+    }
+    now = utcnow()
+    for key, size, content_type in artifacts:
+        row = known.get(key)
+        if row is None:
+            session.add(Artifact(submission_id=submission_id, key=key, size=size, content_type=content_type))
+        else:
+            row.size, row.created_at = size, now
