@@ -9,7 +9,7 @@ import hashlib
 import json
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from platform_client.enums import ErrorCode
@@ -83,6 +83,7 @@ class BoardRow:
     submitted_at: dt.datetime
     baseline_publisher: str | None
     replay_token: str | None = None
+    scores: dict[str, Any] = field(default_factory=dict)  # the run's, with the primary's interval
 
 
 class Platform:
@@ -528,20 +529,6 @@ class Platform:
             ).all()
         return [(s, e) for s, e in rows]
 
-    def scores_of(self, submission_ids: list[int]) -> dict[int, dict[str, Any]]:
-        with self.db.reading() as session:
-            rows = session.execute(
-                select(Submission.id, Submission.scores).where(Submission.id.in_(submission_ids or [0]))
-            ).all()
-        return {sid: dict(scores or {}) for sid, scores in rows}
-
-    def replay_tokens(self, submission_ids: list[int]) -> dict[int, str]:
-        with self.db.reading() as session:
-            rows = session.execute(
-                select(Submission.id, Submission.replay_token).where(Submission.id.in_(submission_ids or [0]))
-            ).all()
-        return {sid: token for sid, token in rows if token}
-
     # --- boards ----------------------------------------------------------------------------------
 
     def boards(self, caller: Caller | None) -> list[tuple[Board, Eval]]:
@@ -613,6 +600,7 @@ class Platform:
                     sub.received_at,
                     publisher,
                     sub.replay_token,
+                    dict(sub.scores or {}),
                 )
             )
         return out

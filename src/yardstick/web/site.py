@@ -177,15 +177,11 @@ def site_router(platform: Platform) -> APIRouter:
     @router.get("/boards/{slug}", response_class=HTMLResponse)
     def board_page(request: Request, slug: str) -> HTMLResponse:
         board, ev, rows = platform.board(None, slug)
-        tokens = platform.replay_tokens([r.submission_id for r in rows])
-        scores = platform.scores_of([r.submission_id for r in rows])
         listed = [
             {
                 "row": r,
-                "url": page_url(str(request.base_url), tokens[r.submission_id])
-                if r.submission_id in tokens
-                else None,
-                "scores": scores.get(r.submission_id, {}),
+                "url": page_url(str(request.base_url), r.replay_token) if r.replay_token else None,
+                "scores": r.scores,
             }
             for r in rows
         ]
@@ -194,8 +190,8 @@ def site_router(platform: Platform) -> APIRouter:
                 Entry(
                     f"{r.display_name}#{r.tag}",
                     r.primary,
-                    scores.get(r.submission_id, {}).get("low"),
-                    scores.get(r.submission_id, {}).get("high"),
+                    r.scores.get("low"),
+                    r.scores.get("high"),
                     baseline=bool(r.baseline_publisher),
                 )
                 for r in rows
