@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from platform_client.tasks import TaskRef
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -125,7 +126,6 @@ def create_eval(
     recorded (a video per camera, the trajectory) for the run's page."""
     from yardstick.catalog import resolve
     from yardstick.sdk.decorators import benchmark_spec
-    from yardstick.sdk.errors import AuthoringError
 
     if session.execute(select(Eval).where(Eval.slug == slug)).scalar_one_or_none() is not None:
         raise AdminError(f"eval {slug!r} exists already")
@@ -134,7 +134,7 @@ def create_eval(
     try:
         built = resolve("benchmark", benchmark)
         spec = benchmark_spec(built)
-    except AuthoringError as exc:
+    except ValueError as exc:  # an AuthoringError, or a catalog builder refusing its arguments
         raise AdminError(f"benchmark {benchmark!r}: {exc}") from None
     try:
         inspect.signature(built).bind_partial(**(params or {}))
@@ -144,6 +144,13 @@ def create_eval(
     unknown = [t for t in chosen if t not in spec.tasks]
     if unknown:
         raise AdminError(f"tasks {unknown} are not tasks of {benchmark} ({', '.join(spec.tasks)})")
+    # The contract's clients refuse a catalogue with a task id outside its rule: one such task would break
+    # resolve, create and the catalogue for everyone who can see the eval.
+    for task in chosen:
+        try:
+            TaskRef(task)
+        except ValueError as exc:
+            raise AdminError(f"task {task!r} of {benchmark}: {exc}") from None
     owner = org(session, org_slug).id if org_slug else None
     row = Eval(
         slug=slug,
