@@ -10,12 +10,14 @@ rest of the batch back.
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 import shutil
 import socket
 import tempfile
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,8 @@ from yardstick.store.models import Eval, PolicySpec, Submission, WorkerBeat, utc
 from yardstick.store.queue import ACTIVE, EpisodeQueue, LeasedEpisode
 from yardstick.wire.address import format_url, parse_address
 
+# Well inside the 30 s after which the platform counts a worker gone (platform.WORKER_ALIVE_S).
+BEAT_EVERY_S = 5.0
 KEPT_RUNTIMES = 2
 
 
@@ -83,6 +87,7 @@ class PlatformWorker:
         self._warm: set[str] = set()  # tasks this worker has played: their worlds are built
         # Episodes record here, then their files go to the artifact store and leave this folder.
         self._recordings = Path(tempfile.mkdtemp(prefix="yardstick-recording-"))
+        self._beaten_at = -math.inf
 
     def run(self) -> None:
         """Until `stop()`: beat, sweep abandoned runs, lease, play."""
@@ -111,6 +116,11 @@ class PlatformWorker:
         return True
 
     def _beat(self) -> None:
+        # Every few seconds, not every poll: an idle worker polls twice a second, and a beat is a write.
+        now = time.monotonic()
+        if now - self._beaten_at < BEAT_EVERY_S:
+            return
+        self._beaten_at = now
         with self.db.writing() as session:
             beat = session.get(WorkerBeat, self.name)
             if beat is None:
