@@ -95,9 +95,10 @@ class Platform:
         with self.db.writing() as session:
             catalog_seed.install(session)
         self.store = LocalArtifactStore(settings.artifact_root)
-        secret = load_secret(settings.secret_file)
-        self.signer = UrlSigner(secret, ttl_s=settings.artifact_ttl_s)
-        self._tag_secret = hashlib.sha256(b"board-tags" + secret).digest()
+        # The install's one secret: links, board tags and sign-in keys are each derived from it.
+        self.secret = load_secret(settings.secret_file)
+        self.signer = UrlSigner(self.secret, ttl_s=settings.artifact_ttl_s)
+        self._tag_secret = hashlib.sha256(b"board-tags" + self.secret).digest()
         self.queue = EpisodeQueue(self.db, lease_s=settings.lease_s, max_attempts=settings.max_attempts)
         self.billing = billing.Billing(self.db, settings.billing_terms(), billing.AdminSettles())
         self._auth_cache: dict[str, tuple[Caller, float]] = {}

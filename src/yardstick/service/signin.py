@@ -28,7 +28,6 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from yardstick.service import keys, passwords
-from yardstick.service.artifacts import load_secret
 from yardstick.service.device import DeviceGrants, redeem
 from yardstick.service.errors import ApiError, bad_request, not_found
 from yardstick.service.identity import Caller
@@ -67,9 +66,8 @@ class SignIn:
     def __init__(self, platform: Platform) -> None:
         self.platform = platform
         self.settings = platform.settings.sign_in
-        secret = load_secret(platform.settings.secret_file)
-        self.grants = DeviceGrants(platform.db, secret, self.settings)
-        self.sessions = Sessions(platform.db, secret, self.settings.session_ttl_s)
+        self.grants = DeviceGrants(platform.db, platform.secret, self.settings)
+        self.sessions = Sessions(platform.db, platform.secret, self.settings.session_ttl_s)
         self.providers: list[Provider] = [PlatformTokens(self.grants.verify)]
         if self.settings.github_api_url:
             self.providers.append(GitHub(self.settings.github_api_url))
