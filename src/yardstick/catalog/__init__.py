@@ -2,13 +2,16 @@
 
 A benchmark reference is an alias ("mt10", "mt50"), "gym:<Gymnasium id>", or "package.module:Class" /
 "path/to/file.py:Class"; a policy reference is an alias ("expert", "random") or one of the latter two.
-Nothing here imports a simulator: that happens when a resolved class is built and played.
+Nothing here imports a simulator: that happens when a resolved class is built and played. `resolve` reads
+declarations, which need no simulator (but Gymnasium's); `resolve_to_play`, the engine's resolver, also
+refuses a built-in whose simulator is not installed, naming the extra that installs it (see `extras`).
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
+from yardstick.catalog.extras import require_for
 from yardstick.sdk.decorators import benchmark_spec, policy_spec
 from yardstick.sdk.errors import LoadError, SpecError
 from yardstick.sdk.load import REFERENCE_RULE, load_object
@@ -23,7 +26,15 @@ POLICIES: dict[str, str] = {
 }
 GYM_PREFIX = "gym:"
 
-__all__ = ["BENCHMARKS", "GYM_PREFIX", "POLICIES", "resolve", "resolve_benchmark", "resolve_policy"]
+__all__ = [
+    "BENCHMARKS",
+    "GYM_PREFIX",
+    "POLICIES",
+    "resolve",
+    "resolve_benchmark",
+    "resolve_policy",
+    "resolve_to_play",
+]
 
 
 def resolve(kind: Literal["benchmark", "policy"], ref: str) -> type:
@@ -33,6 +44,14 @@ def resolve(kind: Literal["benchmark", "policy"], ref: str) -> type:
     if kind == "policy":
         return resolve_policy(ref)
     raise ValueError(f"kind: a reference names a 'benchmark' or a 'policy', not {kind!r}")
+
+
+def resolve_to_play(kind: Literal["benchmark", "policy"], ref: str) -> type:
+    """`resolve`, for a class about to be built: refused (extras.MissingExtra, an AuthoringError) when it
+    needs a simulator this install lacks. The engine's resolver (`Work.resolver`) and the policy server's."""
+    found = resolve(kind, ref)
+    require_for(found, f"the {kind} {ref}")
+    return found
 
 
 def resolve_benchmark(ref: str) -> type:

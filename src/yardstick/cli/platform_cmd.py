@@ -12,8 +12,9 @@ from typing import Any
 
 import typer
 
-from yardstick.cli.display import console
+from yardstick.cli.display import console, print_error
 from yardstick.cli.exits import Exit
+from yardstick.cli.signals import sigterm_as_interrupt
 from yardstick.service.settings import Settings
 
 DataDir = typer.Option(
@@ -83,9 +84,13 @@ def server(
     console.print(f"data: {settings.data_dir}  database: {settings.database.split('@')[-1]}")
     console.print(f"API:  http://{host}:{port}/v1  (OpenAPI at /docs)")
     console.print(f"sign-in: http://{host}:{port}/device  (yardstick login)")
-    embedded = [] if no_worker else start_workers(settings, workers)
+    embedded: list[Any] = []
     try:
-        uvicorn.run(create_app(platform), host=host, port=port, log_level=log_level)
+        with sigterm_as_interrupt():
+            embedded = [] if no_worker else start_workers(settings, workers)
+            uvicorn.run(create_app(platform), host=host, port=port, log_level=log_level)
+    except KeyboardInterrupt:
+        console.print("stopping")  # Ctrl-C or SIGTERM, after uvicorn's own graceful shutdown: a clean stop
     finally:
         stop_workers(embedded)
         platform.close()
@@ -158,7 +163,7 @@ def _database(
         with platform.db.writing() if write else platform.db.reading() as session:
             yield platform, session
     except AdminError as exc:
-        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        print_error(str(exc))
         raise typer.Exit(Exit.CALLER) from None
     finally:
         platform.close()

@@ -16,6 +16,7 @@ from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.worlds import ManyWorlds, SingleWorld, Worlds
 from yardstick.sdk.calls import InProcessPolicy, PolicyDriver, instantiate
 from yardstick.sdk.decorators import benchmark_spec, policy_spec
+from yardstick.sdk.errors import AuthoringError
 from yardstick.sdk.load import load_object
 from yardstick.sdk.specs import BenchmarkSpec, PolicySpec
 from yardstick.wire.address import endpoint_from_ref
@@ -57,7 +58,7 @@ class Work:
     playback: Playback = Playback()
     call_timeout_s: float | None = 60.0
     worlds: int | None = None
-    resolver: str = "yardstick.catalog:resolve"
+    resolver: str = "yardstick.catalog:resolve_to_play"
     # How long a remote policy's server may take to come up (to answer, then to be ready).
     startup_timeout_s: float = 60.0
     # What to record of each episode (videos, trajectories) and where; None records nothing.
@@ -93,7 +94,7 @@ class Runtime:
         self.beacon = beacon
         self.policy: PolicyDriver = self._build_policy()
         self.policy_spec = self.policy.spec
-        self._benchmark_cls = resolve(work, "benchmark")
+        self._benchmark_cls = self._resolve("benchmark")
         self.benchmark_spec = benchmark_spec(self._benchmark_cls)
         self.worlds = self._build_worlds()
         self.cold_start_s = time.perf_counter() - started
@@ -115,9 +116,17 @@ class Runtime:
                 )
             except RemotePolicyError as exc:
                 raise BuildError(str(exc), "policy") from None
-        cls = resolve(work, "policy")
+        cls = self._resolve("policy")
         spec = policy_spec(cls)
         return InProcessPolicy(self._build(cls, spec, work.policy), spec)
+
+    def _resolve(self, kind: Kind) -> type:
+        # A reference that stopped loading here, or a built-in whose simulator this install lacks, is a
+        # build that failed like a constructor that raised: the platform's worker errors the run with it.
+        try:
+            return resolve(self.work, kind)
+        except AuthoringError as exc:
+            raise BuildError(str(exc), kind) from None
 
     def _build(
         self, cls: type, spec: BenchmarkSpec | PolicySpec, component: Component, *, worlds: int | None = None
