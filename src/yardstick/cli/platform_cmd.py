@@ -90,7 +90,9 @@ def server(
             embedded = [] if no_worker else start_workers(settings, workers)
             uvicorn.run(create_app(platform), host=host, port=port, log_level=log_level)
     except KeyboardInterrupt:
-        console.print("stopping")  # Ctrl-C or SIGTERM, after uvicorn's own graceful shutdown: a clean stop
+        # Ctrl-C or SIGTERM before uvicorn serves; once it serves, uvicorn.run shuts down gracefully and
+        # returns. Either way a stop asked for, not a failure.
+        console.print("stopping")
     finally:
         stop_workers(embedded)
         platform.close()

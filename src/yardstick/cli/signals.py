@@ -13,8 +13,8 @@ from types import FrameType
 def sigterm_as_interrupt() -> Iterator[None]:
     """Inside the block, SIGTERM raises KeyboardInterrupt. Python's default for SIGTERM ends the process
     where it stands, skipping every `finally`: a server's worker processes would outlive it. (uvicorn
-    captures SIGTERM while it serves and raises it again once it has shut down; this handler is the one it
-    raises it to.)"""
+    captures SIGTERM while it serves and raises it again once it has shut down, to this handler; uvicorn.run
+    then returns as it does after Ctrl-C.)"""
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
