@@ -56,14 +56,15 @@ def package_files(root: Path) -> set[str]:
 
 
 def _copy_source(into: Path) -> Path:
-    # The build works on a copy: the checkout gets no build/ or egg-info from it, and nothing a previous
-    # build left (setuptools never empties build/lib) can reach the wheel.
-    into.mkdir(parents=True)
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(ROOT / name, into / name)
-    shutil.copytree(
-        ROOT / "src", into / "src", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    )
+    """The project folder as a fresh clone holds it: all but .git and what .gitignore names (the venv,
+    caches, build/, *.egg-info). The build works on this copy, so the checkout gets no build/ from it and
+    nothing an earlier build left (setuptools never empties build/lib) can reach the wheel."""
+    ignored = [
+        line.strip().rstrip("/")
+        for line in (ROOT / ".gitignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    shutil.copytree(ROOT, into, ignore=shutil.ignore_patterns(".git", "*.pyc", *ignored))
     return into
 
 
