@@ -365,6 +365,21 @@ def test_policy_serve_and_the_platform_play_a_run_with_its_page(install: Install
     stop(policy, signal.SIGINT, policy_log)  # as Ctrl-C stops it
 
 
+def test_yardstick_worker_stops_with_the_processes_it_started(install: Install) -> None:
+    data = ("--data-dir", str(install.home / "workers"))
+    upgraded = install.yardstick("db", "upgrade", *data)
+    assert upgraded.returncode == 0 and "up to date" in upgraded.stderr, upgraded
+    log = install.home / "worker.log"
+    worker = install.start(log, "worker", *data, "--concurrency", "2")
+    deadline = time.monotonic() + STARTUP_S
+    # Itself, its two workers (and multiprocessing's resource tracker).
+    while len(_survivors(worker.pid)) < 3:
+        assert worker.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, f"the workers did not start: {_survivors(worker.pid)}"
+        time.sleep(0.2)
+    stop(worker, signal.SIGTERM, log)
+
+
 @pytest.mark.parametrize(
     "command",
     [

@@ -111,9 +111,10 @@ def worker(
         return
     processes = start_workers(settings, concurrency)
     try:
-        for process in processes:
-            process.join()
-    except KeyboardInterrupt:
+        with sigterm_as_interrupt():
+            for process in processes:
+                process.join()
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM to this process alone: the workers stop with it
         stop_workers(processes)
 
 
