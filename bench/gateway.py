@@ -27,9 +27,9 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from yardstick.service import admin
-from yardstick.service.platform import Platform
-from yardstick.service.settings import Settings
+from yardstick.core import admin
+from yardstick.core.install import open_install
+from yardstick.core.settings import Settings
 
 PG = os.environ.get("YARDSTICK_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 TRIALS = 5
@@ -46,12 +46,12 @@ def yardstick(*args: str) -> list[str]:
 
 
 def prepare(data_dir: Path, database: str | None) -> str:
-    platform = Platform(Settings(data_dir=data_dir, database_url=database))
-    with platform.db.writing() as session:
+    install = open_install(Settings(data_dir=data_dir, database_url=database))
+    with install.db.writing() as session:
         admin.create_org(session, "bench", per_day=10_000, concurrent=10_000)
         admin.create_user(session, "runner", orgs=["bench"], alias="runner")
         key = admin.create_key(session, "runner").plaintext
-    platform.close()
+    install.close()
     return key
 
 

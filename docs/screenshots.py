@@ -25,10 +25,11 @@ from platform_client.client import PlatformClient
 from platform_client.eval_plan import EvalPlan
 
 from yardstick.cli.platform_cmd import start_workers, stop_workers
-from yardstick.service import admin
-from yardstick.service.gateway import create_app
-from yardstick.service.platform import Platform
-from yardstick.service.settings import Settings
+from yardstick.core import admin
+from yardstick.core.settings import Settings
+from yardstick.gateway.app import create_app
+from yardstick.gateway.services import open_services
+from yardstick.signin.passwords import set_password
 
 DOCS = Path(__file__).resolve().parent
 PASSWORD = "screenshots only"
@@ -76,18 +77,19 @@ def main() -> None:
 
     folder = Path(tempfile.mkdtemp(prefix="yardstick-shots-"))
     settings = Settings(data_dir=folder)
-    platform = Platform(settings)
+    services = open_services(settings)
+    platform = services.platform
     keys = {}
     with platform.db.writing() as session:
         admin.create_org(session, "lab", per_day=100, concurrent=10)
         for login in ("alice", "bob", "carol"):
             admin.create_user(session, login, orgs=["lab"], alias=login)
             keys[login] = admin.create_key(session, login).plaintext
-        admin.set_password(session, "alice", PASSWORD)
+        set_password(session, "alice", PASSWORD)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(platform), port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(create_app(services), port=port, log_level="warning"))
     threading.Thread(target=server.run, daemon=True).start()
     workers = start_workers(settings, 2)
     url = f"http://127.0.0.1:{port}"
@@ -133,7 +135,7 @@ def main() -> None:
     finally:
         stop_workers(workers)
         server.should_exit = True
-        platform.close()
+        services.close()
         shutil.rmtree(folder, ignore_errors=True)
     print(f"wrote run-page.png, board-page.png and device-page.png in {DOCS}", file=sys.stderr)
 

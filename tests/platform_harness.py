@@ -18,11 +18,12 @@ from platform_client.client import PlatformClient
 from platform_client.eval_plan import EvalPlan
 
 from yardstick.cli.platform_cmd import run_worker
-from yardstick.service import admin
-from yardstick.service.gateway import create_app
-from yardstick.service.platform import Platform
-from yardstick.service.settings import Settings, SignInSettings
-from yardstick.store.models import PolicySpec
+from yardstick.core import admin
+from yardstick.core.platform import Platform
+from yardstick.core.settings import Settings, SignInSettings
+from yardstick.gateway.app import create_app
+from yardstick.gateway.services import Services, open_services
+from yardstick.store.models import ServedPolicy
 
 TOYS = Path(__file__).parent / "toys.py"
 
@@ -36,10 +37,14 @@ def free_port() -> int:
 @dataclass
 class Harness:
     settings: Settings
-    platform: Platform
+    services: Services
     url: str
     keys: dict[str, str] = field(default_factory=dict)
     workers: list[Any] = field(default_factory=list)
+
+    @property
+    def platform(self) -> Platform:
+        return self.services.platform
 
     def client(self, login: str = "alice") -> PlatformClient:
         return PlatformClient(self.url, api_key=self.keys[login] if login else None)  # type: ignore[arg-type]
@@ -109,8 +114,8 @@ def running_platform(
         artifact_ttl_s=ttl_s,
         sign_in=sign_in or SignInSettings(),
     )
-    platform = Platform(settings)
-    with platform.db.writing() as session:
+    services = open_services(settings)
+    with services.platform.db.writing() as session:
         admin.create_org(session, "acme", per_day=per_day, concurrent=100)
         admin.create_org(session, "globex", per_day=per_day, concurrent=100, may_compose=False)
         admin.create_eval(
@@ -137,16 +142,16 @@ def running_platform(
             ("crash", "CrashOnTen", {}),
             ("sampler", "Sampler", {}),
         ):
-            session.add(PolicySpec(name=name, reference=f"{TOYS}:{cls}", params=params))
+            session.add(ServedPolicy(name=name, reference=f"{TOYS}:{cls}", params=params))
     port = free_port()
     server = uvicorn.Server(
-        uvicorn.Config(create_app(platform), host="127.0.0.1", port=port, log_level="warning")
+        uvicorn.Config(create_app(services), host="127.0.0.1", port=port, log_level="warning")
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:
         time.sleep(0.02)
-    harness = Harness(settings, platform, f"http://127.0.0.1:{port}")
+    harness = Harness(settings, services, f"http://127.0.0.1:{port}")
     harness.user("alice", "acme")
     harness.user("bob", "acme")
     harness.user("gina", "globex")
@@ -158,4 +163,4 @@ def running_platform(
         harness.stop_workers()
         server.should_exit = True
         thread.join(timeout=10)
-        platform.close()
+        services.close()

@@ -7,16 +7,16 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from yardstick.service import admin
-from yardstick.service.platform import Platform
-from yardstick.service.settings import Settings
+from yardstick.core import admin
+from yardstick.core.install import open_install
+from yardstick.core.settings import Settings
 from yardstick.store.models import Eval
 
 TOYS = Path(__file__).parent / "toys.py"
 
 
 def test_an_eval_whose_task_ids_break_the_contract_is_refused(tmp_path: Path) -> None:
-    platform = Platform(Settings(data_dir=tmp_path))
+    platform = open_install(Settings(data_dir=tmp_path))
     try:
         # Gymnasium's ids (Pendulum-v1) are not task ids as the contract writes them (lowercase).
         pendulum = "task 'Pendulum-v1' of gym:Pendulum-v1: not a task id"

@@ -26,10 +26,13 @@ from typer.testing import CliRunner
 
 from conftest import fresh_database
 from platform_harness import TOYS, Harness, running_platform, toy_plan
+from yardstick.billing import admin as billing_admin
+from yardstick.billing import credits as billing
+from yardstick.billing.terms import BILLING_FILE_ENV, BillingConfigError, BillingTerms
 from yardstick.cli.main import app
-from yardstick.service import admin, billing
-from yardstick.service.billing_config import BILLING_FILE_ENV, BillingConfigError, BillingTerms
-from yardstick.store.models import CreditAccount, CreditEntry, Episode, Org, Reservation
+from yardstick.core import admin
+from yardstick.positronic.routes import priced_lines
+from yardstick.store.models import CreditAccount, CreditEntry, Org, Reservation, RunEpisode
 
 BILLING_TOML = """
 [tariff]
@@ -91,7 +94,7 @@ def _resolved(caps: tuple[int, int]) -> ResolvedPlan:
 @pytest.mark.parametrize("rounding", [0, 1, 30])
 def test_a_quote_passes_the_contracts_own_check_and_caps_the_charge(rounding: int) -> None:
     tariff = Tariff.for_rates(7, CREDIT_SCALE, duration_rounding_sec=rounding)
-    quote = billing.quote(_resolved((90, 31)), tariff)
+    quote = billing.quote(priced_lines(_resolved((90, 31))), tariff)
     # CreditQuote re-checks every line against its terms and the total against its lines: the oracle.
     assert CreditQuote.model_validate_json(quote.model_dump_json()) == quote
     assert [(line.task_pos, line.endpoint, line.count, line.cap_ns) for line in quote.lines] == [
@@ -196,9 +199,9 @@ def customer(
         shop.user(f"{slug}-{member}", slug)
     with shop.platform.db.writing() as session:
         for member in spenders:
-            admin.set_billing_role(session, slug, f"{slug}-{member}", "spender")
+            billing_admin.set_billing_role(session, slug, f"{slug}-{member}", "spender")
         if credits is not None:
-            admin.grant_credits(session, slug, credits, "for the test")
+            billing_admin.grant_credits(session, slug, credits, "for the test")
     return {member: shop.client(f"{slug}-{member}") for member in members}
 
 
@@ -312,7 +315,7 @@ def test_the_client_reads_the_account_buys_pages_and_an_admin_settles(shop: Harn
 
     # A spender who loses the role can no longer pay: the open purchases lose their payable link.
     with shop.platform.db.writing() as session:
-        admin.set_billing_role(session, "shop", "shop-a", "none")
+        billing_admin.set_billing_role(session, "shop", "shop-a", "none")
     assert spender.get_purchase(bought[1].id).checkout_url is None
 
 
@@ -424,8 +427,8 @@ def _charged_for(shop: Harness, submission_id: int) -> int:
     `Tariff.charge_units`)."""
     with shop.platform.db.reading() as session:
         results = session.execute(
-            select(Episode.result).where(
-                Episode.submission_id == int(submission_id), Episode.state.in_(("done", "failed"))
+            select(RunEpisode.result).where(
+                RunEpisode.submission_id == int(submission_id), RunEpisode.state.in_(("done", "failed"))
             )
         ).scalars()
         return sum(TARIFF.charge_units(round(r["robot_seconds"] * 1e9)) for r in results if r)

@@ -27,10 +27,10 @@ from yardstick.cli.client_cmd import exit_status
 from yardstick.cli.exits import Exit
 from yardstick.cli.main import app
 from yardstick.cli.platform_cmd import run_worker
-from yardstick.service import admin
-from yardstick.service.gateway import create_app
-from yardstick.service.platform import Platform
-from yardstick.service.settings import Settings
+from yardstick.core import admin
+from yardstick.core.settings import Settings
+from yardstick.gateway.app import create_app
+from yardstick.gateway.services import open_services
 
 runner = CliRunner()
 
@@ -53,8 +53,8 @@ class Live:
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     settings = Settings(data_dir=tmp_path_factory.mktemp("platform"))
-    platform = Platform(settings)
-    with platform.db.writing() as session:
+    services = open_services(settings)
+    with services.platform.db.writing() as session:
         admin.create_org(session, "acme")
         admin.create_org(session, "plain", may_compose=False)
         admin.create_user(session, "alice", orgs=["acme"])
@@ -63,7 +63,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         plain_key = admin.create_key(session, "bob").plaintext
     port = free_port()
     server = uvicorn.Server(
-        uvicorn.Config(create_app(platform), host="127.0.0.1", port=port, log_level="warning")
+        uvicorn.Config(create_app(services), host="127.0.0.1", port=port, log_level="warning")
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -82,7 +82,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             worker.kill()
         server.should_exit = True
         thread.join(timeout=10)
-        platform.close()
+        services.close()
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import pytest
 from platform_client.eval_plan import EvalPlan
 
 from platform_harness import TOYS, Harness, free_port, running_platform
-from yardstick.service import admin
+from yardstick.core import admin
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 

@@ -69,12 +69,14 @@ def test_the_contracts_client_runs_a_plan_end_to_end(tmp_path: Path, database_ur
 def _scores_of(platform: Harness, submission_id: Any) -> list[tuple[int, bool, int]]:
     from sqlalchemy import select
 
-    from yardstick.store.models import Episode
+    from yardstick.store.models import RunEpisode
 
     with platform.platform.db.reading() as session:
         rows = (
             session.execute(
-                select(Episode).where(Episode.submission_id == int(submission_id)).order_by(Episode.index)
+                select(RunEpisode)
+                .where(RunEpisode.submission_id == int(submission_id))
+                .order_by(RunEpisode.index)
             )
             .scalars()
             .all()

@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 
-from yardstick.service.artifacts import (
+from yardstick.core.artifacts import (
     ARTIFACTS_PATH,
     ArtifactNotFound,
     ArtifactStore,

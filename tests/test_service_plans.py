@@ -13,18 +13,11 @@ from platform_client.enums import CameraVantage, EndpointKind, ErrorCode, Placem
 from platform_client.eval_plan import SESSION_ROUTE, EvalPlan, HostPortAddress
 from platform_client.responses import ResolvedPlan
 
-from yardstick.service.catalog_view import evals_view, tasks_view
-from yardstick.service.errors import ApiError
-from yardstick.service.plans import (
-    DEFAULT_PRESET,
-    PROVIDER,
-    Catalog,
-    CatalogEval,
-    CatalogTask,
-    Resolution,
-    catalog_of,
-    resolve,
-)
+from yardstick.core.catalog import Catalog, CatalogEval, CatalogTask, catalog_of
+from yardstick.core.refusals import Refusal
+from yardstick.positronic.catalog_view import evals_view, tasks_view
+from yardstick.positronic.errors import CODES
+from yardstick.positronic.plans import DEFAULT_PRESET, PROVIDER, Resolution, TaskScene, resolve
 
 SEEDS = tuple(range(50))
 MT10_TASKS = ("reach-v3", "push-v3", "pick-place-v3")
@@ -78,8 +71,8 @@ CLOSED = sim_eval(
     "metaworld.closed", "mt10", 1, (sim_task("window-open-v3"),), composable=False, accepting=False
 )
 SPECS = frozenset({"expert", "random"})
-CATALOG = catalog_of([MT10, OTHER, STAGED, CLOSED], policy_specs=SPECS, may_compose=True)
-NO_GRANT = catalog_of([MT10, OTHER, STAGED, CLOSED], policy_specs=SPECS, may_compose=False)
+CATALOG = catalog_of([MT10, OTHER, STAGED, CLOSED], served_policies=SPECS, may_compose=True)
+NO_GRANT = catalog_of([MT10, OTHER, STAGED, CLOSED], served_policies=SPECS, may_compose=False)
 
 PRIVATE = {"type": "private_eval", "org": "acme"}
 
@@ -113,11 +106,11 @@ def composed(**over: Any) -> EvalPlan:
     return EvalPlan.model_validate({**fields, **over})
 
 
-def refused(plan: EvalPlan, code: ErrorCode, *words: str, catalog: Catalog = CATALOG) -> ApiError:
-    with pytest.raises(ApiError) as caught:
+def refused(plan: EvalPlan, code: ErrorCode, *words: str, catalog: Catalog = CATALOG) -> Refusal:
+    with pytest.raises(Refusal) as caught:
         resolve(plan, catalog, transaction_key="k")
     error = caught.value
-    assert error.code is code, error.message
+    assert CODES[error.kind][0] is code, error.message
     for word in words:
         assert word in error.message, error.message
     return error
@@ -189,12 +182,12 @@ def test_the_cap_and_preset_of_the_plan_reach_every_task_of_a_named_eval() -> No
 def test_an_unknown_eval_lists_the_evals_on_offer() -> None:
     error = refused(named(eval="metaworld.mt11"), ErrorCode.not_found, "'metaworld.mt11'")
     assert error.details["evals"] == sorted(CATALOG.evals)
-    assert error.status == 404
+    assert CODES[error.kind][1] == 404
 
 
 def test_an_eval_not_accepting_runs_is_unavailable() -> None:
     error = refused(named(eval="metaworld.closed"), ErrorCode.eval_unavailable, "'metaworld.closed'")
-    assert error.status == 409
+    assert CODES[error.kind][1] == 409
 
 
 # --- stated tasks -------------------------------------------------------------------------------------------
@@ -335,7 +328,7 @@ def test_a_plan_may_carry_two_nodes_of_one_task() -> None:
 
 def test_a_plan_of_its_own_tasks_needs_the_grant() -> None:
     error = refused(composed(), ErrorCode.forbidden, "grant", catalog=NO_GRANT)
-    assert error.status == 403
+    assert CODES[error.kind][1] == 403
     # A named eval needs none.
     assert resolve(named(), NO_GRANT, transaction_key="k").resolved.episodes_total == 30
 
@@ -621,9 +614,9 @@ def test_the_catalogue_lists_evals_and_composable_tasks() -> None:
         "front": [Placement.left, Placement.right],
     }
     assert cube.objects == ["mug", "bowl", "pan", "spoon", "fork"]
-    with pytest.raises(ApiError) as caught:
+    with pytest.raises(Refusal) as caught:
         tasks_view(NO_GRANT)
-    assert caught.value.code is ErrorCode.forbidden
+    assert CODES[caught.value.kind][0] is ErrorCode.forbidden
 
 
 def test_a_catalogue_task_refuses_what_the_contract_cannot_carry() -> None:
@@ -632,4 +625,4 @@ def test_a_catalogue_task_refuses_what_the_contract_cannot_carry() -> None:
     with pytest.raises(ValueError, match="no seeds"):
         sim_task("reach-v3", seeds=())
     with pytest.raises(ValueError, match="no plan field varies"):
-        sim_task("reach-v3", scene={"lighting": "dim"})
+        TaskScene.of(sim_task("reach-v3", scene={"lighting": "dim"}))

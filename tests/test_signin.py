@@ -31,7 +31,7 @@ from platform_client.requests import RegisterRequest
 from sqlalchemy import create_engine, inspect, text
 
 from platform_harness import free_port, running_platform
-from yardstick.service.settings import SignInSettings
+from yardstick.core.settings import SignInSettings
 from yardstick.store.models import Identity, User
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -458,8 +458,6 @@ GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code"
 
 
 def test_the_device_endpoints_speak_rfc_8628(tmp_path: Path, database_url: str) -> None:
-    from yardstick.service.signin import service_for
-
     with running_platform(
         tmp_path, database_url, workers=0, sign_in=SignInSettings(device_interval_s=1)
     ) as h:
@@ -488,7 +486,7 @@ def test_the_device_endpoints_speak_rfc_8628(tmp_path: Path, database_url: str) 
         assert poll(started, grant_type="password").json()["error"] == "unsupported_grant_type"
 
         alice = int(PlatformClient(h.url, api_key=ApiKey(h.keys["alice"])).me().user_id)
-        assert service_for(h.platform).grants.decide(started["user_code"], alice, approve=True)
+        assert h.services.sign_in.grants.decide(started["user_code"], alice, approve=True)
         time.sleep(6)
         granted = poll(started)
         assert granted.status_code == 200 and granted.headers["cache-control"] == "no-store"
@@ -506,7 +504,7 @@ def test_the_device_endpoints_speak_rfc_8628(tmp_path: Path, database_url: str) 
         assert int(PlatformClient(h.url, api_key=key).me().user_id) == alice
 
         denied = http.post("/oauth/device/code", data={"client_id": "cli"}).json()
-        assert service_for(h.platform).grants.decide(denied["user_code"], alice, approve=False)
+        assert h.services.sign_in.grants.decide(denied["user_code"], alice, approve=False)
         assert poll(denied).json()["error"] == "access_denied"
         forged = http.post("/v1/keys.create", json={"credential": token[:-4] + "0000"})
         assert forged.status_code == 401

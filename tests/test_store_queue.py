@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from yardstick.store.db import Database
-from yardstick.store.models import Episode, Org, Submission, User
+from yardstick.store.models import Org, Run, RunEpisode, User
 from yardstick.store.queue import EpisodeQueue
 
 
@@ -28,13 +28,13 @@ def submission(db: Database, episodes: int) -> int:
         user = User(login=f"user-{time.perf_counter_ns()}")
         session.add_all([org, user])
         session.flush()
-        sub = Submission(
+        sub = Run(
             org_id=org.id, user_id=user.id, plan_digest="x", plan={}, resolved={}, episodes_total=episodes
         )
         session.add(sub)
         session.flush()
         session.add_all(
-            Episode(
+            RunEpisode(
                 submission_id=sub.id,
                 index=i,
                 task_pos=0,
@@ -57,7 +57,7 @@ def test_leases_take_the_oldest_submission_in_index_order_and_start_it(db: Datab
     assert queue.lease("w2", 10)[0].index == 3  # the rest of the oldest first
     assert [e.submission_id for e in queue.lease("w2", 10)] == [second] * 3
     with db.reading() as session:
-        assert session.get(Submission, first).status == "running"  # type: ignore[union-attr]
+        assert session.get(Run, first).status == "running"  # type: ignore[union-attr]
 
 
 def test_concurrent_workers_never_lease_the_same_episode(db: Database) -> None:
@@ -99,7 +99,7 @@ def test_exactly_one_completion_is_the_last(db: Database) -> None:
     assert [c.last for c in outcomes] == [False, False, True]
     assert queue.complete("w", batch[0].id, {}).accepted is False  # already done: not counted twice
     with db.reading() as session:
-        assert session.get(Submission, sub).episodes_done == 3  # type: ignore[union-attr]
+        assert session.get(Run, sub).episodes_done == 3  # type: ignore[union-attr]
 
 
 def test_renewal_keeps_a_lease_and_release_hands_it_back(db: Database) -> None:

@@ -20,10 +20,12 @@ from typer.testing import CliRunner
 
 from conftest import fresh_database
 from platform_harness import TOYS, Harness, running_platform, toy_plan
+from yardstick.billing import admin as billing_admin
+from yardstick.billing import credits as billing
+from yardstick.billing.usage import Usage, UsageWindowError, month_window, usage, usage_window
 from yardstick.cli.main import app
-from yardstick.service import admin, billing
-from yardstick.service.usage import Usage, UsageWindowError, month_window, usage, usage_window
-from yardstick.store.models import Episode, Org, Reservation, utcnow
+from yardstick.core import admin
+from yardstick.store.models import Org, Reservation, RunEpisode, utcnow
 
 BILLING_TOML = """
 [tariff]
@@ -109,7 +111,7 @@ def _member(shop: Harness, slug: str, mode: str, credits: str | None = None) -> 
     shop.user(f"{slug}-a", slug)
     if credits is not None:
         with shop.platform.db.writing() as session:
-            admin.grant_credits(session, slug, credits, "for the test")
+            billing_admin.grant_credits(session, slug, credits, "for the test")
     return shop.client(f"{slug}-a")
 
 
@@ -161,8 +163,8 @@ def _from_results(books: Books, submission_id: int) -> tuple[int, int, int]:
     with books.shop.platform.db.reading() as session:
         results = list(
             session.execute(
-                select(Episode.result).where(
-                    Episode.submission_id == submission_id, Episode.state.in_(("done", "failed"))
+                select(RunEpisode.result).where(
+                    RunEpisode.submission_id == submission_id, RunEpisode.state.in_(("done", "failed"))
                 )
             ).scalars()
         )
@@ -186,11 +188,11 @@ def test_a_packaged_orgs_statement_prices_what_its_runs_played(books: Books) -> 
         "toys.fragile",
         "toys.tally",
     ]
-    assert [(line.status, line.reason_code) for line in statement.lines] == [
+    assert [(line.status, line.failure) for line in statement.lines] == [
         ("finished", None),
         ("finished", None),
-        ("errored", "internal_error"),
-        ("errored", "policy_inference_crash"),
+        ("errored", "benchmark_crash"),
+        ("errored", "policy_crash"),
     ]
     assert all(books.start <= line.ended_at < books.end for line in statement.lines)
     for line, submission_id, played in (

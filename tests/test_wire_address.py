@@ -12,8 +12,8 @@ from yardstick.wire.address import (
     SESSION_PATH,
     WIRES,
     Address,
-    Endpoint,
     HostPort,
+    RemoteEndpoint,
     Root,
     UnixSocket,
     endpoint_from_ref,
@@ -505,7 +505,7 @@ def test_an_endpoint_record_with_everything(tmp_path: Path) -> None:
             "max_concurrent_sessions": 2,
         }
     )
-    assert endpoint == Endpoint(
+    assert endpoint == RemoteEndpoint(
         wire="websocket_tls",
         address=HostPort("baseline.example", 443, SESSION_PATH, "mode=native"),
         token="tok-123",
@@ -523,7 +523,7 @@ def test_an_endpoint_never_shows_its_token() -> None:
 
 
 def test_the_smallest_endpoint_record() -> None:
-    assert parse_endpoint({"wire": "roboarena", "address": NET}) == Endpoint(
+    assert parse_endpoint({"wire": "roboarena", "address": NET}) == RemoteEndpoint(
         "roboarena", Root("policy.example", 8000)
     )
 
@@ -651,7 +651,7 @@ def test_a_yaml_endpoint_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     file.write_text(YAML_ENDPOINT)
     monkeypatch.chdir("/")  # a relative ca_file is the file's neighbour, wherever the command runs
     endpoint = load_endpoint_file(file)
-    assert endpoint == Endpoint(
+    assert endpoint == RemoteEndpoint(
         wire="websocket_tls",
         address=HostPort("baseline.example", 443, SESSION_PATH, "mode=native"),
         token="tok",
@@ -666,7 +666,7 @@ def test_a_json_endpoint_file(tmp_path: Path) -> None:
     file = tmp_path / "unix.json"
     file.write_text(json.dumps({"wire": "websocket_unix", "address": {"uds": "/run/p.sock"}, "token": "t"}))
     endpoint = load_endpoint_file(file)
-    assert endpoint == Endpoint("websocket_unix", UnixSocket(PurePosixPath("/run/p.sock")), token="t")
+    assert endpoint == RemoteEndpoint("websocket_unix", UnixSocket(PurePosixPath("/run/p.sock")), token="t")
     assert endpoint_from_ref(str(file)) == endpoint
 
 
@@ -714,7 +714,7 @@ def test_a_missing_endpoint_file_is_refused(tmp_path: Path) -> None:
     ],
 )
 def test_a_url_reference_is_an_endpoint(ref: str, wire: str, address: Address) -> None:
-    assert endpoint_from_ref(ref) == Endpoint(wire, address)
+    assert endpoint_from_ref(ref) == RemoteEndpoint(wire, address)
 
 
 @pytest.mark.parametrize(

@@ -74,7 +74,14 @@ def build_report(outcome: RunOutcome) -> dict[str, Any]:
         },
         "summary": summary,
         "errors": [
-            {"index": r.index, "task": r.task, "trial": r.trial, "seed": r.seed, "error": r.error}
+            {
+                "index": r.index,
+                "task": r.task,
+                "trial": r.trial,
+                "seed": r.seed,
+                "error": r.error,
+                "failure": r.failure,
+            }
             for r in failed
         ],
         "timing": _timing(outcome),

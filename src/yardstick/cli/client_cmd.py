@@ -152,7 +152,7 @@ def platform_and_key(given_url: str | None) -> tuple[str, ApiKey | None]:
             f"--platform-url is empty: name a platform, or leave it unset for {DEFAULT_PLATFORM_URL}",
         )
     try:
-        url, key = credentials.resolve(given_url)
+        url, key = credentials.locate(given_url)
     except credentials.RecordUnreadable as exc:
         _fail(Exit.CALLER, str(exc))
     return url, ApiKey(key) if key else None

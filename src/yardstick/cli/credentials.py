@@ -101,7 +101,7 @@ def key_from_env(env: Mapping[str, str] | None = None) -> str | None:
     return None
 
 
-def resolve(given_url: str | None, env: Mapping[str, str] | None = None) -> tuple[str, str | None]:
+def locate(given_url: str | None, env: Mapping[str, str] | None = None) -> tuple[str, str | None]:
     """The platform to call and the key to call it with (None: no key), by the order above."""
     key = key_from_env(env)
     record = read(env) if key is None or not given_url else None

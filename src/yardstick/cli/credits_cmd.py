@@ -20,11 +20,11 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from yardstick.billing.terms import credits
 from yardstick.cli.client_cmd import AsJson, PlatformUrl, _client, _fail, _print_json
 from yardstick.cli.display import console
 from yardstick.cli.exits import Exit
 from yardstick.cli.money import describe_tariff
-from yardstick.service.billing_config import credits
 
 credits_app = typer.Typer(
     help="An org's credits: balance, tariff, packages, purchases.", no_args_is_help=True

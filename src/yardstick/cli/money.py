@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from platform_client.billing import CreditQuote, Tariff
 
-from yardstick.service.billing_config import credits
+from yardstick.billing.terms import credits
 
 
 def describe_tariff(tariff: Tariff) -> str:

@@ -15,7 +15,7 @@ import typer
 from yardstick.cli.display import console, print_error
 from yardstick.cli.exits import Exit
 from yardstick.cli.signals import sigterm_as_interrupt
-from yardstick.service.settings import Settings
+from yardstick.core.settings import Settings
 
 DataDir = typer.Option(
     None,
@@ -36,9 +36,10 @@ def _settings(data_dir: Path | None, database: str | None) -> Settings:
 
 def run_worker(settings: Settings, name: str | None = None) -> None:
     """A worker process's life: play episodes until SIGTERM/SIGINT, then hand back what it held."""
-    from yardstick.service.worker import PlatformWorker
+    from yardstick.core.worker import PlatformWorker
+    from yardstick.gateway.services import ledger_for
 
-    worker = PlatformWorker(settings, name=name)
+    worker = PlatformWorker(settings, ledger_for(settings), name=name)
     signal.signal(signal.SIGTERM, lambda *_: worker.stop())
     signal.signal(signal.SIGINT, lambda *_: worker.stop())
     worker.run()
@@ -76,11 +77,11 @@ def server(
     applied. OpenAPI at /docs."""
     import uvicorn
 
-    from yardstick.service.gateway import create_app
-    from yardstick.service.platform import Platform
+    from yardstick.gateway.app import create_app
+    from yardstick.gateway.services import open_services
 
     settings = _settings(data_dir, database)
-    platform = Platform(settings)
+    services = open_services(settings)
     console.print(f"data: {settings.data_dir}  database: {settings.database.split('@')[-1]}")
     console.print(f"API:  http://{host}:{port}/v1  (OpenAPI at /docs)")
     console.print(f"sign-in: http://{host}:{port}/device  (yardstick login)")
@@ -88,14 +89,14 @@ def server(
     try:
         with sigterm_as_interrupt():
             embedded = [] if no_worker else start_workers(settings, workers)
-            uvicorn.run(create_app(platform), host=host, port=port, log_level=log_level)
+            uvicorn.run(create_app(services), host=host, port=port, log_level=log_level)
     except KeyboardInterrupt:
         # Ctrl-C or SIGTERM before uvicorn serves; once it serves, uvicorn.run shuts down gracefully and
         # returns. Either way a stop asked for, not a failure.
         console.print("stopping")
     finally:
         stop_workers(embedded)
-        platform.close()
+        services.close()
 
 
 def worker(
@@ -148,28 +149,24 @@ for sub, name in (
     admin_app.add_typer(sub, name=name)
 
 
-def _admin(data_dir: Path | None, database: str | None) -> Any:
-    from yardstick.service.platform import Platform
-
-    return Platform(_settings(data_dir, database))
-
-
 @contextmanager
 def _database(
     data_dir: Path | None, database: str | None, *, write: bool = True
 ) -> Iterator[tuple[Any, Any]]:
-    """The platform and a session on its database, closed after; an `AdminError` is the caller's (exit 1)."""
-    from yardstick.service.admin import AdminError
+    """The open install and a session on its database, closed after; an `AdminError` is the caller's
+    (exit 1)."""
+    from yardstick.core.admin import AdminError
+    from yardstick.core.install import open_install
 
-    platform = _admin(data_dir, database)
+    install = open_install(_settings(data_dir, database))
     try:
-        with platform.db.writing() if write else platform.db.reading() as session:
-            yield platform, session
+        with install.db.writing() if write else install.db.reading() as session:
+            yield install, session
     except AdminError as exc:
         print_error(str(exc))
         raise typer.Exit(Exit.CALLER) from None
     finally:
-        platform.close()
+        install.close()
 
 
 def _do(data_dir: Path | None, database: str | None, action: Any) -> Any:
@@ -198,7 +195,7 @@ def org_create(
     data_dir: Path | None = DataDir,
     database: str | None = DatabaseUrl,
 ) -> None:
-    from yardstick.service import admin
+    from yardstick.core import admin
 
     _do(
         data_dir,
@@ -231,14 +228,15 @@ def user_create(
     data_dir: Path | None = DataDir,
     database: str | None = DatabaseUrl,
 ) -> None:
-    from yardstick.service import admin
+    from yardstick.core import admin
+    from yardstick.signin.passwords import set_password
 
     secret = _read_password() if password else None
 
     def create(session: Any) -> None:
         admin.create_user(session, login, orgs=org, alias=alias, is_admin=is_admin)
         if secret is not None:
-            admin.set_password(session, login, secret)
+            set_password(session, login, secret)
 
     _do(data_dir, database, create)
     console.print(f"user {login} created" + (", with a password" if secret is not None else ""))
@@ -263,10 +261,10 @@ def _read_password() -> str:
 def user_password(login: str, data_dir: Path | None = DataDir, database: str | None = DatabaseUrl) -> None:
     """Set a user's password for the platform's sign-in page (the device flow's approval), read from a
     prompt or one line of stdin. Only its salted scrypt digest is kept."""
-    from yardstick.service import admin
+    from yardstick.signin.passwords import set_password
 
     secret = _read_password()
-    _do(data_dir, database, lambda s: admin.set_password(s, login, secret))
+    _do(data_dir, database, lambda s: set_password(s, login, secret))
     console.print(f"password of {login} set")
 
 
@@ -275,7 +273,7 @@ def key_create(
     login: str, label: str = "", data_dir: Path | None = DataDir, database: str | None = DatabaseUrl
 ) -> None:
     """Mint a key for a user. It is shown this once; only its hash is kept."""
-    from yardstick.service import admin
+    from yardstick.core import admin
 
     minted = _do(data_dir, database, lambda s: admin.create_key(s, login, label))
     console.print(f"key for {login} (shown once; store it now):", style="bold")
@@ -284,7 +282,7 @@ def key_create(
 
 @key_app.command("revoke")
 def key_revoke(prefix: str, data_dir: Path | None = DataDir, database: str | None = DatabaseUrl) -> None:
-    from yardstick.service import admin
+    from yardstick.core import admin
 
     _do(data_dir, database, lambda s: admin.revoke_key(s, prefix))
     console.print(f"key {prefix}… revoked")
@@ -309,7 +307,7 @@ def eval_create(
     database: str | None = DatabaseUrl,
 ) -> None:
     from yardstick.cli.options import parse_params
-    from yardstick.service import admin
+    from yardstick.core import admin
 
     benchmark_params, policy_params = parse_params(param)
     if policy_params:
@@ -341,7 +339,7 @@ def baseline_add(
     data_dir: Path | None = DataDir,
     database: str | None = DatabaseUrl,
 ) -> None:
-    from yardstick.service import admin
+    from yardstick.core import admin
 
     _do(data_dir, database, lambda s: admin.add_baseline(s, board, int(submission, 16), publisher, name))
     console.print(f"baseline {name} added to {board}")
@@ -358,7 +356,7 @@ def org_set(
     database: str | None = DatabaseUrl,
 ) -> None:
     """Change an org's billing mode, what its quotas do when spent, or its limits."""
-    from yardstick.service import admin
+    from yardstick.core import admin
 
     _do(
         data_dir,
@@ -384,9 +382,9 @@ def org_billing_role(
     database: str | None = DatabaseUrl,
 ) -> None:
     """Set a member's billing role in an org."""
-    from yardstick.service import admin
+    from yardstick.billing import admin as billing_admin
 
-    _do(data_dir, database, lambda s: admin.set_billing_role(s, slug, login, role))
+    _do(data_dir, database, lambda s: billing_admin.set_billing_role(s, slug, login, role))
     console.print(f"{login} is billing role {role} in {slug}")
 
 
@@ -405,10 +403,10 @@ def credits_grant(
     database: str | None = DatabaseUrl,
 ) -> None:
     """Add credits to an org's balance directly (a ledger entry of kind grant)."""
-    from yardstick.service import admin
-    from yardstick.service.billing import credits
+    from yardstick.billing import admin as billing_admin
+    from yardstick.billing.terms import credits
 
-    units, posted = _do(data_dir, database, lambda s: admin.grant_credits(s, org, amount, note))
+    units, posted = _do(data_dir, database, lambda s: billing_admin.grant_credits(s, org, amount, note))
     console.print(f"granted {credits(units)} credits ({units} units) to {org}; posted now {credits(posted)}")
 
 
@@ -420,20 +418,20 @@ def credits_settle(
     database: str | None = DatabaseUrl,
 ) -> None:
     """Grant an open purchase's credits once it is paid (the built-in payment provider's confirmation)."""
-    from yardstick.service import admin
-    from yardstick.service.billing import credits
+    from yardstick.billing import admin as billing_admin
+    from yardstick.billing.terms import credits
 
-    slug, units = _do(data_dir, database, lambda s: admin.settle_purchase(s, purchase_id, note))
+    slug, units = _do(data_dir, database, lambda s: billing_admin.settle_purchase(s, purchase_id, note))
     console.print(f"purchase {purchase_id} settled: {credits(units)} credits granted to {slug}")
 
 
 @credits_app.command("show")
 def credits_show(org: str, data_dir: Path | None = DataDir, database: str | None = DatabaseUrl) -> None:
     """An org's balance, its latest ledger entries and its open purchases."""
-    from yardstick.service import admin
-    from yardstick.service.billing import credits
+    from yardstick.billing import admin as billing_admin
+    from yardstick.billing.terms import credits
 
-    summary = _do(data_dir, database, lambda s: admin.credit_summary(s, org))
+    summary = _do(data_dir, database, lambda s: billing_admin.credit_summary(s, org))
     posted, reserved = summary["posted_units"], summary["reserved_units"]
     console.print(
         f"{org}: posted {credits(posted)}, reserved {credits(reserved)},"
@@ -467,18 +465,19 @@ def credits_usage(
     from rich import box
     from rich.table import Table
 
+    from yardstick.billing.terms import BillingTerms, credits
+    from yardstick.billing.usage import UsageWindowError, usage, usage_window
     from yardstick.cli.money import describe_tariff
-    from yardstick.service import admin
-    from yardstick.service.billing import credits
-    from yardstick.service.usage import UsageWindowError, usage, usage_window
+    from yardstick.core import admin
     from yardstick.store.models import utcnow
 
     try:
         since_at, until_at = usage_window(month, since, until, utcnow())
     except UsageWindowError as exc:
         raise typer.BadParameter(exc.message, param_hint=exc.option) from None
-    with _database(data_dir, database, write=False) as (platform, session):
-        statement = usage(session, admin.org(session, org).id, since_at, until_at, platform.billing.tariff)
+    with _database(data_dir, database, write=False) as (install, session):
+        tariff = BillingTerms.locate(install.settings.data_dir).tariff()
+        statement = usage(session, admin.org(session, org).id, since_at, until_at, tariff)
     if as_json:
         print(json.dumps(statement.as_json(), indent=2))
         return
@@ -499,7 +498,7 @@ def credits_usage(
     if charged:
         table.add_column("charged", justify="right", no_wrap=True)
     for line in statement.lines:
-        status = line.status + (f": {line.reason_code}" if line.reason_code else "")
+        status = line.status + (f": {line.failure}" if line.failure else "")
         cells = [
             line.submission,
             line.eval,

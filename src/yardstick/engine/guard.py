@@ -16,8 +16,11 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any, Protocol, TypeVar
+
+from yardstick.engine.failures import Failed, FailureKind
 
 _T = TypeVar("_T")
 _OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -27,13 +30,24 @@ class CallTimeout(Exception):
     """A call ran past its limit."""
 
 
-class CallFailed(Exception):
+class CallFailed(Failed):
     """A benchmark or policy call that raised, timed out, or answered something malformed. `reason` is
-    the sentence the episode's result carries."""
+    the sentence the episode's result carries, `kind` what it was."""
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+
+@dataclass(frozen=True)
+class Call:
+    """A guarded call: its name in sentences, and what its raising and its overrunning count as."""
+
+    name: str
+    crash: FailureKind
+    timeout: FailureKind
+
+
+POLICY_INFER = Call("policy.infer", FailureKind.POLICY_CRASH, FailureKind.POLICY_TIMEOUT)
+POLICY_ON_EPISODE = Call("policy.on_episode", FailureKind.POLICY_SETUP_CRASH, FailureKind.POLICY_TIMEOUT)
+BENCHMARK_RESET = Call("benchmark.reset", FailureKind.BENCHMARK_CRASH, FailureKind.BENCHMARK_TIMEOUT)
+BENCHMARK_STEP = Call("benchmark.step", FailureKind.BENCHMARK_CRASH, FailureKind.BENCHMARK_TIMEOUT)
 
 
 class Beacon(Protocol):
@@ -111,8 +125,10 @@ class Guard:
         if self._fired == self._call and self.beacon.value:
             raise CallTimeout()
 
-    def call(self, what: str, fn: Callable[..., _T], *args: Any) -> _T:
-        """`fn(*args)`, or CallFailed naming `what` when it raises or runs past the limit."""
+    def call(self, call: Call, fn: Callable[..., _T], *args: Any) -> _T:
+        """`fn(*args)`, or CallFailed naming `call` when it raises or runs past the limit. What it raised
+        counts as the call's crash, unless it is a `Failed` that knows its own kind (a policy server that
+        dropped the session, say)."""
         beacon = self.beacon
         self._call += 1
         if self.seconds is not None:
@@ -120,10 +136,14 @@ class Guard:
         try:
             return fn(*args)
         except CallTimeout:
-            raise CallFailed(f"{what} ran past its {self.seconds:g} s limit and was cut") from None
+            raise CallFailed(
+                f"{call.name} ran past its {self.seconds:g} s limit and was cut", call.timeout
+            ) from None
         except (KeyboardInterrupt, SystemExit, CallFailed):
             raise
+        except Failed as exc:
+            raise CallFailed(describe(call.name, exc), exc.kind) from exc
         except Exception as exc:
-            raise CallFailed(describe(what, exc)) from exc
+            raise CallFailed(describe(call.name, exc), call.crash) from exc
         finally:
             beacon.value = 0.0

@@ -6,7 +6,8 @@ while the policy thinks (the answer arrives at the step it was asked); with `Pla
 the answer arrives `ceil(latency × hz)` steps later and the previous chunk plays on meanwhile, holding its
 last row if it runs out, as a robot's controller does; the stale head of the new chunk is skipped. The
 policy is asked again `action_chunk_exec_len` steps after the last request (never before its answer
-arrived). An episode ends when the benchmark says done, or when max_seconds of robot time have passed.
+arrived). An episode ends when the benchmark says done, or when max_seconds of robot time have passed
+(the task's own, or the run's cap on the episode where that is tighter).
 
 A run that records (`Recording`) gives each episode an EpisodeRecorder at its reset: the reset's
 observation is frame 0, every step adds the action played and the new observation, and the episode's end
@@ -22,9 +23,17 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from yardstick.engine.guard import CallFailed, Guard
+from yardstick.engine.failures import Failed, FailureKind
+from yardstick.engine.guard import (
+    BENCHMARK_RESET,
+    BENCHMARK_STEP,
+    POLICY_INFER,
+    POLICY_ON_EPISODE,
+    CallFailed,
+    Guard,
+)
 from yardstick.engine.recording import EpisodeRecorder, Recording
-from yardstick.engine.results import EpisodeResult, EpisodeSpec, Timing
+from yardstick.engine.results import EpisodeResult, EpisodeSpec, Timing, Truncation
 from yardstick.engine.worlds import Worlds
 from yardstick.sdk import timing as bench_timing
 from yardstick.sdk.calls import PolicyDriver, inference_seed
@@ -47,6 +56,7 @@ class _Slot:
     spec: EpisodeSpec
     episode: Episode
     max_steps: int
+    limit: Truncation  # which limit `max_steps` is: the task's, or the run's cap
     started: float
     obs: Any = None
     step: int = 0
@@ -162,16 +172,17 @@ def _play(
             t0 = clock()
             try:
                 chunks = guard.call(
-                    "policy.infer", policy.infer, [s.obs for s in due], [s.episode for s in due], seeds
+                    POLICY_INFER, policy.infer, [s.obs for s in due], [s.episode for s in due], seeds
                 )
                 if len(chunks) != len(due):
                     raise CallFailed(
-                        f"policy.infer answered {len(chunks)} chunks for {len(due)} observations"
+                        f"policy.infer answered {len(chunks)} chunks for {len(due)} observations",
+                        FailureKind.MALFORMED_ANSWER,
                     )
                 lengths = [_rows(chunk, valid_rows) for chunk in chunks]
             except CallFailed as failure:
                 for slot in due:
-                    yield _end(slots, slot, policy, failure.reason)
+                    yield _end(slots, slot, policy, failure)
                 continue
             policy_s = clock() - t0
             delay = (
@@ -200,11 +211,11 @@ def _play(
             slots_now.append(index)
         t0 = clock()
         try:
-            outcomes = guard.call("benchmark.step", worlds.step, slots_now, actions)
+            outcomes = guard.call(BENCHMARK_STEP, worlds.step, slots_now, actions)
         except CallFailed as failure:
             bench_timing.drain("rendering")
             for _, slot in active:
-                yield _end(slots, slot, policy, failure.reason)
+                yield _end(slots, slot, policy, failure)
             raise Rebuild(failure.reason) from None
         step_s = clock() - t0
         render_s = bench_timing.drain("rendering")
@@ -220,7 +231,7 @@ def _play(
             try:
                 slot.obs, slot.done, slot.success, slot.metrics = _unpack(outcome)
             except CallFailed as failure:
-                yield _end(slots, slot, policy, failure.reason)
+                yield _end(slots, slot, policy, failure)
                 continue
             slot.step += 1
             if slot.recorder is not None:
@@ -257,15 +268,16 @@ def _begin(
     started = time.perf_counter()
     try:
         observations = guard.call(
-            "benchmark.reset", worlds.reset, where, [e.task for e in fresh], [e.seed for e in fresh]
+            BENCHMARK_RESET, worlds.reset, where, [e.task for e in fresh], [e.seed for e in fresh]
         )
     except CallFailed as failure:
         bench_timing.drain("rendering")
         for episode in fresh:
-            yield EpisodeResult.failed(episode, failure.reason)
+            yield EpisodeResult.failed(episode, failure)
         # Worlds of a vectorized benchmark are built together and go down together.
+        rebuilt = Failed(f"its worlds were rebuilt after another failed: {failure.reason}", failure.kind)
         for slot in [s for s in slots if s is not None]:
-            yield _end(slots, slot, policy, f"its worlds were rebuilt after another failed: {failure.reason}")
+            yield _end(slots, slot, policy, rebuilt)
         raise Rebuild(failure.reason) from None
     reset_s = time.perf_counter() - started
     render_s = bench_timing.drain("rendering")
@@ -281,10 +293,15 @@ def _begin(
             if spec.action_space
             else None,
         )
+        limit_s: float = spec.limit(episode.task)
+        limit: Truncation = "task"
+        if episode.cap_s is not None and episode.cap_s < limit_s:
+            limit_s, limit = episode.cap_s, "cap"
         slot = _Slot(
             spec=episode,
             episode=seen,
-            max_steps=max_steps(spec.limit(episode.task), hz),
+            max_steps=max_steps(limit_s, hz),
+            limit=limit,
             started=started,
             obs=obs,
         )
@@ -297,12 +314,14 @@ def _begin(
             slot.recorder.frame(0, 0.0, obs)
             slot.timing.recording += time.perf_counter() - opened
         try:
-            guard.call("policy.on_episode", policy.start, seen)
+            guard.call(POLICY_ON_EPISODE, policy.start, seen)
         except CallFailed as failure:
-            yield _end(slots, slot, policy, failure.reason)
+            yield _end(slots, slot, policy, failure)
 
 
-def _end(slots: list[_Slot | None], slot: _Slot, policy: PolicyDriver, error: str | None) -> EpisodeResult:
+def _end(
+    slots: list[_Slot | None], slot: _Slot, policy: PolicyDriver, failure: Failed | None
+) -> EpisodeResult:
     slots[slots.index(slot)] = None
     # A policy failing to let go of an episode costs that episode nothing.
     with contextlib.suppress(Exception):
@@ -317,9 +336,11 @@ def _end(slots: list[_Slot | None], slot: _Slot, policy: PolicyDriver, error: st
         recording_error = recorder.error
         slot.timing.recording += time.perf_counter() - closing
     spec = slot.spec
+    error = failure.reason if failure is not None else None
     metrics = _numbers(slot.metrics) if error is None else {}
     if error is None:
         metrics["success"] = 1.0 if slot.success else 0.0
+    truncated = error is None and not slot.done
     return EpisodeResult(
         index=spec.index,
         task=spec.task,
@@ -328,12 +349,14 @@ def _end(slots: list[_Slot | None], slot: _Slot, policy: PolicyDriver, error: st
         repeat=spec.repeat,
         success=bool(slot.success) and error is None,
         terminated=bool(slot.done) and error is None,
-        truncated=error is None and not slot.done,
+        truncated=truncated,
+        truncated_by=slot.limit if truncated else None,
         steps=slot.step,
         robot_seconds=slot.step / policy.spec.hz,
         inferences=slot.episode.inferences,
         metrics=metrics,
         error=error,
+        failure=failure.kind if failure is not None else None,
         wall_seconds=time.perf_counter() - slot.started,
         timing=slot.timing,
         artifacts=artifacts,
@@ -349,10 +372,14 @@ def _rows(chunk: Any, valid: int) -> int:
     except (TypeError, IndexError, KeyError):
         raise CallFailed(
             f"policy.infer answered {type(chunk).__name__}: a chunk is rows of actions, the first "
-            "played first (shape (T, ...), T >= 1)"
+            "played first (shape (T, ...), T >= 1)",
+            FailureKind.MALFORMED_ANSWER,
         ) from None
     if count < 1:
-        raise CallFailed("policy.infer answered an empty chunk: a chunk holds at least one row")
+        raise CallFailed(
+            "policy.infer answered an empty chunk: a chunk holds at least one row",
+            FailureKind.MALFORMED_ANSWER,
+        )
     return min(count, valid)
 
 
@@ -363,7 +390,8 @@ def _unpack(outcome: Any) -> tuple[Any, bool, bool, Any]:
             return outcome[0], bool(outcome[1]), bool(outcome[2]), metrics
     raise CallFailed(
         f"benchmark.step answered {_shape(outcome)}: it returns (observation, done, success) or "
-        "(observation, done, success, metrics) with metrics a dict"
+        "(observation, done, success, metrics) with metrics a dict",
+        FailureKind.BENCHMARK_CRASH,
     )
 
 

@@ -9,6 +9,12 @@ from yardstick.sdk.errors import SpecError
 from yardstick.sdk.specs import BenchmarkSpec
 
 
+def seed_of_trial(seeds: Sequence[int], trial: int) -> tuple[int, bool]:
+    """The seed trial k of a task runs, `seeds[k % len(seeds)]` (every seed once before any twice), and
+    whether it repeats one an earlier trial ran."""
+    return seeds[trial % len(seeds)], trial >= len(seeds)
+
+
 def plan_episodes(
     spec: BenchmarkSpec,
     *,
@@ -47,14 +53,9 @@ def plan_episodes(
     episodes: list[EpisodeSpec] = []
     for task in chosen_tasks:
         for trial in range(count):
+            seed, repeat = seed_of_trial(chosen_seeds, trial)
             episodes.append(
-                EpisodeSpec(
-                    index=len(episodes),
-                    task=task,
-                    trial=trial,
-                    seed=chosen_seeds[trial % len(chosen_seeds)],
-                    repeat=trial >= len(chosen_seeds),
-                )
+                EpisodeSpec(index=len(episodes), task=task, trial=trial, seed=seed, repeat=repeat)
             )
     return episodes
 

@@ -21,6 +21,7 @@ from multiprocessing.process import BaseProcess
 from multiprocessing.sharedctypes import Synchronized
 from typing import Any
 
+from yardstick.engine.failures import Failed, FailureKind
 from yardstick.engine.guard import describe
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.runtime import BuildError, Runtime, Work
@@ -117,9 +118,12 @@ class PoolExecutor:
             if lost is not None:
                 pool.remove(worker)
                 if not worker.ready:
-                    raise BuildError(f"a worker process could not build the run: {lost}")
+                    raise BuildError(
+                        f"a worker process could not build the run: {lost}", FailureKind.WORKER_LOST
+                    )
+                failure = Failed(lost, FailureKind.WORKER_LOST)
                 for index in sorted(worker.held):
-                    yield EpisodeResult.failed(by_index[index], lost)
+                    yield EpisodeResult.failed(by_index[index], failure)
                 if todo:
                     pool.append(self._spawn(work))
 
@@ -130,7 +134,7 @@ class PoolExecutor:
             worker.ready = True
             self.cold_starts.append(time.monotonic() - worker.spawned)
         elif kind == "build_failed":
-            raise BuildError(message[1])
+            raise BuildError(message[1], FailureKind(message[2]))
         elif kind == "want":
             if todo:
                 episode = todo.next_for(worker)
@@ -192,10 +196,10 @@ def _serve(work: Work, conn: Connection, beacon: Synchronized[float]) -> None:
     try:
         runtime = Runtime(work, beacon)
     except BuildError as failure:
-        conn.send(("build_failed", str(failure)))
+        conn.send(("build_failed", failure.reason, failure.kind.value))
         return
     except Exception as exc:
-        conn.send(("build_failed", describe("building the run", exc)))
+        conn.send(("build_failed", describe("building the run", exc), FailureKind.WORKER_LOST.value))
         return
     conn.send(("ready", runtime.cold_start_s))
 

@@ -12,19 +12,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from yardstick.engine.failures import Failed, FailureKind
 from yardstick.sdk.episode import Episode
 from yardstick.sdk.errors import SpecError
 from yardstick.sdk.specs import POLICY_FIELDS, PolicySpec, validated
-from yardstick.wire.address import Endpoint
+from yardstick.wire.address import RemoteEndpoint
 from yardstick.wire.errors import ConnectRefused, PeerDisconnected, ProtocolError, RemoteError, WireError
 from yardstick.wire.session import ServerInfo, Session, open_session
 
 
-class RemotePolicyError(Exception):
-    """The policy server failed an episode: the message says how (refused, dropped, timed out, raised)."""
+class RemotePolicyError(Failed):
+    """The policy server failed an episode: the message says how, the kind what it was (refused, dropped,
+    timed out, raised, answered something malformed)."""
 
 
-def remote_spec(info: ServerInfo, endpoint: Endpoint, overrides: Mapping[str, Any]) -> PolicySpec:
+def remote_spec(info: ServerInfo, endpoint: RemoteEndpoint, overrides: Mapping[str, Any]) -> PolicySpec:
     """The declaration the engine plays a remote policy by: the server's word, then the run's overrides."""
     hz = overrides.get("hz", info.hz)
     if hz is None:
@@ -54,7 +56,7 @@ def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
     return playback, session
 
 
-def probe_spec(endpoint: Endpoint, params: Mapping[str, Any], *, startup_timeout: float) -> PolicySpec:
+def probe_spec(endpoint: RemoteEndpoint, params: Mapping[str, Any], *, startup_timeout: float) -> PolicySpec:
     """Open one session to read what the server declares, then end it."""
     playback, session_params = split_params(params)
     session = _open(endpoint, session_params, reply_timeout=30.0, startup_timeout=startup_timeout)
@@ -65,7 +67,7 @@ def probe_spec(endpoint: Endpoint, params: Mapping[str, Any], *, startup_timeout
 
 
 def _open(
-    endpoint: Endpoint, params: Mapping[str, Any], *, reply_timeout: float, startup_timeout: float
+    endpoint: RemoteEndpoint, params: Mapping[str, Any], *, reply_timeout: float, startup_timeout: float
 ) -> Session:
     try:
         return open_session(
@@ -73,10 +75,13 @@ def _open(
         )
     except ConnectRefused as refused:
         raise RemotePolicyError(
-            f"the policy server at {endpoint.url} refused the session ({refused.refusal.value}): {refused}"
+            f"the policy server at {endpoint.url} refused the session ({refused.refusal.value}): {refused}",
+            FailureKind.SESSION_REFUSED,
         ) from refused
     except (WireError, OSError) as exc:
-        raise RemotePolicyError(f"could not open a session on {endpoint.url}: {exc}") from exc
+        raise RemotePolicyError(
+            f"could not open a session on {endpoint.url}: {exc}", FailureKind.SESSION_REFUSED
+        ) from exc
 
 
 class RemotePolicy:
@@ -87,7 +92,7 @@ class RemotePolicy:
 
     def __init__(
         self,
-        endpoint: Endpoint,
+        endpoint: RemoteEndpoint,
         params: Mapping[str, Any],
         *,
         reply_timeout: float = 30.0,
@@ -136,25 +141,30 @@ class RemotePolicy:
         try:
             return call()
         except RemoteError as exc:
-            raise RemotePolicyError(str(exc)) from None
+            raise RemotePolicyError(str(exc), FailureKind.POLICY_CRASH) from None
         except TimeoutError:
             self._drop(episode)
             raise RemotePolicyError(
-                f"the policy server at {url} did not answer within {self._reply_timeout:g} s"
+                f"the policy server at {url} did not answer within {self._reply_timeout:g} s",
+                FailureKind.LATENCY_BUDGET,
             ) from None
         except PeerDisconnected as exc:
             self._drop(episode)
             raise RemotePolicyError(
-                f"the policy server at {url} dropped the session mid-episode: {exc}"
+                f"the policy server at {url} dropped the session mid-episode: {exc}",
+                FailureKind.SESSION_DROPPED,
             ) from None
         except ProtocolError as exc:
             self._drop(episode)
             raise RemotePolicyError(
-                f"the policy server at {url} answered something malformed: {exc}"
+                f"the policy server at {url} answered something malformed: {exc}",
+                FailureKind.MALFORMED_ANSWER,
             ) from None
         except (WireError, OSError) as exc:
             self._drop(episode)
-            raise RemotePolicyError(f"the session with {url} failed: {exc}") from None
+            raise RemotePolicyError(
+                f"the session with {url} failed: {exc}", FailureKind.SESSION_DROPPED
+            ) from None
 
     def _drop(self, episode: Episode) -> None:
         session = self._playing.pop(episode.id, None)

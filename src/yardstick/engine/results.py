@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+from yardstick.engine.failures import Failed, FailureKind, Party
+
+# Which limit cut an episode the benchmark did not end: the task's own `max_seconds`, or the run's cap.
+Truncation = Literal["task", "cap"]
 
 
 @dataclass(frozen=True, slots=True)
 class EpisodeSpec:
     """One task at one seed. Trial k of a task runs seeds[k % len(seeds)]; `repeat` marks a trial whose seed
-    an earlier trial of the same task already ran (the same episode again, for a deterministic pair)."""
+    an earlier trial of the same task already ran (the same episode again, for a deterministic pair).
+    `cap_s` is the run's own limit on the episode's robot time: where it is tighter than the task's
+    `max_seconds`, the episode ends at it."""
 
     index: int
     task: str
     trial: int
     seed: int
     repeat: bool = False
+    cap_s: float | None = None
 
 
 @dataclass(slots=True)
@@ -39,9 +47,10 @@ class Timing:
 
 @dataclass(slots=True)
 class EpisodeResult:
-    """What one episode came to. `error` is None for an episode that finished (terminated by the benchmark
-    or truncated at its limit); otherwise it says why the episode failed, and the other fields hold what
-    was reached before. `artifacts` are the files a recording wrote (relative to the recording folder, e.g.
+    """What one episode came to. `error` is None for an episode that finished (terminated by the benchmark,
+    or truncated at a limit: `truncated_by` says which); otherwise it says why the episode failed,
+    `failure` what kind of failure it was, and the other fields hold what was reached before. `artifacts`
+    are the files a recording wrote (relative to the recording folder, e.g.
     `episodes/000003/image.corner.mp4`); `recording_error` says what of the recording failed, a line a
     problem, if anything did: it never fails the episode."""
 
@@ -58,20 +67,23 @@ class EpisodeResult:
     inferences: int = 0
     metrics: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    failure: FailureKind | None = None
+    truncated_by: Truncation | None = None
     wall_seconds: float = 0.0
     timing: Timing = field(default_factory=Timing)
     artifacts: list[str] = field(default_factory=list)
     recording_error: str | None = None
 
     @classmethod
-    def failed(cls, spec: EpisodeSpec, error: str) -> EpisodeResult:
+    def failed(cls, spec: EpisodeSpec, failure: Failed) -> EpisodeResult:
         return cls(
             index=spec.index,
             task=spec.task,
             trial=spec.trial,
             seed=spec.seed,
             repeat=spec.repeat,
-            error=error,
+            error=failure.reason,
+            failure=failure.kind,
         )
 
     @property
@@ -79,16 +91,9 @@ class EpisodeResult:
         return self.error is None
 
     @property
-    def fault(self) -> str | None:
-        """Whose fault a failed episode is: "policy", "benchmark", or "platform" (a worker lost). Every
-        reason the engine writes starts with the call that failed (`policy.infer …`, `benchmark.step …`)."""
-        if self.error is None:
-            return None
-        if self.error.startswith("policy."):
-            return "policy"
-        if self.error.startswith(("benchmark.", "its worlds were rebuilt", "the benchmark could not")):
-            return "benchmark"
-        return "platform"
+    def fault(self) -> Party | None:
+        """Whose fault a failed episode is."""
+        return self.failure.party if self.failure is not None else None
 
     def outcome(self) -> dict[str, Any]:
         """The fields a rerun must reproduce exactly: no timing, nothing of the recording."""
@@ -106,6 +111,8 @@ class EpisodeResult:
             "inferences": self.inferences,
             "metrics": dict(self.metrics),
             "error": self.error,
+            "failure": self.failure,
+            "truncated_by": self.truncated_by,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -116,4 +123,6 @@ class EpisodeResult:
         values = dict(data)
         values["timing"] = Timing(**values.get("timing", {}))
         values["artifacts"] = list(values.get("artifacts", []))
+        if values.get("failure") is not None:
+            values["failure"] = FailureKind(values["failure"])
         return cls(**values)

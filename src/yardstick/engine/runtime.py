@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from yardstick.engine.guard import Beacon, CallFailed, Guard
+from yardstick.engine.failures import Failed, FailureKind
+from yardstick.engine.guard import Beacon, Call, CallFailed, Guard
 from yardstick.engine.loop import Playback, Rebuild, play
 from yardstick.engine.recording import Recording
 from yardstick.engine.remote import RemotePolicy, RemotePolicyError, probe_spec
@@ -30,13 +31,9 @@ BUILD_TIMEOUT_S = 600.0
 RECONNECT_S = 10.0
 
 
-class BuildError(Exception):
-    """The benchmark or the policy could not be built: the caller's fault (a bad reference, a refused
-    declaration, a constructor that raised). `part` says which: "policy" or "benchmark"."""
-
-    def __init__(self, reason: str, part: str = "") -> None:
-        super().__init__(reason)
-        self.part = part
+class BuildError(Failed):
+    """The benchmark or the policy could not be built (a bad reference, a refused declaration, a constructor
+    that raised, a policy server that refused the session): `kind` says which and how."""
 
 
 @dataclass(frozen=True)
@@ -65,10 +62,21 @@ class Work:
     recording: Recording | None = None
 
 
-def resolve(work: Work, kind: Kind) -> type:
+def class_of(work: Work, kind: Kind) -> type:
+    """The class a run's benchmark or policy reference names (AuthoringError when it names none)."""
     resolver: Resolver = load_object(work.resolver)
     component = work.benchmark if kind == "benchmark" else work.policy
     return resolver(kind, component.ref)
+
+
+def _loaded(work: Work, kind: Kind) -> type:
+    """`class_of`, with a reference that names nothing usable failing as that part's setup: a process that
+    plays episodes reports it like any other failure to build."""
+    try:
+        return class_of(work, kind)
+    except AuthoringError as exc:
+        setup = FailureKind.POLICY_SETUP_CRASH if kind == "policy" else FailureKind.BENCHMARK_SETUP_CRASH
+        raise BuildError(f"{kind} {getattr(work, kind).ref}: {exc}", setup) from None
 
 
 def specs_of(work: Work) -> tuple[BenchmarkSpec, PolicySpec]:
@@ -79,10 +87,10 @@ def specs_of(work: Work) -> tuple[BenchmarkSpec, PolicySpec]:
         try:
             policy = probe_spec(endpoint, work.policy.params, startup_timeout=work.startup_timeout_s)
         except RemotePolicyError as exc:
-            raise BuildError(str(exc)) from None
+            raise BuildError(exc.reason, exc.kind) from None
     else:
-        policy = policy_spec(resolve(work, "policy"))
-    return benchmark_spec(resolve(work, "benchmark")), policy
+        policy = policy_spec(class_of(work, "policy"))
+    return benchmark_spec(class_of(work, "benchmark")), policy
 
 
 class Runtime:
@@ -94,7 +102,7 @@ class Runtime:
         self.beacon = beacon
         self.policy: PolicyDriver = self._build_policy()
         self.policy_spec = self.policy.spec
-        self._benchmark_cls = self._resolve("benchmark")
+        self._benchmark_cls = _loaded(work, "benchmark")
         self.benchmark_spec = benchmark_spec(self._benchmark_cls)
         self.worlds = self._build_worlds()
         self.cold_start_s = time.perf_counter() - started
@@ -115,35 +123,27 @@ class Runtime:
                     reconnect_timeout=min(work.startup_timeout_s, RECONNECT_S),
                 )
             except RemotePolicyError as exc:
-                raise BuildError(str(exc), "policy") from None
-        cls = self._resolve("policy")
+                raise BuildError(exc.reason, exc.kind) from None
+        cls = _loaded(work, "policy")
         spec = policy_spec(cls)
         return InProcessPolicy(self._build(cls, spec, work.policy), spec)
-
-    def _resolve(self, kind: Kind) -> type:
-        # A reference that stopped loading here, or a built-in whose simulator this install lacks, is a
-        # build that failed like a constructor that raised: the platform's worker errors the run with it.
-        try:
-            return resolve(self.work, kind)
-        except AuthoringError as exc:
-            raise BuildError(str(exc), kind) from None
 
     def _build(
         self, cls: type, spec: BenchmarkSpec | PolicySpec, component: Component, *, worlds: int | None = None
     ) -> Any:
-        policy_fields = None if isinstance(spec, PolicySpec) else self.policy_spec.fields()
+        is_policy = isinstance(spec, PolicySpec)
+        policy_fields = None if is_policy else self.policy_spec.fields()
+        setup = FailureKind.POLICY_SETUP_CRASH if is_policy else FailureKind.BENCHMARK_SETUP_CRASH
         with Guard(BUILD_TIMEOUT_S, self.beacon) as guard:
             try:
                 return guard.call(
-                    f"{spec.name}'s constructor",
+                    Call(f"{spec.name}'s constructor", setup, setup),
                     lambda: instantiate(
                         cls, spec, params=component.params, worlds=worlds, policy=policy_fields
                     ),
                 )
             except CallFailed as failure:
-                raise BuildError(
-                    failure.reason, "policy" if isinstance(spec, PolicySpec) else "benchmark"
-                ) from None
+                raise BuildError(failure.reason, failure.kind) from None
 
     def _build_worlds(self) -> Worlds:
         spec = self.benchmark_spec
@@ -175,10 +175,9 @@ class Runtime:
                     try:
                         self.worlds = self._build_worlds()
                     except BuildError as failure:
+                        lost = Failed(f"the benchmark could not be rebuilt: {failure}", failure.kind)
                         for episode in source:
-                            yield EpisodeResult.failed(
-                                episode, f"the benchmark could not be rebuilt: {failure}"
-                            )
+                            yield EpisodeResult.failed(episode, lost)
                         return
 
     def close(self) -> None:

@@ -29,6 +29,19 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from yardstick.store.states import (
+    Audience,
+    BillingMode,
+    BillingRole,
+    BoardVisibility,
+    Contract,
+    EpisodeState,
+    OnExhausted,
+    PurchaseState,
+    ReservationState,
+    RunStatus,
+)
+
 
 def new_id() -> int:
     """A random id in (0, 2**63): the contract's `Id64` range, unguessable across orgs."""
@@ -79,9 +92,9 @@ class Org(Base):
     # May this org compose plans from catalogue tasks (the contract's "customer grant")?
     may_compose: Mapped[bool] = mapped_column(Boolean, default=True)
     # What happens when a quota runs out: `block` refuses the submission, `meter` lets it through and counts.
-    on_exhausted: Mapped[str] = mapped_column(String(16), default="block")
+    on_exhausted: Mapped[str] = mapped_column(String(16), default=OnExhausted.BLOCK)
     # `packaged`: invoiced by its terms, no credits held. `pay_as_you_go`: runs spend the credit balance.
-    billing_mode: Mapped[str] = mapped_column(String(32), default="packaged")
+    billing_mode: Mapped[str] = mapped_column(String(32), default=BillingMode.PACKAGED)
     created_at: Mapped[dt.datetime] = _time()
 
 
@@ -106,7 +119,7 @@ class Membership(Base):
     org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), primary_key=True)
     role: Mapped[str] = mapped_column(String(32), default="member")
     # May this member spend the org's money (buy credits)? `none` | `spender`.
-    billing_role: Mapped[str] = mapped_column(String(16), default="none")
+    billing_role: Mapped[str] = mapped_column(String(16), default=BillingRole.NONE)
 
 
 class ApiKey(Base):
@@ -164,8 +177,9 @@ class Task(Base):
     scene: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 
 
-class PolicySpec(Base):
-    """A policy the platform knows how to serve: what a `served` endpoint's `spec` names."""
+class ServedPolicy(Base):
+    """A policy the platform knows how to serve: what a `served` endpoint's `spec` names, and the reference
+    (with constructor params) a worker builds it from."""
 
     __tablename__ = "policy_specs"
 
@@ -181,7 +195,7 @@ class Board(Base):
     slug: Mapped[str] = mapped_column(String(128), unique=True)
     title: Mapped[str] = mapped_column(String(200))
     eval_id: Mapped[int] = mapped_column(ForeignKey("evals.id", ondelete="CASCADE"))
-    visibility: Mapped[str] = mapped_column(String(16), default="public")  # public | tenant
+    visibility: Mapped[str] = mapped_column(String(16), default=BoardVisibility.PUBLIC)
     org_id: Mapped[int | None] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), nullable=True)
 
 
@@ -208,7 +222,11 @@ class WorkerBeat(Base):
     seen_at: Mapped[dt.datetime] = _time()
 
 
-class Submission(Base):
+class Run(Base):
+    """What a caller asked for, through one front door (`contract`): its episodes are the queue's rows.
+    `plan` and `resolved` are that door's own documents, kept as it wrote them; everything the platform
+    itself reads (endpoints, counts, status, scores) is in columns of its own."""
+
     __tablename__ = "submissions"
     __table_args__ = (
         UniqueConstraint("user_id", "transaction_key"),
@@ -227,9 +245,13 @@ class Submission(Base):
     plan: Mapped[dict[str, Any]] = mapped_column(JSON)
     resolved: Mapped[dict[str, Any]] = mapped_column(JSON)
     sampled: Mapped[bool] = mapped_column(Boolean, default=False)
-    request_type: Mapped[str] = mapped_column(String(32), default="private_eval")
-    status: Mapped[str] = mapped_column(String(16), default="pending")
-    reason_code: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    contract: Mapped[str] = mapped_column(String(16), default=Contract.POSITRONIC)
+    # The endpoints its episodes name: {name: {kind, wire, address, spec}}.
+    endpoints: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    audience: Mapped[str] = mapped_column(String(16), default=Audience.ORG)
+    status: Mapped[str] = mapped_column(String(16), default=RunStatus.PENDING)
+    # An errored run: what kind of failure ended it (`FailureKind`), and the sentence saying how.
+    failure: Mapped[str | None] = mapped_column(String(32), nullable=True)
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     episodes_total: Mapped[int] = mapped_column(Integer)
     episodes_done: Mapped[int] = mapped_column(Integer, default=0)
@@ -240,9 +262,10 @@ class Submission(Base):
     cancelled_at: Mapped[dt.datetime | None] = _time(nullable=True)
 
 
-class Episode(Base):
-    """One episode of a submission: the unit of the queue. A worker leases it until `lease_expires_at`;
-    a lease that runs out puts it back; `attempt` counts the leases it took."""
+class RunEpisode(Base):
+    """One episode of a run: the unit of the queue. A worker leases it until `lease_expires_at`; a lease
+    that runs out puts it back; `attempt` counts the leases it took. `cap_s` is the run's limit on its
+    robot time (None: the task's own)."""
 
     __tablename__ = "episodes"
     __table_args__ = (
@@ -259,8 +282,8 @@ class Episode(Base):
     endpoint: Mapped[str] = mapped_column(String(200))
     trial: Mapped[int] = mapped_column(Integer)
     seed: Mapped[int] = mapped_column(BigInteger)
-    # queued | leased | done | failed | cancelled
-    state: Mapped[str] = mapped_column(String(16), default="queued")
+    cap_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    state: Mapped[str] = mapped_column(String(16), default=EpisodeState.QUEUED)
     lease_owner: Mapped[str | None] = mapped_column(String(128), nullable=True)
     lease_expires_at: Mapped[dt.datetime | None] = _time(nullable=True)
     attempt: Mapped[int] = mapped_column(Integer, default=0)
@@ -282,7 +305,7 @@ class Artifact(Base):
 
 
 class QuotaEvent(Base):
-    """A submission counted against a quota (`charge`), or given back for a platform fault (`refund`)."""
+    """A run counted against a quota (`QuotaKind.CHARGE`), or given back (`REFUND`)."""
 
     __tablename__ = "quota_events"
     __table_args__ = (Index("ix_quota_user_at", "user_id", "at"),)
@@ -291,7 +314,7 @@ class QuotaEvent(Base):
     org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id"))
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
     submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"))
-    kind: Mapped[str] = mapped_column(String(16))  # charge | refund
+    kind: Mapped[str] = mapped_column(String(16))  # QuotaKind
     meter: Mapped[str] = mapped_column(String(32), default="submissions")
     at: Mapped[dt.datetime] = _time()
 
@@ -372,7 +395,7 @@ class CreditEntry(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
     org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
-    kind: Mapped[str] = mapped_column(String(16))  # grant | purchase | charge
+    kind: Mapped[str] = mapped_column(String(16))  # LedgerKind
     units: Mapped[int] = mapped_column(BigInteger)
     submission_id: Mapped[int | None] = mapped_column(
         ForeignKey("submissions.id", ondelete="SET NULL"), nullable=True
@@ -395,7 +418,7 @@ class Reservation(Base):
     quote: Mapped[dict[str, Any]] = mapped_column(JSON)
     reserved_units: Mapped[int] = mapped_column(BigInteger)
     charged_units: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
-    state: Mapped[str] = mapped_column(String(16), default="held")
+    state: Mapped[str] = mapped_column(String(16), default=ReservationState.HELD)
     created_at: Mapped[dt.datetime] = _time()
     settled_at: Mapped[dt.datetime | None] = _time(nullable=True)
 
@@ -412,7 +435,7 @@ class Purchase(Base):
     initiated_by: Mapped[int] = mapped_column(ForeignKey("users.id"))
     transaction_key: Mapped[str] = mapped_column(String(200))
     package: Mapped[dict[str, Any]] = mapped_column(JSON)
-    state: Mapped[str] = mapped_column(String(16), default="open")  # open | granted | review
+    state: Mapped[str] = mapped_column(String(16), default=PurchaseState.OPEN)
     checkout_url: Mapped[str | None] = mapped_column(Text, nullable=True)
     review_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[dt.datetime] = _time()

@@ -19,9 +19,8 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from yardstick.store.db import Database
-from yardstick.store.models import Artifact, Episode, Submission, utcnow
-
-ACTIVE = ("pending", "running")
+from yardstick.store.models import Artifact, Run, RunEpisode, utcnow
+from yardstick.store.states import ACTIVE_RUNS, UNPLAYED_EPISODES, EpisodeState, RunStatus
 
 
 @dataclass(frozen=True)
@@ -35,6 +34,7 @@ class LeasedEpisode:
     trial: int
     seed: int
     attempt: int
+    cap_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -46,13 +46,6 @@ class Completion:
     accepted: bool
     last: bool = False
     active: bool = True
-
-
-@dataclass(frozen=True)
-class Abandoned:
-    """Episodes whose leases ran out too often: their submissions fail as the platform's fault."""
-
-    submission_ids: tuple[int, ...]
 
 
 class EpisodeQueue:
@@ -71,14 +64,14 @@ class EpisodeQueue:
             self._reclaim(session, now)
             candidates = (
                 session.execute(
-                    select(Submission.id)
-                    .where(Submission.status.in_(ACTIVE))
+                    select(Run.id)
+                    .where(Run.status.in_(ACTIVE_RUNS))
                     .where(
-                        select(Episode.id)
-                        .where(Episode.submission_id == Submission.id, Episode.state == "queued")
+                        select(RunEpisode.id)
+                        .where(RunEpisode.submission_id == Run.id, RunEpisode.state == EpisodeState.QUEUED)
                         .exists()
                     )
-                    .order_by(Submission.received_at, Submission.id)
+                    .order_by(Run.received_at, Run.id)
                     .limit(8)
                 )
                 .scalars()
@@ -88,10 +81,12 @@ class EpisodeQueue:
                 task = self._task_for(session, submission_id, warm)
                 if task is None:
                     continue
-                rows = select(Episode).where(
-                    Episode.submission_id == submission_id, Episode.state == "queued", Episode.task_id == task
+                rows = select(RunEpisode).where(
+                    RunEpisode.submission_id == submission_id,
+                    RunEpisode.state == EpisodeState.QUEUED,
+                    RunEpisode.task_id == task,
                 )
-                rows = rows.order_by(Episode.index).limit(limit)
+                rows = rows.order_by(RunEpisode.index).limit(limit)
                 if not self.db.is_sqlite:
                     rows = rows.with_for_update(skip_locked=True)
                 episodes = session.execute(rows).scalars().all()
@@ -99,14 +94,14 @@ class EpisodeQueue:
                     continue
                 expires = now + dt.timedelta(seconds=self.lease_s)
                 for episode in episodes:
-                    episode.state = "leased"
+                    episode.state = EpisodeState.LEASED
                     episode.lease_owner = owner
                     episode.lease_expires_at = expires
                     episode.attempt += 1
                 session.execute(
-                    update(Submission)
-                    .where(Submission.id == submission_id, Submission.status == "pending")
-                    .values(status="running", started_at=now)
+                    update(Run)
+                    .where(Run.id == submission_id, Run.status == RunStatus.PENDING)
+                    .values(status=RunStatus.RUNNING, started_at=now)
                 )
                 return [
                     LeasedEpisode(
@@ -119,6 +114,7 @@ class EpisodeQueue:
                         e.trial,
                         e.seed,
                         e.attempt,
+                        e.cap_s,
                     )
                     for e in episodes
                 ]
@@ -127,9 +123,9 @@ class EpisodeQueue:
     @staticmethod
     def _task_for(session: Session, submission_id: int, warm: frozenset[str]) -> str | None:
         left = session.execute(
-            select(Episode.task_id, func.count())
-            .where(Episode.submission_id == submission_id, Episode.state == "queued")
-            .group_by(Episode.task_id)
+            select(RunEpisode.task_id, func.count())
+            .where(RunEpisode.submission_id == submission_id, RunEpisode.state == EpisodeState.QUEUED)
+            .group_by(RunEpisode.task_id)
         ).all()
         if not left:
             return None
@@ -138,17 +134,17 @@ class EpisodeQueue:
 
     def _reclaim(self, session: Session, now: dt.datetime) -> None:
         """Put back episodes whose lease ran out; fail those that ran out too often."""
-        expired = (Episode.state == "leased") & (Episode.lease_expires_at < now)
+        expired = (RunEpisode.state == EpisodeState.LEASED) & (RunEpisode.lease_expires_at < now)
         session.execute(
-            update(Episode)
-            .where(expired, Episode.attempt < self.max_attempts)
-            .values(state="queued", lease_owner=None, lease_expires_at=None)
+            update(RunEpisode)
+            .where(expired, RunEpisode.attempt < self.max_attempts)
+            .values(state=EpisodeState.QUEUED, lease_owner=None, lease_expires_at=None)
         )
         session.execute(
-            update(Episode)
+            update(RunEpisode)
             .where(expired)
             .values(
-                state="failed",
+                state=EpisodeState.FAILED,
                 lease_owner=None,
                 lease_expires_at=None,
                 finished_at=now,
@@ -160,9 +156,9 @@ class EpisodeQueue:
         """Active submissions with an episode that failed for being lost: (submission id, error)."""
         with self.db.reading() as session:
             rows = session.execute(
-                select(Episode.submission_id, Episode.error)
-                .join(Submission, Submission.id == Episode.submission_id)
-                .where(Submission.status.in_(ACTIVE), Episode.state == "failed")
+                select(RunEpisode.submission_id, RunEpisode.error)
+                .join(Run, Run.id == RunEpisode.submission_id)
+                .where(Run.status.in_(ACTIVE_RUNS), RunEpisode.state == EpisodeState.FAILED)
             ).all()
         return [(row[0], row[1] or "") for row in rows]
 
@@ -172,8 +168,12 @@ class EpisodeQueue:
             return 0
         with self.db.writing() as session:
             held = session.execute(
-                update(Episode)
-                .where(Episode.id.in_(episode_ids), Episode.lease_owner == owner, Episode.state == "leased")
+                update(RunEpisode)
+                .where(
+                    RunEpisode.id.in_(episode_ids),
+                    RunEpisode.lease_owner == owner,
+                    RunEpisode.state == EpisodeState.LEASED,
+                )
                 .values(lease_expires_at=utcnow() + dt.timedelta(seconds=self.lease_s))
             )
             return int(held.rowcount)  # type: ignore[attr-defined]
@@ -184,9 +184,18 @@ class EpisodeQueue:
             return
         with self.db.writing() as session:
             session.execute(
-                update(Episode)
-                .where(Episode.id.in_(episode_ids), Episode.lease_owner == owner, Episode.state == "leased")
-                .values(state="queued", lease_owner=None, lease_expires_at=None, attempt=Episode.attempt - 1)
+                update(RunEpisode)
+                .where(
+                    RunEpisode.id.in_(episode_ids),
+                    RunEpisode.lease_owner == owner,
+                    RunEpisode.state == EpisodeState.LEASED,
+                )
+                .values(
+                    state=EpisodeState.QUEUED,
+                    lease_owner=None,
+                    lease_expires_at=None,
+                    attempt=RunEpisode.attempt - 1,
+                )
             )
 
     def complete(
@@ -200,32 +209,44 @@ class EpisodeQueue:
         already written for it: one transaction, so a worker lost between the two leaves no half."""
         with self.db.writing() as session:
             landed = session.execute(
-                update(Episode)
-                .where(Episode.id == episode_id, Episode.lease_owner == owner, Episode.state == "leased")
-                .values(
-                    state="done", result=result, lease_owner=None, lease_expires_at=None, finished_at=utcnow()
+                update(RunEpisode)
+                .where(
+                    RunEpisode.id == episode_id,
+                    RunEpisode.lease_owner == owner,
+                    RunEpisode.state == EpisodeState.LEASED,
                 )
-                .returning(Episode.submission_id)
+                .values(
+                    state=EpisodeState.DONE,
+                    result=result,
+                    lease_owner=None,
+                    lease_expires_at=None,
+                    finished_at=utcnow(),
+                )
+                .returning(RunEpisode.submission_id)
             ).scalar_one_or_none()
             if landed is None:
                 return Completion(accepted=False)
             record_artifacts(session, landed, artifacts)
             counts = session.execute(
-                update(Submission)
-                .where(Submission.id == landed)
-                .values(episodes_done=Submission.episodes_done + 1)
-                .returning(Submission.episodes_done, Submission.episodes_total, Submission.status)
+                update(Run)
+                .where(Run.id == landed)
+                .values(episodes_done=Run.episodes_done + 1)
+                .returning(Run.episodes_done, Run.episodes_total, Run.status)
             ).one()
-            return Completion(accepted=True, last=counts[0] == counts[1], active=counts[2] in ACTIVE)
+            return Completion(accepted=True, last=counts[0] == counts[1], active=counts[2] in ACTIVE_RUNS)
 
     def fail(self, owner: str, episode_id: int, error: str, result: dict[str, Any] | None = None) -> bool:
         """Record an episode that failed; False if `owner` no longer held it."""
         with self.db.writing() as session:
             landed = session.execute(
-                update(Episode)
-                .where(Episode.id == episode_id, Episode.lease_owner == owner, Episode.state == "leased")
+                update(RunEpisode)
+                .where(
+                    RunEpisode.id == episode_id,
+                    RunEpisode.lease_owner == owner,
+                    RunEpisode.state == EpisodeState.LEASED,
+                )
                 .values(
-                    state="failed",
+                    state=EpisodeState.FAILED,
                     error=error,
                     result=result,
                     lease_owner=None,
@@ -236,20 +257,18 @@ class EpisodeQueue:
             return bool(landed.rowcount)  # type: ignore[attr-defined]
 
     def stop_submission(self, submission_id: int) -> None:
-        """Take a submission's unplayed episodes off the queue (it errored or was cancelled)."""
+        """Take a run's unplayed episodes off the queue (it errored or was cancelled)."""
         with self.db.writing() as session:
             stop_episodes(session, submission_id)
 
     def position(self, submission_id: int) -> int:
         """1-based place of a pending submission among pending ones, by arrival."""
         with self.db.reading() as session:
-            received = session.execute(
-                select(Submission.received_at).where(Submission.id == submission_id)
-            ).scalar_one()
+            received = session.execute(select(Run.received_at).where(Run.id == submission_id)).scalar_one()
             ahead = session.execute(
                 select(func.count())
-                .select_from(Submission)
-                .where(Submission.status == "pending", Submission.received_at < received)
+                .select_from(Run)
+                .where(Run.status == RunStatus.PENDING, Run.received_at < received)
             ).scalar_one()
         return int(ahead) + 1
 
@@ -258,9 +277,9 @@ def stop_episodes(session: Session, submission_id: int) -> None:
     """Take a submission's unplayed episodes off the queue, in the caller's transaction (the one that ends
     the submission)."""
     session.execute(
-        update(Episode)
-        .where(Episode.submission_id == submission_id, Episode.state.in_(("queued", "leased")))
-        .values(state="cancelled", lease_owner=None, lease_expires_at=None)
+        update(RunEpisode)
+        .where(RunEpisode.submission_id == submission_id, RunEpisode.state.in_(UNPLAYED_EPISODES))
+        .values(state=EpisodeState.CANCELLED, lease_owner=None, lease_expires_at=None)
     )
 
 

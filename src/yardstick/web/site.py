@@ -15,14 +15,15 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from jinja2 import Environment, PackageLoader, select_autoescape
-from platform_client.enums import ErrorCode
 
+from yardstick.core import lifecycle
+from yardstick.core.boards import RunView, page_url, primary_of
+from yardstick.core.platform import Platform
+from yardstick.core.refusals import not_found
 from yardstick.engine.recording import episode_folder
 from yardstick.scoring.compare import paired_difference
-from yardstick.service import runs
-from yardstick.service.errors import ApiError
-from yardstick.service.platform import Platform, RunView, page_url, primary_of
-from yardstick.store.models import Episode
+from yardstick.store.models import RunEpisode
+from yardstick.store.states import ACTIVE_RUNS, UNPLAYED_EPISODES, EpisodeState
 from yardstick.web.charts import Entry, board_chart_svg, success_chart_svg
 
 CORS = {"Access-Control-Allow-Origin": "*"}
@@ -50,18 +51,18 @@ def _environment() -> Environment:
 PAGES = _environment()
 
 
-def outcome_of(episode: Episode) -> str:
-    if episode.state == "failed":
+def outcome_of(episode: RunEpisode) -> str:
+    if episode.state == EpisodeState.FAILED:
         return "Error"
-    if episode.state != "done" or not episode.result:
-        return "Pending" if episode.state in ("queued", "leased") else episode.state.capitalize()
+    if episode.state != EpisodeState.DONE or not episode.result:
+        return "Pending" if episode.state in UNPLAYED_EPISODES else episode.state.capitalize()
     return "Success" if episode.result.get("success") else "Failure"
 
 
 def replay_data(view: RunView, base_url: str) -> dict[str, Any]:
     """The replay object in the contract's shape: about, columns, and per episode its values and videos."""
-    url = page_url(base_url, view.submission.replay_token or "")
-    submission = view.submission
+    url = page_url(base_url, view.run.replay_token or "")
+    submission = view.run
     about: list[dict[str, Any]] = []
     if view.board is not None:
         about.append({"key": "board", "label": "Board", "value": view.board.slug})
@@ -104,7 +105,7 @@ def replay_data(view: RunView, base_url: str) -> dict[str, Any]:
     }
 
 
-def _videos(episode: Episode) -> list[dict[str, Any]]:
+def _videos(episode: RunEpisode) -> list[dict[str, Any]]:
     """The episode's camera videos as the replay lists them: `src` relative to the replay's folder."""
     found = []
     for video in (episode.result or {}).get("videos", []):
@@ -128,7 +129,7 @@ def _comparison(view: RunView, per_endpoint: Mapping[str, Mapping[str, Any]]) ->
         return None
     success: dict[str, dict[tuple[str, int], float]] = {name: {} for name in names}
     for episode in view.episodes:
-        if episode.state == "done" and episode.result is not None:
+        if episode.state == EpisodeState.DONE and episode.result is not None:
             success[episode.endpoint][(episode.task_id, episode.trial)] = float(
                 bool(episode.result.get("success"))
             )
@@ -152,16 +153,16 @@ def site_router(platform: Platform) -> APIRouter:
     router = APIRouter(include_in_schema=False)
 
     def run_or_404(token: str) -> RunView:
-        view = platform.run_by_token(token)
+        view = platform.boards.run_by_token(token)
         if view is None:
-            raise ApiError(ErrorCode.not_found, "no run at this link")
+            raise not_found("no run at this link")
         return view
 
     @router.get("/", response_class=HTMLResponse)
     def home(request: Request) -> HTMLResponse:
         boards = []
-        for board, ev in platform.boards(None):
-            _, _, rows = platform.board(None, board.slug)
+        for board, ev in platform.boards.boards(None):
+            _, _, rows = platform.boards.board(None, board.slug)
             boards.append({"board": board, "eval": ev, "top": rows[:3], "count": len(rows)})
         recent = [
             {
@@ -170,13 +171,13 @@ def site_router(platform: Platform) -> APIRouter:
                 "url": page_url(str(request.base_url), s.replay_token or ""),
                 "primary": primary_of(s),
             }
-            for s, e in platform.recent_public_runs()
+            for s, e in platform.boards.recent_public_runs()
         ]
         return HTMLResponse(PAGES.get_template("home.html").render(boards=boards, recent=recent))
 
     @router.get("/boards/{slug}", response_class=HTMLResponse)
     def board_page(request: Request, slug: str) -> HTMLResponse:
-        board, ev, rows = platform.board(None, slug)
+        board, ev, rows = platform.boards.board(None, slug)
         listed = [
             {
                 "row": r,
@@ -205,13 +206,13 @@ def site_router(platform: Platform) -> APIRouter:
     def run_page(request: Request, token: str) -> HTMLResponse:
         view = run_or_404(token)
         descriptions = {t: "" for t in dict.fromkeys(e.task_id for e in view.episodes)}
-        summary, per_endpoint = runs.summarize_run(view.episodes, descriptions)
+        summary, per_endpoint = lifecycle.summarize_run(view.episodes, descriptions)
         data = replay_data(view, str(request.base_url))
         # A run of several endpoints is read endpoint by endpoint: pooling them would score no policy.
         parts = per_endpoint if len(per_endpoint) > 1 else {"": summary}
         body = PAGES.get_template("run.html").render(
             view=view,
-            s=view.submission,
+            s=view.run,
             data=data,
             parts=[
                 {"name": name, "summary": part, "chart": success_chart_svg(part)}
@@ -220,7 +221,7 @@ def site_router(platform: Platform) -> APIRouter:
             comparison=_comparison(view, per_endpoint),
             outcomes=sorted({e["values"]["outcome"] for e in data["episodes"]}),
             tasks=list(descriptions),
-            live=view.submission.status in ("pending", "running"),
+            live=view.run.status in ACTIVE_RUNS,
         )
         return HTMLResponse(body)
 
@@ -234,12 +235,10 @@ def site_router(platform: Platform) -> APIRouter:
         episode = next((e for e in view.episodes if e.index == index), None)
         files = {v["file"] for v in (episode.result or {}).get("videos", [])} if episode else set()
         if episode is None or name not in files:
-            raise ApiError(ErrorCode.not_found, f"no file {name!r} for episode {index}")
-        path = platform.store.path(
-            view.submission.id, (episode_folder(runs.ATTEMPT, index) / name).as_posix()
-        )
+            raise not_found(f"no file {name!r} for episode {index}")
+        path = platform.store.path(view.run.id, (episode_folder(lifecycle.ATTEMPT, index) / name).as_posix())
         if not path.is_file():
-            raise ApiError(ErrorCode.not_found, f"no file {name!r} for episode {index}")
+            raise not_found(f"no file {name!r} for episode {index}")
         return FileResponse(path, media_type="video/mp4", headers=CORS)
 
     return router

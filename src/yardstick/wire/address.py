@@ -6,7 +6,7 @@ and the rule. `parse_address` reads a record (an endpoint file's `address:`), `p
 types on the command line. Both pass every value through the same field checks, so a URL accepts exactly
 what a record accepts.
 
-An `Endpoint` is a remote endpoint as a file or a URL names it: the wire, its address, and what a client
+An `RemoteEndpoint` is a remote endpoint as a file or a URL names it: the wire, its address, and what a client
 needs besides (a token, a CA file, a cap on concurrent sessions).
 """
 
@@ -438,7 +438,7 @@ def format_url(wire: str, address: Address) -> str:
 
 
 @dataclass(frozen=True)
-class Endpoint:
+class RemoteEndpoint:
     """A remote endpoint: the wire, the address it dials, and what a client needs besides.
 
     The token is left out of repr: an endpoint gets logged, a credential never does."""
@@ -512,7 +512,9 @@ def _read_ca_file(value: object, wire: str, base_dir: Path | None) -> str:
     return str(path)
 
 
-def parse_endpoint(record: Mapping[str, Any], *, base_dir: str | os.PathLike[str] | None = None) -> Endpoint:
+def parse_endpoint(
+    record: Mapping[str, Any], *, base_dir: str | os.PathLike[str] | None = None
+) -> RemoteEndpoint:
     """A remote endpoint read from a record, or AddressError naming the key and the rule.
 
     Keys: `wire`, `address` (the fields the wire dials), `token` or `token_env` (the name of an environment
@@ -551,7 +553,7 @@ def parse_endpoint(record: Mapping[str, Any], *, base_dir: str | os.PathLike[str
     limit = record.get("max_concurrent_sessions")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise AddressError("max_concurrent_sessions", f"an integer of 1 or more, not {limit!r}")
-    return Endpoint(
+    return RemoteEndpoint(
         wire=wire, address=address, token=token, ca_file=ca_file, max_concurrent_sessions=limit, name=name
     )
 
@@ -586,7 +588,7 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def load_endpoint_file(path: str | os.PathLike[str]) -> Endpoint:
+def load_endpoint_file(path: str | os.PathLike[str]) -> RemoteEndpoint:
     """The remote endpoint a YAML or JSON file names (JSON by a .json suffix, else YAML).
 
     A refusal keeps the field and adds the file to its rule. A relative `ca_file` is read from the file's
@@ -611,7 +613,7 @@ def load_endpoint_file(path: str | os.PathLike[str]) -> Endpoint:
         raise AddressError("file", f"{file} is not valid {form}: {exc}") from None
 
 
-def endpoint_from_ref(ref: str) -> Endpoint | None:
+def endpoint_from_ref(ref: str) -> RemoteEndpoint | None:
     """The endpoint `ref` names, or None when `ref` names no endpoint (a class, a checkpoint, …).
 
     A URL of one of the wires' schemes is an endpoint, and a bad one is refused rather than passed on:
@@ -619,7 +621,7 @@ def endpoint_from_ref(ref: str) -> Endpoint | None:
     matched = _URL.fullmatch(ref)
     if matched is not None and matched[1].lower() in _SCHEMES:
         wire, address = parse_url(ref)
-        return Endpoint(wire=wire, address=address)
+        return RemoteEndpoint(wire=wire, address=address)
     if ref.lower().endswith((".yaml", ".yml", ".json")):
         file = Path(ref).expanduser()
         if file.is_file():

@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 
 from yardstick.wire import codec
 from yardstick.wire import protocol as p
-from yardstick.wire.address import Endpoint, HostPort, UnixSocket
+from yardstick.wire.address import HostPort, RemoteEndpoint, UnixSocket
 from yardstick.wire.dialers import dialer
 from yardstick.wire.errors import ConnectRefused, PeerDisconnected, ProtocolError, Refusal, RemoteError
 from yardstick.wire.transport import Connection
@@ -43,14 +43,14 @@ class ServerInfo:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def headers_for(endpoint: Endpoint) -> dict[str, str] | None:
+def headers_for(endpoint: RemoteEndpoint) -> dict[str, str] | None:
     if endpoint.token is None:
         return None
     kind = "Api-Key" if endpoint.wire == "openpi" else "Bearer"
     return {"Authorization": f"{kind} {endpoint.token}"}
 
 
-def with_params(endpoint: Endpoint, params: Mapping[str, Any]) -> Any:
+def with_params(endpoint: RemoteEndpoint, params: Mapping[str, Any]) -> Any:
     """The endpoint's address with `params` added to its query (each value as a JSON literal)."""
     address = endpoint.address
     if not params or not isinstance(address, (HostPort, UnixSocket)):
@@ -60,7 +60,7 @@ def with_params(endpoint: Endpoint, params: Mapping[str, Any]) -> Any:
 
 
 def dial_until(
-    endpoint: Endpoint,
+    endpoint: RemoteEndpoint,
     address: Any,
     deadline: float,
     *,
@@ -151,7 +151,7 @@ class V3Session:
 
     def __init__(
         self,
-        endpoint: Endpoint,
+        endpoint: RemoteEndpoint,
         *,
         params: Mapping[str, Any] | None = None,
         reply_timeout: float = 30.0,
@@ -230,7 +230,7 @@ class DialectSession:
     """openpi's dialect (or roboarena's, `roboarena=True`) on a server's root."""
 
     def __init__(
-        self, endpoint: Endpoint, *, reply_timeout: float = 30.0, startup_timeout: float = 60.0
+        self, endpoint: RemoteEndpoint, *, reply_timeout: float = 30.0, startup_timeout: float = 60.0
     ) -> None:
         self.endpoint = endpoint
         self.reply_timeout = reply_timeout
@@ -284,7 +284,7 @@ Session = V3Session | DialectSession
 
 
 def open_session(
-    endpoint: Endpoint,
+    endpoint: RemoteEndpoint,
     *,
     params: Mapping[str, Any] | None = None,
     reply_timeout: float = 30.0,

@@ -1,0 +1,110 @@
+"""Who is calling: a user by API key, the orgs they belong to. Every read of a run, an artifact or a tenant
+board goes through `Caller.may_see`, so one org never sees another's data. `Authenticator` is where every
+front door learns who a bearer key names."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from yardstick.core import keys
+from yardstick.store.db import Database
+from yardstick.store.models import ApiKey, Membership, Org, User, utcnow
+
+# How long a key's caller is remembered in a gateway process: a revoked key stops working within this
+# time in every process (at once in the process that revoked it).
+AUTH_CACHE_S, AUTH_CACHE_SIZE = 10.0, 4096
+
+
+@dataclass(frozen=True)
+class Caller:
+    user_id: int
+    login: str
+    alias: str | None
+    is_admin: bool
+    orgs: tuple[Org, ...]
+
+    @property
+    def org_ids(self) -> frozenset[int]:
+        return frozenset(org.id for org in self.orgs)
+
+    def org_by_slug(self, slug: str) -> Org | None:
+        return next((org for org in self.orgs if org.slug == slug), None)
+
+    def may_see(self, org_id: int | None, user_id: int | None = None) -> bool:
+        return self.is_admin or (org_id is not None and org_id in self.org_ids) or user_id == self.user_id
+
+
+# How stale a key's last-use time may get before a request writes it again: a write per request would
+# serialize every reader behind SQLite's one writer.
+LAST_USED_EVERY = dt.timedelta(minutes=5)
+
+
+def caller_for_key(session: Session, plaintext: str) -> tuple[Caller, int | None] | None:
+    """The caller a key names, and the key's id when its last-use time is due a write."""
+    key = keys.lookup(session, plaintext)
+    if key is None:
+        return None
+    user = session.get(User, key.user_id)
+    if user is None:
+        return None
+    due = key.last_used_at is None or utcnow() - key.last_used_at > LAST_USED_EVERY
+    return caller_for_user(session, user), key.id if due else None
+
+
+def caller_for_user(session: Session, user: User) -> Caller:
+    orgs = (
+        session.execute(
+            select(Org)
+            .join(Membership, Membership.org_id == Org.id)
+            .where(Membership.user_id == user.id)
+            .order_by(Org.slug)
+        )
+        .scalars()
+        .all()
+    )
+    for org in orgs:
+        session.expunge(org)
+    return Caller(user.id, user.login, user.alias, user.is_admin, tuple(orgs))
+
+
+class Authenticator:
+    """The caller a bearer key names, remembered for `AUTH_CACHE_S` by the key's digest (never the key):
+    three queries a request cost more than the rest of a read."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._cache: dict[str, tuple[Caller, float]] = {}
+
+    def caller(self, bearer: str | None) -> Caller | None:
+        if not bearer:
+            return None
+        cache_key = keys.digest(bearer)
+        cached = self._cache.get(cache_key)
+        now = time.monotonic()
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        with self.db.reading() as session:
+            found = caller_for_key(session, bearer)
+        if found is None:
+            self._cache.pop(cache_key, None)
+            return None
+        caller, stale_key = found
+        if stale_key is not None:
+            with self.db.writing() as session:
+                session.execute(update(ApiKey).where(ApiKey.id == stale_key).values(last_used_at=utcnow()))
+        if len(self._cache) > AUTH_CACHE_SIZE:
+            self._cache.clear()
+        self._cache[cache_key] = (caller, now + AUTH_CACHE_S)
+        return caller
+
+    def forget(self, digests: Iterable[str]) -> None:
+        """Drop revoked keys (by their stored SHA-256 hex) from this process's cache at once; other gateway
+        processes stop taking them within `AUTH_CACHE_S`."""
+        for digest in digests:
+            self._cache.pop(digest, None)

@@ -1,0 +1,229 @@
+"""What an administrator does with direct access to the database: orgs, users, keys, evals, boards and
+baselines. The CLI's `yardstick admin …` calls these; so do tests and benchmarks setting up a platform.
+Credits (`billing.admin`) and passwords (`signin.passwords`) have their own."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from yardstick.core import keys
+from yardstick.core.catalog import check_task_id
+from yardstick.store.models import ApiKey, Baseline, Board, Eval, Membership, Org, Run, Task, User
+from yardstick.store.states import BillingMode, BoardVisibility, OnExhausted
+
+
+class AdminError(ValueError):
+    """An admin command that cannot be done as asked; the message says what and why."""
+
+
+def create_org(
+    session: Session,
+    slug: str,
+    *,
+    name: str = "",
+    per_day: int = 20,
+    concurrent: int = 4,
+    may_compose: bool = True,
+    billing_mode: str = BillingMode.PACKAGED,
+    on_exhausted: str = OnExhausted.BLOCK,
+) -> Org:
+    if session.execute(select(Org).where(Org.slug == slug)).scalar_one_or_none() is not None:
+        raise AdminError(f"org {slug!r} exists already")
+    one_of("billing mode", billing_mode, BillingMode)
+    one_of("on_exhausted", on_exhausted, OnExhausted)
+    org = Org(
+        slug=slug,
+        name=name or slug,
+        submissions_per_day=per_day,
+        concurrent_submissions=concurrent,
+        may_compose=may_compose,
+        billing_mode=billing_mode,
+        on_exhausted=on_exhausted,
+    )
+    session.add(org)
+    session.flush()
+    return org
+
+
+def org(session: Session, slug: str) -> Org:
+    found = session.execute(select(Org).where(Org.slug == slug)).scalar_one_or_none()
+    if found is None:
+        raise AdminError(f"no org {slug!r}")
+    return found
+
+
+def create_user(
+    session: Session, login: str, *, orgs: list[str], alias: str | None = None, is_admin: bool = False
+) -> User:
+    if session.execute(select(User).where(User.login == login)).scalar_one_or_none() is not None:
+        raise AdminError(f"user {login!r} exists already")
+    user = User(login=login, alias=alias, is_admin=is_admin)
+    session.add(user)
+    session.flush()
+    for slug in orgs:
+        session.add(Membership(user_id=user.id, org_id=org(session, slug).id))
+    return user
+
+
+def user(session: Session, login: str) -> User:
+    found = session.execute(select(User).where(User.login == login)).scalar_one_or_none()
+    if found is None:
+        raise AdminError(f"no user {login!r}")
+    return found
+
+
+def add_member(session: Session, login: str, slug: str) -> None:
+    session.merge(Membership(user_id=user(session, login).id, org_id=org(session, slug).id))
+
+
+def create_key(session: Session, login: str, label: str = "") -> keys.MintedKey:
+    return keys.mint(session, user(session, login).id, label)
+
+
+def revoke_key(session: Session, prefix: str) -> None:
+    found = session.execute(select(ApiKey).where(ApiKey.prefix == prefix)).scalar_one_or_none()
+    if found is None or not keys.revoke(session, found.id):
+        raise AdminError(f"no live key with prefix {prefix!r}")
+
+
+@dataclass(frozen=True)
+class EvalTasks:
+    """Which tasks of a benchmark an eval offers (None: all), and how many trials each."""
+
+    tasks: list[str] | None = None
+    trials: int = 10
+
+
+def create_eval(
+    session: Session,
+    slug: str,
+    benchmark: str,
+    *,
+    title: str = "",
+    description: str = "",
+    choice: EvalTasks = EvalTasks(),
+    org_slug: str | None = None,
+    board: bool = True,
+    params: dict[str, Any] | None = None,
+    record_video: bool = False,
+    record_fps: float | None = None,
+) -> Eval:
+    """An eval over a benchmark the engine can build, with its tasks, and a board: public, or the org's.
+    `params` go to the benchmark's constructor (cameras, image size); `record_video` has every episode
+    recorded (a video per camera, the trajectory) for the run's page."""
+    from yardstick.catalog import resolve
+    from yardstick.sdk.decorators import benchmark_spec
+
+    if session.execute(select(Eval).where(Eval.slug == slug)).scalar_one_or_none() is not None:
+        raise AdminError(f"eval {slug!r} exists already")
+    if record_fps is not None and not record_fps > 0:
+        raise AdminError(f"record_fps {record_fps}: must be a positive number of frames a second")
+    try:
+        built = resolve("benchmark", benchmark)
+        spec = benchmark_spec(built)
+    except ValueError as exc:  # an AuthoringError, or a catalog builder refusing its arguments
+        raise AdminError(f"benchmark {benchmark!r}: {exc}") from None
+    try:
+        inspect.signature(built).bind_partial(**(params or {}))
+    except (TypeError, ValueError) as exc:
+        raise AdminError(f"params of {benchmark!r}: {exc}") from None
+    chosen = choice.tasks or list(spec.tasks)
+    unknown = [t for t in chosen if t not in spec.tasks]
+    if unknown:
+        raise AdminError(f"tasks {unknown} are not tasks of {benchmark} ({', '.join(spec.tasks)})")
+    # The contracts' clients refuse a catalogue with a task id outside the rule: one such task would break
+    # resolve, create and the catalogue for everyone who can see the eval.
+    for task in chosen:
+        try:
+            check_task_id(task)
+        except ValueError as exc:
+            raise AdminError(f"task {task!r} of {benchmark}: {exc}") from None
+    owner = org(session, org_slug).id if org_slug else None
+    row = Eval(
+        slug=slug,
+        title=title or slug,
+        description=description,
+        benchmark=benchmark,
+        embodiment="sim",
+        trials_per_task=choice.trials,
+        org_id=owner,
+        benchmark_params=dict(params or {}),
+        record_video=record_video,
+        record_fps=record_fps,
+    )
+    session.add(row)
+    session.flush()
+    for position, task in enumerate(chosen):
+        session.add(
+            Task(
+                eval_id=row.id,
+                task_id=task,
+                benchmark_task=task,
+                description=spec.tasks[task],
+                position=position,
+                default_cap_sec=math.ceil(spec.limit(task)),
+                seeds=list(spec.seeds),
+            )
+        )
+    if board:
+        session.add(
+            Board(
+                slug=slug,
+                title=row.title,
+                eval_id=row.id,
+                visibility=BoardVisibility.TENANT if owner else BoardVisibility.PUBLIC,
+                org_id=owner,
+            )
+        )
+    return row
+
+
+def add_baseline(session: Session, board_slug: str, run_id: int, publisher: str, name: str) -> None:
+    board = session.execute(select(Board).where(Board.slug == board_slug)).scalar_one_or_none()
+    if board is None:
+        raise AdminError(f"no board {board_slug!r}")
+    run = session.get(Run, run_id)
+    if run is None or run.eval_id != board.eval_id:
+        raise AdminError(f"submission {run_id:x} is not a run of board {board_slug!r}'s eval")
+    session.add(Baseline(board_id=board.id, submission_id=run_id, publisher=publisher, display_name=name))
+
+
+def one_of(what: str, value: str, allowed: type[StrEnum]) -> None:
+    if value not in set(allowed):
+        raise AdminError(f"{what} {value!r} is not one of {', '.join(allowed)}")
+
+
+def set_org(
+    session: Session,
+    slug: str,
+    *,
+    billing_mode: str | None = None,
+    on_exhausted: str | None = None,
+    per_day: int | None = None,
+    concurrent: int | None = None,
+) -> Org:
+    """Change an org's billing mode (`packaged` | `pay_as_you_go`), what its quotas do when spent (`block`
+    refuses, `meter` admits and counts past the limit), or the limits themselves. Runs already admitted
+    keep the billing they were admitted under."""
+    found = org(session, slug)
+    if billing_mode is not None:
+        one_of("billing mode", billing_mode, BillingMode)
+        found.billing_mode = billing_mode
+    if on_exhausted is not None:
+        one_of("on_exhausted", on_exhausted, OnExhausted)
+        found.on_exhausted = on_exhausted
+    for what, value in (("per_day", per_day), ("concurrent", concurrent)):
+        if value is not None and value < 0:
+            raise AdminError(f"{what} {value}: a limit is a count, 0 or more")
+    if per_day is not None:
+        found.submissions_per_day = per_day
+    if concurrent is not None:
+        found.concurrent_submissions = concurrent
+    return found

@@ -1,0 +1,103 @@
+"""Admission: whether an org may file another run now, under its quotas (runs a day per user, runs at once
+per org), and the quota events that count a run or give it back."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from yardstick.core.refusals import Refusal, RefusalKind
+from yardstick.store.models import Org, QuotaEvent, Run, utcnow
+from yardstick.store.states import ACTIVE_RUNS, OnExhausted, QuotaKind
+
+DAY_QUOTA, CONCURRENT_QUOTA = "submissions.day", "submissions.concurrent"
+_WHAT = {DAY_QUOTA: "submissions today", CONCURRENT_QUOTA: "submissions running or queued at once"}
+
+
+@dataclass(frozen=True)
+class Quota:
+    """One quota as it stands: its key, the window it counts over and whom (`user` or `tenant`), its limit,
+    what is used, when it resets (None: it does not), and what spending it does."""
+
+    key: str
+    window: str
+    subject: str
+    limit: int
+    used: int
+    resets_at: dt.datetime | None
+    on_exhausted: str = OnExhausted.BLOCK
+
+    @property
+    def spent(self) -> bool:
+        return self.used >= self.limit
+
+
+def quotas(session: Session, user_id: int, org: Org) -> list[Quota]:
+    """The user's quotas in `org`, counted now."""
+    now = utcnow()
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    counted = session.execute(
+        select(QuotaEvent.kind, func.count())
+        .where(QuotaEvent.user_id == user_id, QuotaEvent.org_id == org.id, QuotaEvent.at >= midnight)
+        .group_by(QuotaEvent.kind)
+    ).all()
+    by_kind = {kind: int(count) for kind, count in counted}
+    active = session.execute(
+        select(func.count()).select_from(Run).where(Run.org_id == org.id, Run.status.in_(ACTIVE_RUNS))
+    ).scalar_one()
+    return [
+        Quota(
+            DAY_QUOTA,
+            "day",
+            "user",
+            org.submissions_per_day,
+            by_kind.get(QuotaKind.CHARGE, 0) - by_kind.get(QuotaKind.REFUND, 0),
+            midnight + dt.timedelta(days=1),
+            org.on_exhausted,
+        ),
+        Quota(
+            CONCURRENT_QUOTA,
+            "concurrent",
+            "tenant",
+            org.concurrent_submissions,
+            int(active),
+            None,
+            org.on_exhausted,
+        ),
+    ]
+
+
+def admit(session: Session, user_id: int, org: Org, *, lock: bool) -> Org:
+    """The org's row, locked (with `lock`: PostgreSQL; SQLite has one writer anyway) so concurrent admissions
+    count one after another, or a `Refusal` when a quota is spent (an org that meters is let through and
+    counts past the limit). The lock is FOR NO KEY UPDATE, so rows referring to the org (ledger entries,
+    quota events) can still be written meanwhile."""
+    locked = select(Org).where(Org.id == org.id)
+    if lock:
+        locked = locked.with_for_update(key_share=True)
+    row = session.execute(locked).scalar_one()
+    for quota in quotas(session, user_id, row):
+        if quota.spent and row.on_exhausted != OnExhausted.METER:
+            raise Refusal(
+                RefusalKind.QUOTA_EXCEEDED,
+                f"{quota.key}: {quota.used} of {quota.limit} {_WHAT[quota.key]}",
+                quota=quota,
+            )
+    return row
+
+
+def charge(session: Session, run: Run) -> None:
+    """Count an admitted run against its user's day."""
+    session.add(
+        QuotaEvent(org_id=run.org_id, user_id=run.user_id, submission_id=run.id, kind=QuotaKind.CHARGE)
+    )
+
+
+def refund(session: Session, run: Run) -> None:
+    """Give a run's count back: it failed for the platform's fault, or was cancelled before it started."""
+    session.add(
+        QuotaEvent(org_id=run.org_id, user_id=run.user_id, submission_id=run.id, kind=QuotaKind.REFUND)
+    )

@@ -1,0 +1,191 @@
+"""Boards and the pages' reads: the ranking of an eval's finished runs by their primary score (a user's best
+run once; baselines shown, not ranked), the run behind a page's token, and the latest public runs.
+
+Who filed a run is shown as their alias and a tag: six hex characters derived from the install's secret,
+the same on every board, that tell two users of one alias apart without naming either.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from yardstick.core.accounts import Caller
+from yardstick.core.refusals import not_found
+from yardstick.store.db import Database
+from yardstick.store.models import Baseline, Board, Eval, Run, RunEpisode, User
+from yardstick.store.states import Audience, BoardVisibility, RunStatus
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What a run's page shows: the run, its eval, its episodes (in index order), the board it ranks on,
+    and who filed it as a board shows them."""
+
+    run: Run
+    eval: Eval | None
+    episodes: list[RunEpisode]
+    board: Board | None
+    tag: str
+    display_name: str
+
+
+@dataclass(frozen=True)
+class BoardRow:
+    rank: int | None
+    display_name: str
+    tag: str
+    primary: float | None
+    run_id: int
+    submitted_at: dt.datetime
+    baseline_publisher: str | None
+    replay_token: str | None = None
+    scores: dict[str, Any] = field(default_factory=dict)  # the run's, with the primary's interval
+
+
+def primary_of(run: Run) -> float | None:
+    value = (run.scores or {}).get("primary")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def page_url(base_url: str, token: str) -> str:
+    """A run's page (its replay); `data.json` beside it is the object the page renders from."""
+    return f"{base_url.rstrip('/')}/v/{token}/"
+
+
+class Boards:
+    def __init__(self, db: Database, secret: bytes) -> None:
+        self.db = db
+        self._tag_secret = hashlib.sha256(b"board-tags" + secret).digest()
+
+    def boards(self, caller: Caller | None) -> list[tuple[Board, Eval]]:
+        with self.db.reading() as session:
+            rows = session.execute(
+                select(Board, Eval).join(Eval, Eval.id == Board.eval_id).order_by(Board.slug)
+            ).all()
+        return [(board, ev) for board, ev in rows if _may_read(caller, board)]
+
+    def board(self, caller: Caller | None, slug: str) -> tuple[Board, Eval, list[BoardRow]]:
+        with self.db.reading() as session:
+            found = session.execute(
+                select(Board, Eval).join(Eval, Eval.id == Board.eval_id).where(Board.slug == slug)
+            ).one_or_none()
+            if found is None or not _may_read(caller, found[0]):
+                raise not_found(f"board: no board {slug!r} that you can read")
+            board, ev = found
+            return board, ev, self._rows(session, board)
+
+    def _rows(self, session: Session, board: Board) -> list[BoardRow]:
+        ranked = (
+            select(Run, User)
+            .join(User, User.id == Run.user_id)
+            .where(Run.eval_id == board.eval_id, Run.status == RunStatus.FINISHED, Run.sampled.is_(False))
+        )
+        if board.visibility == BoardVisibility.PUBLIC:
+            ranked = ranked.where(Run.audience == Audience.PUBLIC)
+        else:
+            ranked = ranked.where(Run.org_id == board.org_id, Run.audience == Audience.ORG)
+        shown = session.execute(
+            select(Baseline, Run)
+            .join(Run, Run.id == Baseline.submission_id)
+            .where(Baseline.board_id == board.id)
+        ).all()
+        marked = {run.id for _, run in shown}
+        best: dict[int, tuple[Run, str]] = {}
+        for run, user in session.execute(ranked).all():
+            if run.id in marked:
+                continue
+            mine = best.get(user.id)
+            if mine is None or _standing(run) < _standing(mine[0]):
+                best[user.id] = (run, user.alias or "anonymous")
+        # (run, name, publisher): a baseline is the row with a publisher.
+        entries: list[tuple[Run, str, str | None]] = [(r, name, None) for r, name in best.values()]
+        entries += [(r, b.display_name, b.publisher) for b, r in shown if r.status == RunStatus.FINISHED]
+        entries.sort(key=lambda entry: _standing(entry[0]))
+        out: list[BoardRow] = []
+        rank = 0
+        for run, name, publisher in entries:
+            if publisher is None:
+                rank += 1
+            out.append(
+                BoardRow(
+                    None if publisher is not None else rank,
+                    name,
+                    self.tag(run.user_id),
+                    primary_of(run),
+                    run.id,
+                    run.received_at,
+                    publisher,
+                    run.replay_token,
+                    dict(run.scores or {}),
+                )
+            )
+        return out
+
+    def run_by_token(self, token: str) -> RunView | None:
+        """A run by its page's token (the token is the credential: whoever holds the link may look)."""
+        with self.db.reading() as session:
+            run = session.execute(select(Run).where(Run.replay_token == token)).scalar_one_or_none()
+            if run is None:
+                return None
+            catalog_eval = session.get(Eval, run.eval_id) if run.eval_id else None
+            episodes = list(
+                session.execute(
+                    select(RunEpisode).where(RunEpisode.submission_id == run.id).order_by(RunEpisode.index)
+                ).scalars()
+            )
+            board = None
+            if catalog_eval is not None:
+                board = (
+                    session.execute(
+                        select(Board).where(
+                            Board.eval_id == catalog_eval.id,
+                            (Board.visibility == BoardVisibility.PUBLIC)
+                            if run.audience == Audience.PUBLIC
+                            else (Board.org_id == run.org_id),
+                        )
+                    )
+                    .scalars()
+                    .first()
+                )
+            user = session.get(User, run.user_id)
+        return RunView(
+            run,
+            catalog_eval,
+            episodes,
+            board,
+            self.tag(run.user_id),
+            (user.alias if user else None) or "anonymous",
+        )
+
+    def recent_public_runs(self, limit: int = 20) -> list[tuple[Run, Eval | None]]:
+        """Finished runs on public boards, newest first: what the home page lists to anyone."""
+        with self.db.reading() as session:
+            rows = session.execute(
+                select(Run, Eval)
+                .outerjoin(Eval, Eval.id == Run.eval_id)
+                .where(Run.audience == Audience.PUBLIC, Run.status == RunStatus.FINISHED)
+                .order_by(Run.received_at.desc())
+                .limit(limit)
+            ).all()
+        return [(r, e) for r, e in rows]
+
+    def tag(self, user_id: int) -> str:
+        """Six hex characters that tell two users of one alias apart, the same on every board."""
+        return hashlib.sha256(self._tag_secret + user_id.to_bytes(8, "big")).hexdigest()[:6]
+
+
+def _may_read(caller: Caller | None, board: Board) -> bool:
+    return board.visibility == BoardVisibility.PUBLIC or (caller is not None and caller.may_see(board.org_id))
+
+
+def _standing(run: Run) -> tuple[float, dt.datetime]:
+    """Where a run stands on a board, first least: the higher primary score (none: below any), and of a tie
+    the earlier run."""
+    primary = primary_of(run)
+    return -(primary if primary is not None else -1.0), run.received_at

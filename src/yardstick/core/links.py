@@ -1,0 +1,52 @@
+"""A run's artifacts as a caller reaches them: listed a page at a time, each as a signed, expiring link."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from yardstick.core.artifacts import UrlSigner, page
+from yardstick.core.refusals import bad_request
+from yardstick.store.db import Database
+from yardstick.store.models import Artifact, Run
+from yardstick.store.states import RunStatus
+
+ARTIFACT_PAGE, ARTIFACT_CAP = 100, 1000
+
+
+class Links:
+    def __init__(self, db: Database, signer: UrlSigner) -> None:
+        self.db = db
+        self.signer = signer
+
+    def page(
+        self, run: Run, prefix: str | None, after: str | None, limit: int | None, base_url: str
+    ) -> tuple[list[tuple[str, int, str]], str | None]:
+        """One page of a finished run's artifacts as (key, size, signed link), and the key to page on from."""
+        if run.status != RunStatus.FINISHED:
+            raise bad_request(
+                f"id: submission {run.id:x} is {run.status}: artifacts are listed for a finished"
+                " run (a failed run's records are linked from submissions.get)"
+            )
+        with self.db.reading() as session:
+            entries = [
+                (a.key, a.size)
+                for a in session.execute(select(Artifact).where(Artifact.submission_id == run.id)).scalars()
+            ]
+        rows, after_key = page(
+            entries, prefix=prefix, after=after, limit=limit, cap=ARTIFACT_CAP, default=ARTIFACT_PAGE
+        )
+        return [
+            (key, size, self.signer.sign(run.id, key, base_url=base_url)) for key, size in rows
+        ], after_key
+
+    def urls(self, run_id: int, keys: tuple[str, ...], base_url: str) -> dict[str, str]:
+        """Signed links to those of `keys` the run wrote, in one query."""
+        with self.db.reading() as session:
+            found = (
+                session.execute(
+                    select(Artifact.key).where(Artifact.submission_id == run_id, Artifact.key.in_(keys))
+                )
+                .scalars()
+                .all()
+            )
+        return {key: self.signer.sign(run_id, key, base_url=base_url) for key in found}

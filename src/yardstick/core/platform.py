@@ -1,0 +1,43 @@
+"""The platform's composition root: one open install, and the services every front door, page and worker
+calls, built on it. Contract-neutral: nothing here knows a contract's documents or codes."""
+
+from __future__ import annotations
+
+from yardstick.core.accounts import Authenticator, Caller
+from yardstick.core.artifacts import UrlSigner
+from yardstick.core.boards import Boards
+from yardstick.core.catalog import Catalog, read_catalog
+from yardstick.core.install import Install
+from yardstick.core.ledger import NO_CREDITS, Ledger
+from yardstick.core.lifecycle import Lifecycle
+from yardstick.core.links import Links
+from yardstick.core.runs import Runs
+from yardstick.store.models import Org
+from yardstick.store.queue import EpisodeQueue
+
+
+class Platform:
+    def __init__(self, install: Install, ledger: Ledger = NO_CREDITS) -> None:
+        self.install = install
+        self.settings = install.settings
+        self.db = install.db
+        self.store = install.artifacts
+        self.secret = install.secret
+        self.ledger = ledger
+        self.signer = UrlSigner(self.secret, ttl_s=self.settings.artifact_ttl_s)
+        self.queue = EpisodeQueue(
+            self.db, lease_s=self.settings.lease_s, max_attempts=self.settings.max_attempts
+        )
+        self.accounts = Authenticator(self.db)
+        self.runs = Runs(self.db, self.queue, ledger)
+        self.lifecycle = Lifecycle(self.db, self.store, ledger)
+        self.boards = Boards(self.db, self.secret)
+        self.links = Links(self.db, self.signer)
+
+    def catalog(self, caller: Caller, org: Org | None = None) -> Catalog:
+        """What `caller` may name (for `org`, else for any org of theirs)."""
+        with self.db.reading() as session:
+            return read_catalog(session, caller, org)
+
+    def close(self) -> None:
+        self.install.close()

@@ -1,0 +1,279 @@
+"""Runs: filing one (admitted under quota, its price held, its episodes queued, once per transaction key),
+reading, listing and cancelling them. A front door resolves its contract's request into a `RunPlan` first;
+everything here speaks the platform's own types."""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from yardstick.core import admission
+from yardstick.core.accounts import Caller
+from yardstick.core.catalog import CatalogEval
+from yardstick.core.idempotency import create_once
+from yardstick.core.ledger import Ledger, PricedEpisodes
+from yardstick.core.paging import keyset_page, page_size
+from yardstick.core.refusals import Refusal, RefusalKind, bad_request, forbidden, not_found
+from yardstick.store.db import Database
+from yardstick.store.models import Eval, Org, Run, RunEpisode, WorkerBeat, utcnow
+from yardstick.store.queue import EpisodeQueue, stop_episodes
+from yardstick.store.states import ACTIVE_RUNS, Audience, Contract, RunStatus, TargetKind
+
+LIST_LIMIT, LIST_CAP = 50, 200
+# A worker that has not beaten this long is gone; a pending run with none says it waits for one.
+WORKER_ALIVE_S = 30.0
+
+
+@dataclass(frozen=True)
+class EndpointTarget:
+    """How a run's episodes reach one policy: `served` (the platform builds `spec`, a policy it serves) or
+    `remote` (someone's server at `address`, over `wire`)."""
+
+    name: str
+    kind: TargetKind
+    wire: str
+    address: dict[str, Any] | None = None  # the wire's address fields (`wire.address.parse_address`)
+    spec: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "wire": self.wire, "address": self.address, "spec": self.spec}
+
+
+@dataclass(frozen=True)
+class PlannedEpisode:
+    """One episode a run plays: which task node, which endpoint, which trial and seed, under which cap.
+
+    `trial` is the eval's trial number the episode plays: every endpoint of a task runs the same trials, so
+    endpoints are compared on the same seeds.
+    """
+
+    index: int
+    task_pos: int
+    task_id: str
+    benchmark_task: str
+    endpoint: str
+    trial: int
+    seed: int
+    cap_sec: int
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A request resolved: its episodes in run order, the endpoints they name, the catalogue eval they play
+    (None: composed from tasks), whether it samples the eval's trials (a sample does not rank), and who it
+    is for."""
+
+    episodes: tuple[PlannedEpisode, ...]
+    endpoints: Mapping[str, EndpointTarget]
+    eval: CatalogEval | None
+    sampled: bool
+    audience: Audience = Audience.ORG
+
+    def priced(self) -> list[PricedEpisodes]:
+        """The plan's episodes as a quote prices them: counted per task position and endpoint."""
+        lines: dict[tuple[int, str], PricedEpisodes] = {}
+        for e in self.episodes:
+            line = lines.get((e.task_pos, e.endpoint))
+            count = line.count + 1 if line is not None else 1
+            lines[(e.task_pos, e.endpoint)] = PricedEpisodes(e.task_pos, e.endpoint, count, e.cap_sec)
+        return list(lines.values())
+
+
+@dataclass(frozen=True)
+class Filing:
+    """A run to file: the plan, the caller's transaction key and alias, the front door it came through, and
+    that door's own documents (the request as sent, its answer), kept as the door wrote them. `digest`
+    tells a replay of the same request (answered with the first run) from another under the same key (a
+    conflict). `quote` is what the ledger holds for it (None: nothing)."""
+
+    plan: RunPlan
+    contract: Contract
+    digest: str
+    request: dict[str, Any]
+    answer: dict[str, Any]
+    transaction_key: str | None = None
+    alias: str | None = None
+    quote: object | None = None
+
+
+class Runs:
+    def __init__(self, db: Database, queue: EpisodeQueue, ledger: Ledger) -> None:
+        self.db = db
+        self.queue = queue
+        self.ledger = ledger
+
+    # --- filing --------------------------------------------------------------------------------------
+
+    def file(self, caller: Caller, org: Org, filing: Filing) -> tuple[Run, bool]:
+        """Admit a run: within quota, its price held, its episodes queued, all in one transaction. The same
+        transaction key with the same request returns the first run (`False`: not filed again); with
+        another request it is a conflict."""
+        key = filing.transaction_key
+
+        def earlier(session: Session) -> Run | None:
+            return None if key is None else _by_key(session, caller.user_id, key, filing.digest)
+
+        def create(session: Session) -> Run:
+            locked = admission.admit(session, caller.user_id, org, lock=not self.db.is_sqlite)
+            plan = filing.plan
+            run = Run(
+                org_id=org.id,
+                user_id=caller.user_id,
+                eval_id=_eval_id(session, plan.eval.slug if plan.eval else None),
+                alias=filing.alias,
+                transaction_key=key,
+                replay_token=secrets.token_urlsafe(18),
+                plan_digest=filing.digest,
+                plan=filing.request,
+                resolved=filing.answer,
+                contract=filing.contract,
+                endpoints={name: target.as_json() for name, target in plan.endpoints.items()},
+                sampled=plan.sampled,
+                audience=plan.audience,
+                episodes_total=len(plan.episodes),
+                received_at=utcnow(),
+            )
+            session.add(run)
+            session.flush()
+            if filing.quote is not None:
+                self.ledger.reserve(session, locked, run.id, filing.quote)
+            session.add_all(
+                RunEpisode(
+                    submission_id=run.id,
+                    index=e.index,
+                    task_pos=e.task_pos,
+                    task_id=e.task_id,
+                    benchmark_task=e.benchmark_task,
+                    endpoint=e.endpoint,
+                    trial=e.trial,
+                    seed=e.seed,
+                    cap_s=float(e.cap_sec),
+                )
+                for e in plan.episodes
+            )
+            admission.charge(session, run)
+            return run
+
+        return create_once(self.db, earlier=earlier, create=create)
+
+    def billing_mode(self, org: Org) -> str:
+        """Read afresh: the caller's cached org may be seconds behind an admin's change."""
+        with self.db.reading() as session:
+            return str(session.execute(select(Org.billing_mode).where(Org.id == org.id)).scalar_one())
+
+    def quotas(self, caller: Caller) -> list[admission.Quota]:
+        if not caller.orgs:
+            return []
+        with self.db.reading() as session:
+            # Read afresh: the caller's cached org may be seconds behind an admin's change.
+            org = session.get(Org, caller.orgs[0].id) or caller.orgs[0]
+            return admission.quotas(session, caller.user_id, org)
+
+    # --- reading ---------------------------------------------------------------------------------------
+
+    def get(self, caller: Caller, run_id: int, contract: Contract | None = None) -> Run:
+        """The run, if the caller may see it (and it came through `contract`, when one is named)."""
+        with self.db.reading() as session:
+            row = session.get(Run, run_id)
+        if row is None or not caller.may_see(row.org_id, row.user_id) or contract not in (None, row.contract):
+            raise not_found(f"id: no submission {run_id:x} that you can see")
+        return row
+
+    def page(
+        self, caller: Caller, contract: Contract, after: int | None, limit: int | None
+    ) -> tuple[list[Run], int | None]:
+        """One page of the caller's runs filed through `contract` (an admin's: everyone's), oldest first;
+        the id to page on from when more follow."""
+        size = page_size(limit, default=LIST_LIMIT, cap=LIST_CAP)
+        with self.db.reading() as session:
+            query = select(Run).where(Run.contract == contract)
+            if not caller.is_admin:
+                query = query.where(Run.user_id == caller.user_id)
+            anchor = None
+            if after is not None:
+                found = session.get(Run, after)
+                if found is None or not caller.may_see(found.org_id, found.user_id):
+                    raise bad_request(f"after: {after:x} is no submission of yours to page from")
+                anchor = (found.received_at, found.id)
+            rows, more = keyset_page(session, query, order=(Run.received_at, Run.id), after=anchor, size=size)
+        return rows, (rows[-1].id if more and rows else None)
+
+    def queue_position(self, run_id: int) -> int:
+        return self.queue.position(run_id)
+
+    def workers_alive(self) -> bool:
+        with self.db.reading() as session:
+            since = utcnow() - dt.timedelta(seconds=WORKER_ALIVE_S)
+            return bool(
+                session.execute(
+                    select(func.count()).select_from(WorkerBeat).where(WorkerBeat.seen_at >= since)
+                ).scalar_one()
+            )
+
+    def episodes(self, run_id: int) -> list[RunEpisode]:
+        with self.db.reading() as session:
+            return list(
+                session.execute(
+                    select(RunEpisode).where(RunEpisode.submission_id == run_id).order_by(RunEpisode.index)
+                ).scalars()
+            )
+
+    # --- cancelling ------------------------------------------------------------------------------------
+
+    def cancel(self, caller: Caller, run_id: int) -> tuple[RunStatus, bool]:
+        """Cancel a run that has not ended: its quota is given back only if nothing had started; what
+        landed is charged and the rest of its hold released (an episode in play now is not charged)."""
+        with self.db.writing() as session:
+            row = session.get(Run, run_id)
+            if row is None or not caller.may_see(row.org_id, row.user_id):
+                raise not_found(f"id: no submission {run_id:x} that you can see")
+            if row.status not in ACTIVE_RUNS:
+                raise bad_request(f"id: submission {run_id:x} is already {row.status}")
+            refunded = row.status == RunStatus.PENDING
+            now = utcnow()
+            row.status, row.cancelled_at, row.ended_at = RunStatus.CANCELLED, now, now
+            if refunded:
+                admission.refund(session, row)
+            self.ledger.settle(session, row.id, charged=True)
+            stop_episodes(session, row.id)
+        return RunStatus.CANCELLED, refunded
+
+
+def org_for(caller: Caller, slug: str | None, field: str = "org") -> Org:
+    """The org a run is filed for: the one named in `field` (the caller must belong to it), else the
+    caller's first."""
+    if slug is not None:
+        org = caller.org_by_slug(slug)
+        if org is None:
+            raise forbidden(
+                f"{field}: {slug!r} is not an organization you belong to",
+                organizations=[o.slug for o in caller.orgs],
+            )
+        return org
+    if not caller.orgs:
+        raise forbidden("you belong to no organization; an admin adds you to one (yardstick admin user)")
+    return caller.orgs[0]
+
+
+def _by_key(session: Session, user_id: int, key: str, digest: str) -> Run | None:
+    earlier = session.execute(
+        select(Run).where(Run.user_id == user_id, Run.transaction_key == key)
+    ).scalar_one_or_none()
+    if earlier is not None and earlier.plan_digest != digest:
+        raise Refusal(
+            RefusalKind.CONFLICT,
+            f"transaction_key {key!r} already filed another plan (submission {earlier.id:x})",
+        )
+    return earlier
+
+
+def _eval_id(session: Session, slug: str | None) -> int | None:
+    if slug is None:
+        return None
+    return session.execute(select(Eval.id).where(Eval.slug == slug)).scalar_one_or_none()

@@ -1,0 +1,88 @@
+"""Where a platform keeps its state: one data directory (the SQLite database, the artifacts, the signing
+secret), or a database URL and an artifact folder given apart for a platform spread over machines."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DATA_DIR_ENV = "YARDSTICK_DATA_DIR"
+DATABASE_ENV = "YARDSTICK_DATABASE_URL"
+
+
+GITHUB_API = "https://api.github.com"
+
+
+@dataclass(frozen=True)
+class SignInSettings:
+    """Who may sign in, and through what. The platform is always its own device-flow provider (passwords
+    set by an admin); GitHub and OpenID Connect issuers are on when named. Each provider is a base URL, so a
+    lab points it at its own GitHub Enterprise or issuer, and tests at a stand-in.
+
+    `registration_org`: the org a user created by `users.register` joins (None: none, until an admin adds
+    them). `public_url`: the platform's address as browsers reach it, for the device flow's links (None:
+    the address each request came to)."""
+
+    github_api_url: str | None = None
+    oidc_issuers: tuple[str, ...] = ()
+    registration_org: str | None = None
+    public_url: str | None = None
+    device_code_ttl_s: int = 600
+    device_interval_s: int = 5
+    # How long the platform's own access token may be exchanged for a key (it is spent by the first use).
+    token_ttl_s: int = 600
+    session_ttl_s: int = 12 * 3600
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> SignInSettings:
+        """`YARDSTICK_GITHUB` (`on` for github.com, or an API base URL), `YARDSTICK_OIDC_ISSUERS` (issuer
+        URLs, comma-separated), `YARDSTICK_REGISTRATION_ORG`, `YARDSTICK_PUBLIC_URL`."""
+        github = env.get("YARDSTICK_GITHUB", "").strip()
+        if github.lower() in ("", "0", "off", "false", "no"):
+            github_api: str | None = None
+        elif github.lower() in ("1", "on", "true", "yes"):
+            github_api = GITHUB_API
+        else:
+            github_api = github
+        issuers = tuple(i.strip() for i in env.get("YARDSTICK_OIDC_ISSUERS", "").split(",") if i.strip())
+        return cls(
+            github_api_url=github_api,
+            oidc_issuers=issuers,
+            registration_org=env.get("YARDSTICK_REGISTRATION_ORG", "").strip() or None,
+            public_url=env.get("YARDSTICK_PUBLIC_URL", "").strip() or None,
+        )
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path
+    database_url: str | None = None
+    artifact_ttl_s: int = 3600
+    lease_s: float = 60.0
+    max_attempts: int = 3
+    # How long one policy or benchmark call may take on a worker before it is cut (the episode fails).
+    call_timeout_s: float = 60.0
+    sign_in: SignInSettings = field(default_factory=SignInSettings)
+
+    @classmethod
+    def from_env(cls, data_dir: str | Path | None = None, database_url: str | None = None) -> Settings:
+        folder = Path(data_dir or os.environ.get(DATA_DIR_ENV) or "~/.local/share/yardstick").expanduser()
+        return cls(
+            data_dir=folder,
+            database_url=database_url or os.environ.get(DATABASE_ENV) or None,
+            sign_in=SignInSettings.from_env(os.environ),
+        )
+
+    @property
+    def database(self) -> str:
+        return self.database_url or f"sqlite:///{(self.data_dir / 'yardstick.db').resolve()}"
+
+    @property
+    def artifact_root(self) -> Path:
+        return self.data_dir / "artifacts"
+
+    @property
+    def secret_file(self) -> Path:
+        return self.data_dir / "secret.key"

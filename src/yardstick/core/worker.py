@@ -1,0 +1,287 @@
+"""A platform worker: lease episodes from the queue, play them on the engine, write what came of them.
+
+One worker plays one batch at a time (one submission's episodes) in its main thread, where the engine's call
+guard works; a thread renews the lease meanwhile. Policies and benchmarks are built once and kept for the next
+batch of the same run. A failed episode fails its run with the kind of failure it was (`lifecycle` decides
+who pays). SIGTERM (or `stop`) finishes the episode in hand and hands the rest of the batch back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from yardstick.core import lifecycle
+from yardstick.core.artifacts import LocalArtifactStore
+from yardstick.core.ledger import Ledger
+from yardstick.core.settings import Settings
+from yardstick.engine.failures import FailureKind
+from yardstick.engine.recording import Recording, describe_video, episode_folder
+from yardstick.engine.results import EpisodeResult, EpisodeSpec
+from yardstick.engine.runtime import BuildError, Component, Runtime, Work
+from yardstick.store.db import Database
+from yardstick.store.models import Eval, Run, ServedPolicy, WorkerBeat, utcnow
+from yardstick.store.queue import EpisodeQueue, LeasedEpisode
+from yardstick.store.states import ACTIVE_RUNS, TargetKind
+from yardstick.wire.address import format_url, parse_address
+
+# Well inside the 30 s after which the platform counts a worker gone (runs.WORKER_ALIVE_S).
+BEAT_EVERY_S = 5.0
+KEPT_RUNTIMES = 2
+
+
+@dataclass(frozen=True)
+class BatchWork:
+    """What a leased batch of one run needs to be played."""
+
+    run_id: int
+    benchmark: Component
+    endpoints: dict[str, dict[str, Any]]  # name -> the run's endpoint target (kind, wire, address, spec)
+    recording: Recording | None = None
+
+
+class PlatformWorker:
+    def __init__(
+        self,
+        settings: Settings,
+        ledger: Ledger,
+        *,
+        name: str | None = None,
+        batch: int = 8,
+        poll_s: float = 0.5,
+    ) -> None:
+        self.settings = settings
+        self.db = Database(settings.database)
+        self.store = LocalArtifactStore(settings.artifact_root)
+        self.queue = EpisodeQueue(self.db, lease_s=settings.lease_s, max_attempts=settings.max_attempts)
+        self.lifecycle = lifecycle.Lifecycle(self.db, self.store, ledger)
+        self.name = name or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+        self.batch = batch
+        self.poll_s = poll_s
+        self.call_timeout_s = settings.call_timeout_s
+        self.stopping = threading.Event()
+        self._runtimes: OrderedDict[str, Runtime] = OrderedDict()
+        self._warm: set[str] = set()  # tasks this worker has played: their worlds are built
+        # Episodes record here, then their files go to the artifact store and leave this folder.
+        self._recordings = Path(tempfile.mkdtemp(prefix="yardstick-recording-"))
+        self._beaten_at = -math.inf
+
+    def run(self) -> None:
+        """Until `stop()`: beat, sweep abandoned runs, lease, play."""
+        try:
+            while not self.stopping.is_set():
+                if not self.step():
+                    self.stopping.wait(self.poll_s)
+        finally:
+            for runtime in self._runtimes.values():
+                runtime.close()
+            self._runtimes.clear()
+            self.db.close()
+            shutil.rmtree(self._recordings, ignore_errors=True)
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def step(self) -> bool:
+        """One round; True if it played anything."""
+        self._beat()
+        self._sweep()
+        leased = self.queue.lease(self.name, self.batch, frozenset(self._warm))
+        if not leased:
+            return False
+        self._play(leased)
+        return True
+
+    def _beat(self) -> None:
+        # Every few seconds, not every poll: an idle worker polls twice a second, and a beat is a write.
+        now = time.monotonic()
+        if now - self._beaten_at < BEAT_EVERY_S:
+            return
+        self._beaten_at = now
+        with self.db.writing() as session:
+            beat = session.get(WorkerBeat, self.name)
+            if beat is None:
+                session.add(WorkerBeat(name=self.name, host=socket.gethostname(), seen_at=utcnow()))
+            else:
+                beat.seen_at = utcnow()
+
+    def _sweep(self) -> None:
+        for run_id, error in self.queue.abandoned():
+            self.lifecycle.fail(
+                run_id,
+                FailureKind.PLATFORM_LOST,
+                f"the platform lost the workers playing an episode: {error}",
+            )
+
+    def _play(self, leased: list[LeasedEpisode]) -> None:
+        pending = {e.id: e for e in leased}
+        renewing = threading.Event()
+        renewer = threading.Thread(target=self._renew, args=(pending, renewing), daemon=True)
+        renewer.start()
+        try:
+            work = self._batch_work(leased[0].submission_id)
+            if work is None:
+                return
+            for endpoint in dict.fromkeys(e.endpoint for e in leased):
+                if not self._play_endpoint(work, [e for e in leased if e.endpoint == endpoint], pending):
+                    return
+        finally:
+            renewing.set()
+            renewer.join()
+            # Whatever was not played (stopping, or the run ended) goes back; a run that ended drops it.
+            self.queue.release(self.name, list(pending))
+
+    def _renew(self, pending: dict[int, LeasedEpisode], done: threading.Event) -> None:
+        while not done.wait(self.settings.lease_s / 3):
+            self.queue.renew(self.name, list(pending))
+
+    def _batch_work(self, run_id: int) -> BatchWork | None:
+        with self.db.reading() as session:
+            run = session.get(Run, run_id)
+            if run is None or run.status not in ACTIVE_RUNS:
+                return None
+            catalog_eval = session.get(Eval, run.eval_id) if run.eval_id else None
+            if catalog_eval is None:
+                return None
+            recording = (
+                Recording(
+                    video=True, trajectory=True, folder=str(self._recordings), fps=catalog_eval.record_fps
+                )
+                if catalog_eval.record_video
+                else None
+            )
+            return BatchWork(
+                run_id,
+                Component(catalog_eval.benchmark, dict(catalog_eval.benchmark_params)),
+                dict(run.endpoints),
+                recording,
+            )
+
+    def _policy(self, endpoint: dict[str, Any]) -> Component:
+        if endpoint["kind"] == TargetKind.SERVED:
+            with self.db.reading() as session:
+                served = session.get(ServedPolicy, endpoint["spec"])
+            if served is None:
+                raise BuildError(
+                    f"the served policy {endpoint['spec']!r} is no longer offered",
+                    FailureKind.POLICY_SETUP_CRASH,
+                )
+            return Component(served.reference, dict(served.params))
+        wire = endpoint["wire"]
+        return Component(format_url(wire, parse_address(wire, endpoint["address"])))
+
+    def _runtime(self, batch: BatchWork, endpoint: str) -> Runtime:
+        work = Work(
+            benchmark=batch.benchmark,
+            policy=self._policy(batch.endpoints[endpoint]),
+            call_timeout_s=self.call_timeout_s,
+            recording=batch.recording,
+        )
+        key = json.dumps(
+            [
+                work.benchmark.ref,
+                work.benchmark.params,
+                work.policy.ref,
+                work.policy.params,
+                repr(work.recording),
+            ],
+            sort_keys=True,
+        )
+        runtime = self._runtimes.pop(key, None) or Runtime(work)
+        self._runtimes[key] = runtime
+        while len(self._runtimes) > KEPT_RUNTIMES:
+            self._runtimes.popitem(last=False)[1].close()
+        return runtime
+
+    def _play_endpoint(
+        self, batch: BatchWork, episodes: list[LeasedEpisode], pending: dict[int, LeasedEpisode]
+    ) -> bool:
+        """Play one endpoint's episodes of the batch; False once the run has ended (failed or cancelled)."""
+        try:
+            runtime = self._runtime(batch, episodes[0].endpoint)
+        except BuildError as exc:
+            self.lifecycle.fail(
+                batch.run_id, exc.kind, f"endpoint {episodes[0].endpoint!r} could not be started: {exc}"
+            )
+            pending.clear()
+            return False
+        by_index = {e.index: e for e in episodes}
+        self._warm.update(e.task_id for e in episodes)
+        specs = [
+            EpisodeSpec(index=e.index, task=e.benchmark_task, trial=e.trial, seed=e.seed, cap_s=e.cap_s)
+            for e in episodes
+        ]
+        for result in runtime.run(_until(specs, self.stopping)):
+            episode = by_index[result.index]
+            pending.pop(episode.id, None)
+            record = {
+                **result.to_dict(),
+                "task_id": episode.task_id,
+                "endpoint": episode.endpoint,
+                "attempt": episode.attempt,
+                "worker": self.name,
+            }
+            if result.failure is not None:
+                shutil.rmtree(episode_folder(self._recordings, result.index), ignore_errors=True)
+                if self.queue.fail(self.name, episode.id, result.error or "", record):
+                    self.lifecycle.fail(
+                        batch.run_id,
+                        result.failure,
+                        f"episode {episode.index} ({episode.task_id}, endpoint {episode.endpoint}, seed "
+                        f"{episode.seed}): {result.error}",
+                        {"episode": record},
+                    )
+                pending.clear()
+                return False
+            files = self._upload_recording(batch.run_id, result, record)
+            key = lifecycle.episode_key(episode.index)
+            raw = json.dumps(record, default=str).encode()
+            size = self.store.put(batch.run_id, key, raw, "application/json", durable=False)
+            landed = self.queue.complete(
+                self.name, episode.id, record, [*files, (key, size, "application/json")]
+            )
+            if landed.last:
+                self.lifecycle.finish(batch.run_id)
+            if not landed.active:
+                pending.clear()
+                return False
+        return True
+
+    def _upload_recording(
+        self, submission_id: int, result: EpisodeResult, record: dict[str, Any]
+    ) -> list[tuple[str, int, str]]:
+        """Move an episode's recorded files into the artifact store, next to its record, and describe its
+        videos in the record (camera, file, size, duration) for the pages. The local copies go."""
+        written: list[tuple[str, int, str]] = []
+        videos: list[dict[str, Any]] = []
+        for relative in result.artifacts:
+            path = self._recordings / relative
+            content_type = "video/mp4" if path.suffix == ".mp4" else "application/gzip"
+            key = f"{lifecycle.ATTEMPT}{relative}"
+            size = self.store.put(submission_id, key, path.read_bytes(), content_type, durable=False)
+            written.append((key, size, content_type))
+            if content_type == "video/mp4":
+                videos.append(describe_video(path))
+        shutil.rmtree(episode_folder(self._recordings, result.index), ignore_errors=True)
+        if videos:
+            record["videos"] = videos
+        return written
+
+
+def _until(specs: list[EpisodeSpec], stopping: threading.Event) -> Any:
+    """The episodes, one by one, until the worker is asked to stop."""
+    for spec in specs:
+        if stopping.is_set():
+            return
+        yield spec

@@ -1,0 +1,69 @@
+"""Why an episode failed, as a kind recorded where the failure happens, beside the sentence a person reads.
+
+Nothing reads a failure's message to learn what happened: the engine, the wire and the workers each name
+the kind when they raise, and whoever decides what follows (a charge or a refund, a contract's reason code)
+reads the kind. Each kind says whose fault it is (`Party`), which is all the engine knows of blame: a front
+door maps kinds to its contract's codes in one table, and the platform's core decides who pays.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Party(StrEnum):
+    """Who a failure belongs to."""
+
+    POLICY = "policy"
+    BENCHMARK = "benchmark"
+    PLATFORM = "platform"
+
+
+class FailureKind(StrEnum):
+    """What went wrong with an episode (or with building what plays it)."""
+
+    # The policy's.
+    POLICY_CRASH = "policy_crash"  # its infer raised
+    POLICY_TIMEOUT = "policy_timeout"  # one of its calls ran past the call limit and was cut
+    POLICY_SETUP_CRASH = "policy_setup_crash"  # its constructor or on_episode raised, or it could not load
+    LATENCY_BUDGET = "latency_budget"  # a policy server did not answer within the reply budget
+    SESSION_REFUSED = "session_refused"  # a policy server refused the session (or never opened one)
+    SESSION_DROPPED = "session_dropped"  # a policy server dropped the session mid-episode
+    MALFORMED_ANSWER = "malformed_answer"  # an answer that is no chunk of actions, or breaks the wire
+    # The benchmark's.
+    BENCHMARK_CRASH = "benchmark_crash"  # reset or step raised, or answered something malformed
+    BENCHMARK_TIMEOUT = "benchmark_timeout"  # reset or step ran past the call limit and was cut
+    BENCHMARK_SETUP_CRASH = "benchmark_setup_crash"  # its constructor raised, or it could not load
+    # The platform's.
+    WORKER_LOST = "worker_lost"  # the process playing it died, or hung where no alarm reaches
+    PLATFORM_LOST = "platform_lost"  # its leases ran out too often: the workers playing it were lost
+    STORAGE_FAILED = "storage_failed"  # its records could not be written
+
+    @property
+    def party(self) -> Party:
+        return _PARTY[self]
+
+
+_POLICY = {
+    "policy_crash",
+    "policy_timeout",
+    "policy_setup_crash",
+    "latency_budget",
+    "session_refused",
+    "session_dropped",
+    "malformed_answer",
+}
+_BENCHMARK = {"benchmark_crash", "benchmark_timeout", "benchmark_setup_crash"}
+_PARTY = {
+    kind: Party.POLICY if kind in _POLICY else Party.BENCHMARK if kind in _BENCHMARK else Party.PLATFORM
+    for kind in FailureKind
+}
+
+
+class Failed(Exception):
+    """A failure that knows its kind: what the engine's parts raise so the kind travels with the sentence."""
+
+    def __init__(self, reason: str, kind: FailureKind) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.kind = kind

@@ -1,0 +1,119 @@
+"""The gateway: one FastAPI application over every front door, the pages, the signed artifact route and
+health. OpenAPI at `/openapi.json`, browsable at `/docs`.
+
+Each door's routes render their own refusals (`http.routing`); what reaches no route (a path nobody serves,
+a method a path does not take, a fault of ours) is rendered by the door whose paths it falls under.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, Response
+from starlette.exceptions import HTTPException
+
+from yardstick import __version__
+from yardstick.core.artifacts import ARTIFACTS_PATH, ArtifactUrlRefused
+from yardstick.core.refusals import Refusal, RefusalKind
+from yardstick.gateway.services import Services
+from yardstick.http.routing import Door
+from yardstick.positronic import routes as positronic
+from yardstick.positronic.errors import POSITRONIC
+from yardstick.signin import oauth
+from yardstick.web import checkout_page, signin_pages
+from yardstick.web.site import CORS, site_router
+
+# The kinds a status that reaches no route stands for.
+_STATUS_KINDS = {
+    401: RefusalKind.UNAUTHENTICATED,
+    403: RefusalKind.FORBIDDEN,
+    404: RefusalKind.NOT_FOUND,
+    413: RefusalKind.TOO_LARGE,
+}
+
+
+def create_app(services: Services) -> FastAPI:
+    platform = services.platform
+    app = FastAPI(
+        title="Yardstick",
+        version=__version__,
+        openapi_url="/openapi.json",
+        docs_url="/docs",
+        description="Evaluate robot policies on benchmarks: the Positronic platform contract (v1).",
+    )
+    app.state.platform = platform
+    doors: list[Door] = [POSITRONIC]  # the last one claims every path the others do not
+    app.include_router(positronic.router(services.sign_in, services.purchases))
+    app.include_router(oauth.router(services.sign_in))
+    app.include_router(site_router(platform))
+    app.include_router(signin_pages.router(services.sign_in))
+    app.include_router(checkout_page.router(services.purchases))
+
+    def door_of(request: Request) -> Door:
+        return next(door for door in doors if door.serves(request.url.path))
+
+    @app.middleware("http")
+    async def _open_to_other_origins(request: Request, call_next: Any) -> Any:
+        """The replay data, its videos and both rankings routes may be read from any origin."""
+        shared = request.url.path.startswith(("/v/", "/v1/rankings."))
+        if shared and request.method == "OPTIONS":
+            return Response(
+                status_code=204,
+                headers={
+                    **CORS,
+                    "Access-Control-Allow-Headers": "Authorization",
+                    "Access-Control-Allow-Methods": "GET, OPTIONS",
+                },
+            )
+        response = await call_next(request)
+        if shared:
+            response.headers.update(CORS)
+        return response
+
+    @app.exception_handler(Refusal)
+    async def _refused(request: Request, exc: Refusal) -> Response:
+        return door_of(request).refusal(request, exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        return door_of(request).invalid(request, exc)
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException) -> Response:
+        kind = _STATUS_KINDS.get(
+            exc.status_code, RefusalKind.BAD_REQUEST if exc.status_code < 500 else RefusalKind.INTERNAL
+        )
+        answer = door_of(request).refusal(request, Refusal(kind, str(exc.detail)))
+        answer.status_code = exc.status_code
+        if exc.headers:
+            answer.headers.update(exc.headers)
+        return answer
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception) -> Response:
+        return door_of(request).refusal(
+            request, Refusal(RefusalKind.INTERNAL, f"internal error: {type(exc).__name__}")
+        )
+
+    @app.get(ARTIFACTS_PATH + "/{submission}/{key:path}", include_in_schema=True)
+    def artifact(submission: str, key: str, expires: str = "", sig: str = "") -> Any:
+        """An artifact by its signed, expiring URL (no key needed: the signature is the credential)."""
+        try:
+            platform.signer.verify(submission, key, expires, sig)
+        except ArtifactUrlRefused as exc:
+            raise Refusal(RefusalKind.FORBIDDEN, f"this artifact link is refused: {exc.reason}") from None
+        try:
+            path = platform.store.path(int(submission, 16), key)
+        except ValueError:
+            raise Refusal(RefusalKind.NOT_FOUND, f"no artifact {key!r}") from None
+        if not path.is_file():
+            raise Refusal(RefusalKind.NOT_FOUND, f"no artifact {key!r}")
+        return FileResponse(path, headers={"Access-Control-Allow-Origin": "*"})
+
+    @app.get("/healthz")
+    def health() -> dict[str, Any]:
+        return {"status": "ok", "version": __version__, "workers_alive": platform.runs.workers_alive()}
+
+    return app

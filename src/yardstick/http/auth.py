@@ -1,0 +1,44 @@
+"""Who is calling, for every router: the bearer key parsed once, its caller looked up once (cached by the
+platform's `Authenticator`). A route that needs a caller depends on `Who`; one that serves anyone but reads
+more for a caller, on `MaybeWho`. A missing or dead key is refused as `unauthenticated`, which the route's
+door renders in its own error body."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from yardstick.core.accounts import Caller
+from yardstick.core.platform import Platform
+from yardstick.core.refusals import unauthenticated
+
+
+def bearer(request: Request) -> str | None:
+    """The key of `Authorization: Bearer <key>`, or None."""
+    header = request.headers.get("authorization", "")
+    if header[:7].lower() != "bearer ":
+        return None
+    return header[7:].strip() or None
+
+
+def platform_of(request: Request) -> Platform:
+    found: Platform = request.app.state.platform
+    return found
+
+
+def caller(request: Request) -> Caller:
+    found = platform_of(request).accounts.caller(bearer(request))
+    if found is None:
+        raise unauthenticated()
+    return found
+
+
+def maybe_caller(request: Request) -> Caller | None:
+    """The caller when a key is given (a key given and refused is still refused), else None."""
+    return caller(request) if bearer(request) is not None else None
+
+
+Plat = Annotated[Platform, Depends(platform_of)]
+Who = Annotated[Caller, Depends(caller)]
+MaybeWho = Annotated[Caller | None, Depends(maybe_caller)]

@@ -1,0 +1,110 @@
+"""The Positronic door's error envelope, `{"error": {"code", "message", "details"}}`, and its two tables:
+the platform's refusal kinds to the contract's `ErrorCode`s (with their HTTP statuses), and the platform's
+failure kinds to the contract's `ReasonCode`s. Nothing else in the door chooses a code.
+
+`details` carries `quota` behind `quota_exceeded`, `evals` / `tasks` listing what is on offer when the one
+asked for is not, and `errors` (field and rule each) behind a request the models refuse.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from platform_client.enums import ErrorCode, ReasonCode
+
+from yardstick.core.admission import Quota
+from yardstick.core.refusals import Refusal, RefusalKind
+from yardstick.engine.failures import FailureKind
+
+CODES: dict[RefusalKind, tuple[ErrorCode, int]] = {
+    RefusalKind.BAD_REQUEST: (ErrorCode.bad_request, 400),
+    RefusalKind.UNAUTHENTICATED: (ErrorCode.unauthorized, 401),
+    RefusalKind.FORBIDDEN: (ErrorCode.forbidden, 403),
+    RefusalKind.NOT_FOUND: (ErrorCode.not_found, 404),
+    RefusalKind.CONFLICT: (ErrorCode.transaction_conflict, 409),
+    RefusalKind.EVAL_UNAVAILABLE: (ErrorCode.eval_unavailable, 409),
+    RefusalKind.QUOTA_EXCEEDED: (ErrorCode.quota_exceeded, 429),
+    RefusalKind.INSUFFICIENT_CREDITS: (ErrorCode.insufficient_credits, 402),
+    RefusalKind.TOO_LARGE: (ErrorCode.bad_request, 413),
+    RefusalKind.UPSTREAM_UNAVAILABLE: (ErrorCode.upstream_unavailable, 503),
+    RefusalKind.INTERNAL: (ErrorCode.internal_error, 500),
+}
+
+REASONS: dict[FailureKind, ReasonCode] = {
+    FailureKind.POLICY_CRASH: ReasonCode.policy_inference_crash,
+    FailureKind.MALFORMED_ANSWER: ReasonCode.policy_inference_crash,
+    FailureKind.SESSION_DROPPED: ReasonCode.policy_inference_crash,
+    FailureKind.POLICY_TIMEOUT: ReasonCode.latency_budget_exceeded,
+    FailureKind.LATENCY_BUDGET: ReasonCode.latency_budget_exceeded,
+    FailureKind.POLICY_SETUP_CRASH: ReasonCode.policy_setup_crash,
+    FailureKind.SESSION_REFUSED: ReasonCode.policy_setup_crash,
+    # The catalogue's benchmarks are the platform's: their failures are the platform's, refunded.
+    FailureKind.BENCHMARK_CRASH: ReasonCode.internal_error,
+    FailureKind.BENCHMARK_TIMEOUT: ReasonCode.internal_error,
+    FailureKind.BENCHMARK_SETUP_CRASH: ReasonCode.internal_error,
+    FailureKind.STORAGE_FAILED: ReasonCode.internal_error,
+    FailureKind.WORKER_LOST: ReasonCode.runner_unresponsive,
+    FailureKind.PLATFORM_LOST: ReasonCode.runner_unresponsive,
+}
+
+
+def reason_code(failure: str | None) -> ReasonCode | None:
+    """The contract's reason for a run's recorded failure kind (None for a run that did not fail)."""
+    return REASONS[FailureKind(failure)] if failure else None
+
+
+def quota_dict(quota: Quota) -> dict[str, Any]:
+    """A quota in the contract's `QuotaLimit` shape."""
+    return {
+        "key": quota.key,
+        "meter": "submissions",
+        "unit": "submissions",
+        "scale": 1,
+        "window": quota.window,
+        "subject": quota.subject,
+        "scope": [],
+        "limit": quota.limit,
+        "used": quota.used,
+        "resets_at": quota.resets_at.isoformat() if quota.resets_at else None,
+        "on_exhausted": quota.on_exhausted,
+    }
+
+
+def envelope(code: ErrorCode, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"error": {"code": code.name, "message": message, "details": details or {}}}
+
+
+def refusal_response(refusal: Refusal) -> JSONResponse:
+    code, status = CODES[refusal.kind]
+    details = {k: quota_dict(v) if isinstance(v, Quota) else v for k, v in refusal.details.items()}
+    return JSONResponse(envelope(code, refusal.message, details), status_code=status)
+
+
+def problems_of(exc: RequestValidationError) -> list[dict[str, str]]:
+    """Each problem a model found: the field (dotted, without `body`) and the rule it broke."""
+    return [
+        {"field": ".".join(str(p) for p in error["loc"] if p != "body"), "rule": error["msg"]}
+        for error in exc.errors()
+    ]
+
+
+class Positronic:
+    """The Positronic door: dotted routes under `/v1/` (`/v1/submissions.create`), its envelope."""
+
+    def refusal(self, request: Request, refusal: Refusal) -> Response:
+        return refusal_response(refusal)
+
+    def invalid(self, request: Request, exc: RequestValidationError) -> Response:
+        problems = problems_of(exc)
+        message = "; ".join(f"{p['field'] or 'body'}: {p['rule']}" for p in problems[:5])
+        body = envelope(ErrorCode.bad_request, message or "the request is malformed", {"errors": problems})
+        return JSONResponse(body, status_code=422)
+
+    def serves(self, path: str) -> bool:
+        return True  # the platform's default: every answer no other door claims
+
+
+POSITRONIC = Positronic()

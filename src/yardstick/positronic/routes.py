@@ -1,0 +1,289 @@
+"""The Positronic front door: every route of `platform_client.routes`, bound to the contract's own request and
+response models (`positronic-platform-client==0.37.1`), translated to and from the platform's core. Its
+refusals answer in the contract's envelope (`errors.py`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+from platform_client import routes
+from platform_client.boards import BoardRef
+from platform_client.catalog import EvalListResponse, TaskListResponse
+from platform_client.enums import BoardVisibility, KeyStatus, SubmissionStatus
+from platform_client.eval_plan import EvalPlan, PrivateEval
+from platform_client.ids import ApiKey, OrgSlug, SubmissionId, UserId
+from platform_client.requests import CancelRequest, RegisterRequest
+from platform_client.responses import (
+    ArtifactEntry,
+    ArtifactListResponse,
+    AuthConfig,
+    BaselineMark,
+    BoardListResponse,
+    BoardSummary,
+    CancelResponse,
+    DataBackedReplayLink,
+    MeResponse,
+    QuotaLimit,
+    RankingRow,
+    RankingsResponse,
+    RegisterResponse,
+    ResolvedPlan,
+    Scores,
+    SubmissionCreateResponse,
+    SubmissionListResponse,
+)
+from positronic_evals.evals import EvalRef
+from pydantic import BaseModel
+
+from yardstick.billing.purchases import Purchases
+from yardstick.core.accounts import Caller
+from yardstick.core.artifacts import ARTIFACTS_PATH
+from yardstick.core.boards import page_url
+from yardstick.core.ledger import PricedEpisodes
+from yardstick.core.platform import Platform
+from yardstick.core.refusals import bad_request
+from yardstick.core.runs import Filing, org_for
+from yardstick.http.auth import MaybeWho, Plat, Who
+from yardstick.http.routing import door_router
+from yardstick.positronic import billing_routes, keys_routes, plans
+from yardstick.positronic.catalog_view import eval_summary, tasks_view
+from yardstick.positronic.errors import POSITRONIC, quota_dict, reason_code
+from yardstick.positronic.views import list_row, status_view
+from yardstick.signin.service import SignIn
+from yardstick.store.models import Org
+from yardstick.store.states import Contract, RunStatus
+
+
+def answer(model: BaseModel) -> JSONResponse:
+    return JSONResponse(model.model_dump(mode="json"))
+
+
+def submission_id(value: str, field: str = "id") -> int:
+    try:
+        return int(SubmissionId.parse(value))
+    except (ValueError, TypeError):
+        raise bad_request(
+            f"{field}: {value!r} is not a submission id (bare hexadecimal, 0 < id < 2**63)"
+        ) from None
+
+
+def priced_lines(resolved: ResolvedPlan) -> list[PricedEpisodes]:
+    """What a quote prices, read off the contract's answer: per task and endpoint, its count and cap."""
+    return [
+        PricedEpisodes(pos, endpoint.name, endpoint.episodes, task.cap_per_episode_sec)
+        for pos, task in enumerate(resolved.tasks)
+        for endpoint in task.endpoints
+    ]
+
+
+def resolution_of(platform: Platform, caller: Caller, plan: EvalPlan) -> tuple[Org, plans.Resolution]:
+    """The plan resolved against the catalogue its org offers, with its credit quote where the org pays as
+    it goes."""
+    named = plan.request_type.org if isinstance(plan.request_type, PrivateEval) else None
+    org = org_for(caller, named, field="request_type.org")
+    resolution = plans.resolve(plan, platform.catalog(caller, org), transaction_key=plan.transaction_key)
+    quote = platform.ledger.quote(platform.runs.billing_mode(org), priced_lines(resolution.resolved))
+    if quote is None:
+        return org, resolution
+    return org, resolution.with_quote(quote)
+
+
+def router(sign_in: SignIn, purchases: Purchases) -> APIRouter:
+    """Every route of this door; `sign_in` answers `users.register` and `auth.config`, `purchases` the
+    billing routes."""
+    door = door_router(POSITRONIC)
+    door.include_router(_submissions(purchases))
+    door.include_router(_accounts(sign_in))
+    door.include_router(billing_routes.router(purchases))
+    door.include_router(keys_routes.router(sign_in))
+    return door
+
+
+def _accounts(sign_in: SignIn) -> APIRouter:
+    door = door_router(POSITRONIC)
+
+    @door.get(routes.AUTH_CONFIG, response_model=AuthConfig)
+    def auth_config() -> JSONResponse:
+        """The sign-ins `users.register` takes: GitHub tokens when a GitHub provider is configured; never
+        WorkOS. The platform's own device flow (`yardstick login`) and OpenID Connect issuers are named under
+        `yardstick`, which the contract's client ignores."""
+        body = AuthConfig(github_registration=sign_in.github, workos=None).model_dump(mode="json")
+        body["yardstick"] = {
+            "device_authorization_path": "/oauth/device/code",
+            "token_path": "/oauth/token",
+            "oidc_issuers": list(sign_in.settings.oidc_issuers),
+        }
+        return JSONResponse(body)
+
+    @door.post(routes.USERS_REGISTER, response_model=RegisterResponse)
+    def users_register(body: RegisterRequest, request: Request) -> JSONResponse:
+        """Create-or-return the user behind a sign-in credential (checked with its provider within this
+        call): `created` with a key, `existing` without one, `rotated` (with `rotate`) revoking what earlier
+        registrations minted."""
+        done = sign_in.register(body.credential, body.alias, body.rotate)
+        registered = RegisterResponse(
+            user_id=UserId(done.user_id),
+            # Where a user's artifacts are handed out: every link `submissions.artifacts` signs begins here.
+            artifact_location=str(request.base_url).rstrip("/") + ARTIFACTS_PATH + "/",
+            api_key=ApiKey(done.api_key) if done.api_key else None,
+            key_status=KeyStatus[done.key_status],
+        )
+        return JSONResponse(registered.model_dump(mode="json"), headers={"Cache-Control": "no-store"})
+
+    @door.get(routes.USERS_ME, response_model=MeResponse)
+    def users_me(plat: Plat, who: Who) -> JSONResponse:
+        first = who.orgs[0] if who.orgs else None
+        return answer(
+            MeResponse(
+                user_id=UserId(who.user_id),
+                alias=who.alias,
+                tenant=first.slug if first else "",
+                plan=first.plan if first else "none",
+                quota=[QuotaLimit.model_validate(quota_dict(q)) for q in plat.runs.quotas(who)],
+                client=next((o.slug for o in who.orgs if o.may_compose), None),
+                organizations=[OrgSlug(o.slug) for o in who.orgs],
+            )
+        )
+
+    return door
+
+
+def _submissions(purchases: Purchases) -> APIRouter:
+    door = door_router(POSITRONIC)
+
+    @door.get(routes.CATALOG_EVALS, response_model=EvalListResponse)
+    def catalog_evals(plat: Plat, who: Who) -> JSONResponse:
+        offered = plat.catalog(who).evals.values()
+        return answer(EvalListResponse(evals=[eval_summary(ev) for ev in offered if ev.accepting]))
+
+    @door.get(routes.CATALOG_TASKS, response_model=TaskListResponse)
+    def catalog_tasks(plat: Plat, who: Who) -> JSONResponse:
+        return answer(tasks_view(plat.catalog(who)))
+
+    @door.post(routes.SUBMISSIONS_RESOLVE, response_model=ResolvedPlan)
+    def submissions_resolve(plan: EvalPlan, plat: Plat, who: Who) -> JSONResponse:
+        return answer(resolution_of(plat, who, plan)[1].resolved)
+
+    @door.post(routes.SUBMISSIONS_CREATE, response_model=SubmissionCreateResponse)
+    def submissions_create(plan: EvalPlan, plat: Plat, who: Who) -> JSONResponse:
+        """Admit a plan: resolved, within quota, its credits held, its episodes queued. The same transaction
+        key with the same plan returns the first submission (not charged again); with another plan it is a
+        conflict."""
+        org, resolution = resolution_of(plat, who, plan)
+        body = plan.model_dump(mode="json")
+        filing = Filing(
+            plan=resolution.run_plan(plan),
+            contract=Contract.POSITRONIC,
+            digest=hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest(),
+            request=body,
+            answer=resolution.resolved.model_dump(mode="json"),
+            transaction_key=plan.transaction_key,
+            alias=plan.alias,
+            quote=resolution.resolved.credit_quote,
+        )
+        run, _ = plat.runs.file(who, org, filing)
+        return answer(
+            SubmissionCreateResponse(
+                submission_id=SubmissionId(run.id),
+                status=SubmissionStatus[run.status],
+                reason_code=reason_code(run.failure),
+                resolved=ResolvedPlan.model_validate(run.resolved),
+                billing=billing_routes.request_billing(purchases, run.id),
+            )
+        )
+
+    @door.get(routes.SUBMISSIONS_GET)
+    def submissions_get(request: Request, plat: Plat, who: Who, id: Annotated[str, Query()]) -> JSONResponse:
+        run = plat.runs.get(who, submission_id(id), Contract.POSITRONIC)
+        return JSONResponse(status_view(plat, run, str(request.base_url)).model_dump(mode="json"))
+
+    @door.get(routes.SUBMISSIONS_LIST, response_model=SubmissionListResponse)
+    def submissions_list(
+        plat: Plat, who: Who, after: str | None = None, limit: int | None = None
+    ) -> JSONResponse:
+        if limit is not None and limit < 1:
+            raise bad_request(f"limit: {limit} is not a page size (at least 1)")
+        rows, more = plat.runs.page(
+            who, Contract.POSITRONIC, submission_id(after, "after") if after else None, limit
+        )
+        # As submissions.get reads it: a pending run with no worker alive is blocked on one.
+        stalled = any(r.status == RunStatus.PENDING for r in rows) and not plat.runs.workers_alive()
+        return answer(
+            SubmissionListResponse(
+                submissions=[list_row(r, blocked=stalled) for r in rows],
+                next=SubmissionId(more) if more else None,
+            )
+        )
+
+    @door.post(routes.SUBMISSIONS_CANCEL, response_model=CancelResponse)
+    def submissions_cancel(body: CancelRequest, plat: Plat, who: Who) -> JSONResponse:
+        status, refunded = plat.runs.cancel(who, int(body.id))
+        return answer(CancelResponse(status=SubmissionStatus[status], refunded=refunded))
+
+    @door.get(routes.SUBMISSIONS_ARTIFACTS, response_model=ArtifactListResponse)
+    def submissions_artifacts(
+        request: Request,
+        plat: Plat,
+        who: Who,
+        id: str,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> JSONResponse:
+        if limit is not None and limit < 1:
+            raise bad_request(f"limit: {limit} is not a page size (at least 1)")
+        run = plat.runs.get(who, submission_id(id), Contract.POSITRONIC)
+        entries, more = plat.links.page(run, prefix, after, limit, str(request.base_url))
+        return answer(
+            ArtifactListResponse(
+                artifacts=[ArtifactEntry(key=k, size=s, url=u) for k, s, u in entries], next=more
+            )
+        )
+
+    @door.get(routes.RANKINGS_LIST, response_model=BoardListResponse)
+    def rankings_list(plat: Plat, who: MaybeWho) -> JSONResponse:
+        boards = [
+            BoardSummary(
+                board=BoardRef(b.slug),
+                title=b.title,
+                eval=EvalRef(ev.slug),
+                primary_metric=ev.primary_metric,
+                visibility=BoardVisibility[b.visibility],
+            )
+            for b, ev in plat.boards.boards(who)
+        ]
+        return answer(BoardListResponse(boards=boards))
+
+    @door.get(routes.RANKINGS_GET, response_model=RankingsResponse)
+    def rankings_get(request: Request, plat: Plat, who: MaybeWho, board: str) -> JSONResponse:
+        found, ev, rows = plat.boards.board(who, board)
+        pages = {r.run_id: page_url(str(request.base_url), r.replay_token) for r in rows if r.replay_token}
+        ranked = [
+            RankingRow(
+                rank=r.rank,
+                display_name=r.display_name,
+                tag=r.tag,
+                scores=Scores(primary=r.primary),
+                submission_id=SubmissionId(r.run_id),
+                submitted_at=r.submitted_at,
+                baseline=BaselineMark(publisher=r.baseline_publisher) if r.baseline_publisher else None,
+                replay=DataBackedReplayLink(url=pages[r.run_id], data_url=pages[r.run_id] + "data.json")
+                if r.run_id in pages
+                else None,
+            )
+            for r in rows
+        ]
+        return answer(
+            RankingsResponse(
+                board=BoardRef(found.slug),
+                eval=EvalRef(ev.slug),
+                primary_metric=ev.primary_metric,
+                rankings=ranked,
+            )
+        )
+
+    return door

@@ -1,0 +1,118 @@
+"""A run as the Positronic contract shows it: the `submissions.get` variant of its status, its list row."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from platform_client.enums import SubmissionStatus
+from platform_client.ids import SubmissionId, UserId
+from platform_client.responses import (
+    ArtifactRefs,
+    BlockedSubmissionView,
+    CancelledSubmissionView,
+    EpisodeCounts,
+    ErroredSubmissionView,
+    FinishedSubmissionView,
+    PendingSubmissionView,
+    ReplayLink,
+    ResolvedPlan,
+    RunningSubmissionView,
+    RunSummary,
+    Scores,
+    SubmissionListRow,
+)
+from pydantic import BaseModel
+
+from yardstick.core.boards import page_url
+from yardstick.core.platform import Platform
+from yardstick.positronic.errors import reason_code
+from yardstick.store.models import Run
+from yardstick.store.states import RunStatus
+
+NO_WORKER = (
+    "no worker is running: start one with `yardstick worker` (or a `yardstick server` without --no-worker)"
+)
+
+
+def counts(run: Run) -> EpisodeCounts:
+    return EpisodeCounts(
+        total=run.episodes_total,
+        done=run.episodes_done,
+        outstanding=max(run.episodes_total - run.episodes_done, 0),
+    )
+
+
+def status_view(platform: Platform, run: Run, base_url: str) -> BaseModel:
+    """The `submissions.get` variant of the run's status. A pending run with no worker alive is blocked
+    on one."""
+    episodes = counts(run)
+    common: dict[str, Any] = {
+        "id": SubmissionId(run.id),
+        "episodes": episodes,
+        "resolved": ResolvedPlan.model_validate(run.resolved),
+    }
+    attempts = [
+        RunSummary(run_tag="attempt-1", started_at=run.started_at, ended_at=run.ended_at, episodes=episodes)
+    ]
+    if run.status == RunStatus.PENDING:
+        if not platform.runs.workers_alive():
+            return BlockedSubmissionView(**common, reason=NO_WORKER)
+        return PendingSubmissionView(
+            **common,
+            alias=run.alias,
+            received_at=run.received_at,
+            queued_at=run.received_at,
+            queue_position=platform.runs.queue_position(run.id),
+        )
+    if run.status == RunStatus.RUNNING:
+        return RunningSubmissionView(
+            **common,
+            runs=attempts,
+            running_since=run.started_at or run.received_at,
+            stage="episodes",
+            stage_detail=f"{run.episodes_done} of {run.episodes_total}",
+        )
+    if run.status == RunStatus.FINISHED:
+        refs = _refs(platform, run, base_url)
+        # A run is marked finished only after its result.json landed (lifecycle.finish).
+        assert refs is not None, f"finished submission {run.id:x} has no result.json"
+        return FinishedSubmissionView(
+            **common,
+            runs=attempts,
+            scores=Scores(primary=(run.scores or {}).get("primary")),
+            artifacts=refs,
+            replay=ReplayLink(url=page_url(base_url, run.replay_token)) if run.replay_token else None,
+        )
+    if run.status == RunStatus.ERRORED:
+        return ErroredSubmissionView(
+            **common,
+            runs=attempts,
+            reason=run.reason,
+            artifacts=_refs(platform, run, base_url),
+            reason_code=reason_code(run.failure),
+        )
+    return CancelledSubmissionView(**common, cancelled_at=run.cancelled_at)
+
+
+def list_row(run: Run, *, blocked: bool) -> SubmissionListRow:
+    """A run in `submissions.list`; `blocked` as `submissions.get` would say it (pending, no worker)."""
+    return SubmissionListRow(
+        id=SubmissionId(run.id),
+        user_id=UserId(run.user_id),
+        alias=run.alias,
+        eval=run.plan.get("eval"),
+        status=SubmissionStatus.blocked
+        if blocked and run.status == RunStatus.PENDING
+        else SubmissionStatus[run.status],
+        reason_code=reason_code(run.failure),
+        episodes=counts(run),
+        received_at=run.received_at,
+    )
+
+
+def _refs(platform: Platform, run: Run, base_url: str) -> ArtifactRefs | None:
+    """Links to the run's own records; None where it wrote none (the contract leaves `artifacts` out)."""
+    urls = platform.links.urls(run.id, ("result.json", "diagnostics.json"), base_url)
+    if "result.json" not in urls:
+        return None
+    return ArtifactRefs(result=urls["result.json"], diagnostics=urls.get("diagnostics.json"))

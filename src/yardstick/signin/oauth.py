@@ -1,0 +1,108 @@
+"""The device flow's two endpoints (RFC 8628): `/oauth/device/code` starts a sign-in, `/oauth/token` polls it.
+Their own contract: form bodies in, JSON out, RFC error codes (`authorization_pending`, `slow_down`,
+`access_denied`, `expired_token`). Secrets travel in bodies, never in a query string, and every answer that
+carries one says `Cache-Control: no-store`."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, quote
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from yardstick.signin.device import DEVICE_GRANT_TYPE, OAuthError
+from yardstick.signin.service import SignIn
+
+NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+MAX_FORM_BYTES = 16_384
+
+
+# --- forms -----------------------------------------------------------------------------------------------
+
+
+class FormRefused(Exception):
+    pass
+
+
+async def form_of(request: Request) -> dict[str, str]:
+    """An `application/x-www-form-urlencoded` body, each field once (RFC 6749 §3.1)."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/x-www-form-urlencoded":
+        raise FormRefused("the body is a form: Content-Type: application/x-www-form-urlencoded")
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        raise FormRefused(f"the form is larger than {MAX_FORM_BYTES} bytes")
+    try:
+        pairs = parse_qsl(body.decode(), keep_blank_values=True, max_num_fields=50, strict_parsing=False)
+    except (UnicodeDecodeError, ValueError):
+        raise FormRefused("the form does not parse (UTF-8, at most 50 fields)") from None
+    fields: dict[str, str] = {}
+    for name, value in pairs:
+        if name in fields:
+            raise FormRefused(f"{name}: given more than once")
+        fields[name] = value
+    return fields
+
+
+def base_url(service: SignIn, request: Request) -> str:
+    return (service.settings.public_url or str(request.base_url)).rstrip("/")
+
+
+# --- the device flow (RFC 8628) ---------------------------------------------------------------------------
+
+
+def _oauth_error(exc: OAuthError) -> JSONResponse:
+    return JSONResponse(exc.body(), status_code=400, headers=NO_STORE)
+
+
+def router(service: SignIn) -> APIRouter:
+    router = APIRouter(prefix="/oauth", tags=["sign-in"])
+
+    @router.post("/device/code")
+    async def device_code(request: Request) -> JSONResponse:
+        """Start a device sign-in (RFC 8628 §3.1): form `client_id` (any name), `scope` (ignored)."""
+        try:
+            form = await form_of(request)
+            started = await run_in_threadpool(service.grants.start, form.get("client_id", "").strip())
+        except FormRefused as exc:
+            return _oauth_error(OAuthError("invalid_request", str(exc)))
+        except OAuthError as exc:
+            return _oauth_error(exc)
+        device_page = base_url(service, request) + "/device"
+        return JSONResponse(
+            {
+                "device_code": started.device_code,
+                "user_code": started.user_code,
+                "verification_uri": device_page,
+                "verification_uri_complete": f"{device_page}?code={quote(started.user_code)}",
+                "expires_in": started.expires_in,
+                "interval": started.interval,
+            },
+            headers=NO_STORE,
+        )
+
+    @router.post("/token")
+    async def token(request: Request) -> JSONResponse:
+        """Poll a device sign-in (RFC 8628 §3.4): form `grant_type`, `device_code`, `client_id`."""
+        try:
+            form = await form_of(request)
+            grant_type = form.get("grant_type", "")
+            if not grant_type:
+                raise OAuthError("invalid_request", f"grant_type: required ({DEVICE_GRANT_TYPE})")
+            if grant_type != DEVICE_GRANT_TYPE:
+                raise OAuthError("unsupported_grant_type", f"grant_type: only {DEVICE_GRANT_TYPE} is taken")
+            for field in ("device_code", "client_id"):
+                if not form.get(field):
+                    raise OAuthError("invalid_request", f"{field}: required")
+            access = await run_in_threadpool(service.grants.poll, form["device_code"], form["client_id"])
+        except FormRefused as exc:
+            return _oauth_error(OAuthError("invalid_request", str(exc)))
+        except OAuthError as exc:
+            return _oauth_error(exc)
+        return JSONResponse(
+            {"access_token": access, "token_type": "bearer", "expires_in": service.settings.token_ttl_s},
+            headers=NO_STORE,
+        )
+
+    return router
