@@ -55,7 +55,8 @@ def axis_quat(axis: tuple[float, float, float], degrees: float) -> npt.NDArray[n
 
 
 def _at(base: npt.NDArray[np.float64], dx: float, dy: float, dz: float) -> npt.NDArray[np.float64]:
-    return np.asarray(base, dtype=np.float64) + np.array([dx, dy, dz])
+    moved: npt.NDArray[np.float64] = np.asarray(base, dtype=np.float64) + np.array([dx, dy, dz])
+    return moved
 
 
 Waypoint = tuple[int, npt.NDArray[np.float64], npt.NDArray[np.float64], float]  # step, xyz, quat, gripper
