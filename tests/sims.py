@@ -30,7 +30,11 @@ def project(
 def red_centre(image: np.ndarray) -> tuple[float, float]:
     """The mean (row, column) of the image's strongly red pixels."""
     pixels = image.astype(np.int16)
-    red = (pixels[..., 0] > 120) & (pixels[..., 1] < 60) & (pixels[..., 2] < 60)
+    red = (
+        (pixels[..., 0] > 120)
+        & (pixels[..., 0] - pixels[..., 1] > 100)
+        & (pixels[..., 0] - pixels[..., 2] > 100)
+    )
     assert red.sum() > 5, "nothing red in the image"
     rows, columns = np.nonzero(red)
     return float(rows.mean()), float(columns.mean())
@@ -59,5 +63,11 @@ class FeedbackAt10Hz(_Feedback):
 
 
 @ys.policy(hz=50)
-class FeedbackAt50Hz(_Feedback):
-    pass
+class FeedbackAt50Hz:
+    """ALOHA's action is joint targets: each a small step from where the joints are, as the state says (a
+    jump across a joint's range makes its physics blow up)."""
+
+    @ys.infer
+    def act(self, obs: Any) -> np.ndarray:
+        state = np.asarray(obs["state"], dtype=np.float64)
+        return (state + 0.05 * np.sin(np.arange(len(state)) + float(state.sum()) * 7.0))[None, :]
