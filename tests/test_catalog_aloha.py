@@ -55,7 +55,7 @@ def test_the_action_space_is_the_models_actuators() -> None:
         names = [model.camera(i).name for i in range(model.ncam)]
         assert set(CAMERAS) <= set(names)
         ranges = model.actuator_ctrlrange
-        for arm, first in ((0, 0), (1, 8)):
+        for first in (0, 8):  # the left arm's actuators, then the right's
             np.testing.assert_allclose(ranges[first : first + 6, 0], ARM_LOW[:6])
             np.testing.assert_allclose(ranges[first : first + 6, 1], ARM_HIGH[:6])
             # The gripper's normalized opening 0..1 covers its finger's range.

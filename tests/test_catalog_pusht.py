@@ -22,9 +22,9 @@ def test_the_benchmark_declares_the_protocol() -> None:
     assert resolve_policy("heuristic", "pusht") is PushTHeuristic
 
 
-def test_an_episode_is_gym_puschts() -> None:
-    import gymnasium
+def test_an_episode_is_gym_pushts() -> None:
     import gym_pusht  # noqa: F401  # registers the env
+    import gymnasium
 
     plain = gymnasium.make("gym_pusht/PushT-v0", obs_type="state")
     state, _ = plain.reset(seed=7)
