@@ -46,7 +46,7 @@ class HoldAloha:
         from gym_aloha.constants import START_ARM_POSE
 
         pose = list(START_ARM_POSE)
-        return np.array([pose[:6] + [0.5] + pose[8:14] + [0.5]])
+        return np.array([[*pose[:6], 0.5, *pose[8:14], 0.5]])
 
 
 def plain_libero(steps: int, size: int) -> tuple[float, float]:
@@ -102,7 +102,7 @@ def plain_aloha(steps: int, size: int) -> tuple[float, float]:
     env = build_env("transfer-cube")
     rig = CameraRig(env.physics.model.ptr, {"top": "top"}, size, size * 4 // 3)
     pose = list(START_ARM_POSE)
-    action = np.array(pose[:6] + [0.5] + pose[8:14] + [0.5])
+    action = np.array([*pose[:6], 0.5, *pose[8:14], 0.5])
     started = time.perf_counter()
     place_objects(env, "transfer-cube", 0)
     render = 0.0
@@ -169,7 +169,8 @@ def main() -> None:
                 best_plain, render_plain = wall, rendered
         plain_rate, engine_rate = (steps + 1) / best_plain, (steps + 1) / best_engine
         print(
-            f"{name:15s} {steps} steps | plain {plain_rate:7.1f} steps/s, {1000 / plain_rate:6.2f} ms a step, "
+            f"{name:15s} {steps} steps | plain {plain_rate:7.1f} steps/s, "
+            f"{1000 / plain_rate:6.2f} ms a step, "
             f"{1000 * render_plain / (steps + 1):6.2f} ms a frame | engine {engine_rate:7.1f} steps/s, "
             f"{1000 / engine_rate:6.2f} ms a step, {1000 * render_engine / (steps + 1):6.2f} ms a frame | "
             f"ratio {engine_rate / plain_rate:.3f}",
