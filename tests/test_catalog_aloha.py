@@ -168,3 +168,16 @@ def test_the_same_seed_gives_the_same_episode_in_a_pool() -> None:
         return [(r.steps, r.metrics["reward"], r.metrics["max_reward"]) for r in outcome.results]
 
     assert run(0) == run(2)
+
+
+@slow
+def test_targets_that_make_the_physics_diverge_end_the_episode_failed(cube: AlohaTransferCube) -> None:
+    cube.reset("transfer-cube", 0)
+    extremes = (np.array(ARM_LOW * 2), np.array(ARM_HIGH * 2))
+    for step in range(400):
+        _, done, success, metrics = cube.step(extremes[step % 2])
+        if done:
+            break
+    assert done and not success and metrics["physics_error"] == 1.0
+    with pytest.raises(RuntimeError, match="before reset"):
+        cube.step(extremes[0])

@@ -155,7 +155,8 @@ class _Aloha:
     def step(self, action: Any) -> tuple[dict[str, Any], bool, bool, dict[str, float]]:
         """Play one action for 0.02 s: 14 absolute joint targets (left arm's six joints and gripper opening,
         then the right arm's). Returns (observation, done, success, metrics): done is success, the reward
-        reaching 4; metrics are the step's `reward` (0-4) and the episode's best so far, `max_reward`."""
+        reaching 4; metrics are the step's `reward` (0-4), the episode's best so far, `max_reward`, and
+        `physics_error` (1 when the action made the simulation diverge, which ends the episode failed)."""
         world = self._world
         if world is None:
             raise RuntimeError(
@@ -169,11 +170,28 @@ class _Aloha:
             )
         if not np.all(np.isfinite(played)):
             raise ValueError(f"action: every number of an action is finite, not {played.tolist()}")
-        ts = world.env.step(played)
+        from dm_control.rl.control import PhysicsError
+
+        try:
+            ts = world.env.step(played)
+        except PhysicsError:
+            # Targets that tear the arms apart (random ones do) make MuJoCo's state diverge: the episode ends
+            # there, failed, rather than failing as an error of the benchmark.
+            self._world = None
+            return (
+                self._observe(world, world.env.task.get_observation(world.env.physics)),
+                True,
+                False,
+                {
+                    "reward": 0.0,
+                    "max_reward": self._best,
+                    "physics_error": 1.0,
+                },
+            )
         reward = float(ts.reward)
         self._best = max(self._best, reward)
         success = reward == SUCCESS_REWARD
-        metrics = {"reward": reward, "max_reward": self._best}
+        metrics = {"reward": reward, "max_reward": self._best, "physics_error": 0.0}
         return self._observe(world, ts.observation), success, success, metrics
 
     def close(self) -> None:
