@@ -25,7 +25,7 @@ eval_app = typer.Typer(help="Evaluations.", no_args_is_help=True)
 
 
 def _fail(status: Exit, message: str) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}", soft_wrap=True)
+    console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
     return typer.Exit(status)
 
 
