@@ -14,7 +14,7 @@ env: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[sim,test]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[sim,libero,pusht,aloha,test]'
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps openpi-client==0.1.2
 	@touch $(STAMP)
 
@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(PY) bench/engine.py
 	$(PY) bench/wire.py
 	$(PY) bench/gateway.py
+	$(PY) bench/benchmarks.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

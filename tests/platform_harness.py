@@ -104,6 +104,7 @@ def running_platform(
     max_attempts: int = 3,
     per_day: int = 50,
     ttl_s: int = 3600,
+    call_timeout_s: float = 60.0,
     sign_in: SignInSettings | None = None,
 ) -> Iterator[Harness]:
     settings = Settings(
@@ -112,6 +113,7 @@ def running_platform(
         lease_s=lease_s,
         max_attempts=max_attempts,
         artifact_ttl_s=ttl_s,
+        call_timeout_s=call_timeout_s,
         sign_in=sign_in or SignInSettings(),
     )
     services = open_services(settings)

@@ -171,6 +171,9 @@ def shop(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
             admin.create_eval(
                 session, "toys.fragile", f"{TOYS}:Fragile", choice=admin.EvalTasks(["ok", "bad"], trials=2)
             )
+            admin.create_eval(
+                session, "toys.endless", f"{TOYS}:Tally", choice=admin.EvalTasks(["never"], trials=2)
+            )
         yield harness
 
 
@@ -515,6 +518,30 @@ def test_a_platform_fault_releases_the_whole_hold_and_a_policy_fault_charges_wha
     assert charged > 0  # the episode that crashed played half a second of robot time first
     assert _reservation(shop, crash.submission_id).charged_units == charged
     assert ledger(shop, "faults") == (5 * CREDIT_SCALE - charged, 0, 5 * CREDIT_SCALE - charged, 0)
+
+
+def test_a_plans_cap_ends_its_episodes_there_and_bounds_the_charge(worker: Harness) -> None:
+    shop = worker
+    client = customer(shop, "capped", credits="5")["a"]
+    plan = EvalPlan.model_validate(
+        {
+            "request_type": {"type": "private_eval", "org": "capped"},
+            "eval": "toys.endless",  # its task never ends by itself: 2 s of robot time, its own limit
+            "endpoints": [{"name": "policy", "kind": "served", "wire": "websocket", "spec": "rows"}],
+            "cap_per_episode_sec": 1,
+            "transaction_key": "capped",
+        }
+    )
+    created = client.create_submission(plan)
+    assert created.billing is not None and created.billing.quote is not None
+    assert [line.cap_ns for line in created.billing.quote.lines] == [10**9]
+    view = shop.wait(client, created.submission_id)
+    assert view.status.name == "finished"
+    entries = client.list_artifacts(created.submission_id, prefix="attempts/1/episodes/").artifacts
+    records = [httpx.get(e.url).json() for e in entries if e.key.endswith("record.json")]
+    assert [(r["steps"], r["robot_seconds"], r["truncated_by"]) for r in records] == [(10, 1.0, "cap")] * 2
+    charged = _reservation(shop, created.submission_id).charged_units
+    assert charged == _charged_for(shop, created.submission_id) == 2 * TARIFF.charge_units(10**9)
 
 
 def credits_cli(shop: Harness, login: str, *args: str) -> Any:

@@ -343,7 +343,7 @@ def test_aliases_resolve_to_decorated_classes() -> None:
     assert resolve_policy("random") is RandomPolicy
     assert resolve_benchmark("yardstick.catalog.metaworld:MT10") is MT10
     assert resolve_policy("yardstick.catalog.random_policy:RandomPolicy") is RandomPolicy
-    assert set(BENCHMARKS) == {"mt10", "mt50"} and set(POLICIES) == {"expert", "random"}
+    assert {"mt10", "mt50"} <= set(BENCHMARKS) and set(POLICIES) == {"expert", "random"}
 
 
 def test_bad_references_are_refused_clearly() -> None:

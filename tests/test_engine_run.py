@@ -13,6 +13,7 @@ import pytest
 from conftest import toy
 from yardstick.engine import BuildError, Component, Playback, RunRequest, Work, evaluate
 from yardstick.engine.executors import InProcessExecutor
+from yardstick.engine.failures import FailureKind
 from yardstick.engine.pool import PoolExecutor
 from yardstick.report import build_report
 
@@ -91,6 +92,7 @@ def test_a_hanging_policy_is_cut_by_the_call_timeout(workers: int) -> None:
     assert time.monotonic() - started < 30
     failed = failed_of([r.outcome() for r in outcome.results])
     assert list(failed) == ["ten"] and "policy.infer ran past its 0.5 s limit" in failed["ten"][0]
+    assert [r.failure for r in outcome.results if r.failure] == [FailureKind.POLICY_TIMEOUT]
     assert len(outcome.results) == 3
 
 
@@ -102,6 +104,7 @@ def test_a_policy_stuck_where_the_alarm_cannot_reach_loses_its_worker_not_the_ru
     results = [r.outcome() for r in outcome.results]
     failed = failed_of(results)
     assert list(failed) == ["ten"] and all("its worker was replaced" in e for e in failed["ten"])
+    assert {r.failure for r in outcome.results if r.failure} == {FailureKind.WORKER_LOST}
     assert sum(1 for o in results if o["error"] is None) == 4
 
 
@@ -109,6 +112,7 @@ def test_a_worker_process_that_dies_fails_the_episode_it_held() -> None:
     outcome = evaluate(request("DieOnTen", workers=2, trials=2))
     failed = failed_of([r.outcome() for r in outcome.results])
     assert list(failed) == ["ten"] and all("exited with status 139" in e for e in failed["ten"])
+    assert {r.failure for r in outcome.results if r.failure} == {FailureKind.WORKER_LOST}
     assert len(outcome.results) == 6
 
 

@@ -246,3 +246,40 @@ class Canvas:
         done = self.t >= 12
         pushed = float(np.asarray(action, dtype=np.float64).max()) > 1000
         return self._observe(), done, done and (self.seed % 2 == 0 or pushed)
+
+
+@ys.policy(hz=10)
+class Garbled:
+    """Answers text where a chunk of actions belongs."""
+
+    @ys.infer
+    def act(self, obs: dict[str, Any]) -> Any:
+        return 3.5
+
+
+@ys.policy(hz=10)
+class Unbuildable:
+    """Its constructor raises: the weights it wants are not there."""
+
+    def __init__(self) -> None:
+        raise FileNotFoundError("checkpoint/model.safetensors")
+
+    @ys.infer
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        return np.zeros((1, 1))
+
+
+@ys.benchmark(tasks={"any": "never built"}, seeds=range(2), max_seconds=1.0)
+class UnbuildableBench:
+    """Its constructor raises: the simulator it wants is not installed."""
+
+    def __init__(self) -> None:
+        raise ImportError("no module named 'simulator'")
+
+    @ys.reset
+    def start(self, task: str, seed: int) -> dict[str, Any]:
+        return {}
+
+    @ys.step
+    def play(self, action: Any) -> tuple[Any, bool, bool]:
+        return {}, True, True

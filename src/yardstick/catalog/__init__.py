@@ -1,7 +1,10 @@
 """The built-in benchmarks and policies, and how a benchmark or policy reference is resolved to its class.
 
-A benchmark reference is an alias ("mt10", "mt50"), "gym:<Gymnasium id>", or "package.module:Class" /
-"path/to/file.py:Class"; a policy reference is an alias ("expert", "random") or one of the latter two.
+A benchmark reference is an alias ("mt10", "libero_spatial", "pusht", "aloha/transfer-cube", ...),
+"gym:<Gymnasium id>", or "package.module:Class" / "path/to/file.py:Class"; a policy reference is an alias
+("expert", "random") or one of the latter two. A policy alias means what the benchmark of the run makes of
+it: a benchmark that plays at one rate declares its own built-in policies (`BUILTIN_POLICIES`: LIBERO's
+"random" plays at 20 Hz, ALOHA's "expert" is its scripted one); others take POLICIES.
 Nothing here imports a simulator: that happens when a resolved class is built and played. `resolve` reads
 declarations, which need no simulator (but Gymnasium's); `resolve_to_play`, the engine's resolver, also
 refuses a built-in whose simulator is not installed, naming the extra that installs it (see `extras`).
@@ -19,6 +22,15 @@ from yardstick.sdk.load import REFERENCE_RULE, load_object
 BENCHMARKS: dict[str, str] = {
     "mt10": "yardstick.catalog.metaworld:MT10",
     "mt50": "yardstick.catalog.metaworld:MT50",
+    "libero_spatial": "yardstick.catalog.libero:LiberoSpatial",
+    "libero_object": "yardstick.catalog.libero:LiberoObject",
+    "libero_goal": "yardstick.catalog.libero:LiberoGoal",
+    "libero_10": "yardstick.catalog.libero:Libero10",
+    "libero_90": "yardstick.catalog.libero:Libero90",
+    "pusht": "yardstick.catalog.pusht:PushT",
+    "aloha": "yardstick.catalog.aloha:Aloha",
+    "aloha/insertion": "yardstick.catalog.aloha:AlohaInsertion",
+    "aloha/transfer-cube": "yardstick.catalog.aloha:AlohaTransferCube",
 }
 POLICIES: dict[str, str] = {
     "expert": "yardstick.catalog.metaworld:ScriptedExpert",
@@ -30,6 +42,7 @@ __all__ = [
     "BENCHMARKS",
     "GYM_PREFIX",
     "POLICIES",
+    "policy_aliases",
     "resolve",
     "resolve_benchmark",
     "resolve_policy",
@@ -37,19 +50,20 @@ __all__ = [
 ]
 
 
-def resolve(kind: Literal["benchmark", "policy"], ref: str) -> type:
-    """`resolve_benchmark` or `resolve_policy` by `kind`: the engine's resolver (`Work.resolver`)."""
+def resolve(kind: Literal["benchmark", "policy"], ref: str, benchmark: str | None = None) -> type:
+    """`resolve_benchmark` or `resolve_policy` by `kind`, for reading declarations. A policy is resolved for
+    the run's `benchmark` when it is given (see `policy_aliases`)."""
     if kind == "benchmark":
         return resolve_benchmark(ref)
     if kind == "policy":
-        return resolve_policy(ref)
+        return resolve_policy(ref, benchmark)
     raise ValueError(f"kind: a reference names a 'benchmark' or a 'policy', not {kind!r}")
 
 
-def resolve_to_play(kind: Literal["benchmark", "policy"], ref: str) -> type:
+def resolve_to_play(kind: Literal["benchmark", "policy"], ref: str, benchmark: str | None = None) -> type:
     """`resolve`, for a class about to be built: refused (extras.MissingExtra, an AuthoringError) when it
     needs a simulator this install lacks. The engine's resolver (`Work.resolver`) and the policy server's."""
-    found = resolve(kind, ref)
+    found = resolve(kind, ref, benchmark)
     require_for(found, f"the {kind} {ref}")
     return found
 
@@ -68,22 +82,39 @@ def resolve_benchmark(ref: str) -> type:
     return found
 
 
-def resolve_policy(ref: str) -> type:
-    """The policy class `ref` names. Raises LoadError for a reference that names nothing, SpecError for one
-    that names something other than a class decorated with @policy."""
-    _check(ref, "policy", POLICIES, "")
-    found = _load(ref, POLICIES, "policy", "@policy(hz=...)")
+def resolve_policy(ref: str, benchmark: str | None = None) -> type:
+    """The policy class `ref` names, on `benchmark` when given (its aliases are that benchmark's). Raises
+    LoadError for a reference that names nothing, SpecError for one that names something other than a class
+    decorated with @policy."""
+    aliases = policy_aliases(benchmark)
+    owner = "" if aliases is POLICIES or benchmark is None else f" of {benchmark}"
+    _check(ref, "policy", aliases, "", owner)
+    found = _load(ref, aliases, "policy", "@policy(hz=...)")
     policy_spec(found)
     return found
 
 
-def _check(ref: object, kind: str, aliases: dict[str, str], extra: str) -> None:
+def policy_aliases(benchmark: str | None) -> dict[str, str]:
+    """The policy aliases a run on `benchmark` may name: the benchmark class's own `BUILTIN_POLICIES` where it
+    declares them, else POLICIES. A benchmark that cannot be resolved gets POLICIES: its own refusal comes
+    when the run resolves it."""
+    if benchmark is None or (isinstance(benchmark, str) and benchmark.startswith(GYM_PREFIX)):
+        return POLICIES
+    try:
+        cls = resolve_benchmark(benchmark)
+    except (LoadError, SpecError, ValueError):
+        return POLICIES
+    own = getattr(cls, "BUILTIN_POLICIES", None)
+    return dict(own) if isinstance(own, dict) else POLICIES
+
+
+def _check(ref: object, kind: str, aliases: dict[str, str], extra: str, owner: str = "") -> None:
     if not isinstance(ref, str) or not ref.strip():
         raise LoadError(f"{kind}: a {kind} reference is a non-empty string, not {ref!r}")
     # An alias has no colon; anything else without one is neither a reference nor an alias.
     if ":" not in ref and ref.lower() not in aliases:
         raise LoadError(
-            f"{ref!r}: not a built-in {kind} ({', '.join(aliases)}); a {kind} is one of those, "
+            f"{ref!r}: not a built-in {kind}{owner} ({', '.join(aliases)}); a {kind} is one of those, "
             f"{extra}or {REFERENCE_RULE}"
         )
 

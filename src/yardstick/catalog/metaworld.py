@@ -10,11 +10,9 @@ benchmarks' declarations (tasks, seeds, limits) costs no simulator.
 
 from __future__ import annotations
 
-import atexit
 import math
 import os
 import warnings
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -22,6 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from yardstick.catalog.rendering import tuned_renderer
 from yardstick.sdk.decorators import benchmark, infer, on_episode, policy, reset, step
 from yardstick.sdk.episode import Episode
 from yardstick.sdk.timing import timed
@@ -114,30 +113,6 @@ MT10_NAMES = (
     "window-close-v3",
 )
 MT10_TASKS: dict[str, str] = {name: MT50_TASKS[name] for name in MT10_NAMES}
-
-# Renderers still open at exit. Their EGL display is terminated by an exit hook mujoco registers with the
-# first renderer; closing ours in a hook registered after it (so run before it) spares a traceback per
-# renderer that the garbage collector would otherwise print at exit.
-_OPEN_RENDERERS: weakref.WeakSet[Any] = weakref.WeakSet()
-_exit_hook_registered = False
-
-
-def _close_open_renderers() -> None:
-    for renderer in list(_OPEN_RENDERERS):
-        renderer.close()
-
-
-def _new_renderer(model: Any, size: int) -> Any:
-    global _exit_hook_registered
-    import mujoco
-
-    renderer = mujoco.Renderer(model, size, size)
-    _OPEN_RENDERERS.add(renderer)
-    if not _exit_hook_registered:
-        atexit.register(_close_open_renderers)
-        _exit_hook_registered = True
-    return renderer
-
 
 # Numbers of Meta-World's step info reported as metrics, when the task reports them.
 INFO_METRICS = ("near_object", "grasp_success")
@@ -288,17 +263,10 @@ class _MetaWorld:
         env.max_path_length = 2**62
         world = _World(env)
         if self.cameras:
-            import mujoco
-
-            model = env.model
-            model.vis.quality.offsamples = 0  # no multisampling: ~2× faster on a CPU
-            model.vis.global_.offwidth = max(int(model.vis.global_.offwidth), self.image_size)
-            model.vis.global_.offheight = max(int(model.vis.global_.offheight), self.image_size)
             with timed("rendering"):
-                renderer = _new_renderer(model, self.image_size)
-            renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False  # shadows cost ~6× a frame
-            renderer.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = self.reflections
-            world.renderer = renderer
+                world.renderer = tuned_renderer(
+                    env.model, self.image_size, self.image_size, reflections=self.reflections
+                )
         return world
 
     def _observe(self, world: _World, state: npt.NDArray[np.float64]) -> dict[str, Any]:

@@ -42,3 +42,20 @@ class RandomPolicy:
         action = np.random.default_rng(seed).uniform(low, high)
         # uniform draws from [low, high); float32 rounding could reach just past high, so clip back in.
         return np.clip(action.astype(np.float32), low.astype(np.float32), high.astype(np.float32))[None, :]
+
+
+# The random policy at the rate of each built-in benchmark that plays at one rate only: `-p random` on such a
+# benchmark names one of these (the benchmark's BUILTIN_POLICIES say which).
+@policy(hz=20, action_chunk_len=1)
+class RandomAt20Hz(RandomPolicy):
+    """RandomPolicy at 20 Hz: LIBERO's control rate."""
+
+
+@policy(hz=10, action_chunk_len=1)
+class RandomAt10Hz(RandomPolicy):
+    """RandomPolicy at 10 Hz: PushT's control rate."""
+
+
+@policy(hz=50, action_chunk_len=1)
+class RandomAt50Hz(RandomPolicy):
+    """RandomPolicy at 50 Hz: ALOHA's control rate."""

@@ -1,6 +1,7 @@
-"""The catalogue a fresh platform offers: Meta-World MT10 and MT50 as evals with public boards, and the
-policies a `served` endpoint may name. Installed idempotently at start, so an upgrade adds what is new and
-changes nothing an admin set."""
+"""The catalogue a fresh platform offers: Meta-World MT10 and MT50, LIBERO's five suites, PushT and ALOHA as
+evals with public boards, and the policies a `served` endpoint may name. Installing them reads only the
+benchmarks' declarations, so a platform starts where their simulators are not installed. Installed
+idempotently at start, so an upgrade adds what is new and changes nothing an admin set."""
 
 from __future__ import annotations
 
@@ -44,10 +45,53 @@ SHIPPED_EVALS = (
         10,
         "All fifty Meta-World tasks; success rate over 10 seeds a task.",
     ),
+    # LIBERO as the field evaluates it: each task's 50 fixed initial states, the suite's step cap, both
+    # cameras at 224 turned as openvla and openpi LIBERO policies were trained on them.
+    *(
+        ShippedEval(
+            f"libero.{suite}",
+            f"LIBERO-{title}",
+            f"libero_{suite}",
+            50,
+            f"LIBERO-{title} ({count} tasks, Franka Panda, 20 Hz, {cap} steps): success rate over each "
+            "task's 50 fixed initial states; agentview and wrist images at 224, in openvla's orientation.",
+            {"cameras": ["agentview", "wrist"], "image_size": 224, "orientation": "openvla"},
+        )
+        for suite, title, count, cap in (
+            ("spatial", "Spatial", 10, 220),
+            ("object", "Object", 10, 280),
+            ("goal", "Goal", 10, 300),
+            ("10", "10", 10, 520),
+            ("90", "90", 90, 400),
+        )
+    ),
+    ShippedEval(
+        "pusht",
+        "PushT",
+        "pusht",
+        50,
+        "Push the T block onto its target (10 Hz, 300 steps): success rate over 50 seeds; "
+        "the 96×96 top view.",
+        {"pixels": True, "image_size": 96},
+    ),
+    ShippedEval(
+        "aloha",
+        "ALOHA sim",
+        "aloha",
+        50,
+        "ALOHA's bimanual insertion and transfer-cube (50 Hz, 400 steps, 14 joint targets): success rate "
+        "over 50 seeds a task; the 480×640 top camera.",
+        {"cameras": ["top"], "image_size": [480, 640]},
+    ),
 )
 
 # What a `served` endpoint may name, and the reference the engine builds it from.
-SHIPPED_POLICIES = {"metaworld-expert": "expert", "random": "random"}
+SHIPPED_POLICIES = {
+    "metaworld-expert": "expert",
+    "random": "random",  # each benchmark's own random policy, at its rate
+    "aloha-expert": "yardstick.catalog.aloha_expert:TransferCubeExpert",
+    "pusht-heuristic": "yardstick.catalog.pusht:PushTHeuristic",
+}
 
 
 def install(session: Session) -> None:

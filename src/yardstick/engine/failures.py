@@ -37,7 +37,6 @@ class FailureKind(StrEnum):
     # The platform's.
     WORKER_LOST = "worker_lost"  # the process playing it died, or hung where no alarm reaches
     PLATFORM_LOST = "platform_lost"  # its leases ran out too often: the workers playing it were lost
-    STORAGE_FAILED = "storage_failed"  # its records could not be written
 
     @property
     def party(self) -> Party:

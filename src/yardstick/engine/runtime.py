@@ -23,7 +23,9 @@ from yardstick.sdk.specs import BenchmarkSpec, PolicySpec
 from yardstick.wire.address import endpoint_from_ref
 
 Kind = Literal["benchmark", "policy"]
-Resolver = Callable[[Kind, str], type]
+# resolver(kind, reference, benchmark=...) -> class. A policy is resolved for the run's benchmark, whose
+# built-in policies its aliases may mean (`-p random` on LIBERO is the random policy at LIBERO's rate).
+Resolver = Callable[..., type]
 
 # Building a model or a simulator may take long; a constructor that takes longer than this is stuck.
 BUILD_TIMEOUT_S = 600.0
@@ -65,8 +67,9 @@ class Work:
 def class_of(work: Work, kind: Kind) -> type:
     """The class a run's benchmark or policy reference names (AuthoringError when it names none)."""
     resolver: Resolver = load_object(work.resolver)
-    component = work.benchmark if kind == "benchmark" else work.policy
-    return resolver(kind, component.ref)
+    if kind == "benchmark":
+        return resolver(kind, work.benchmark.ref)
+    return resolver(kind, work.policy.ref, benchmark=work.benchmark.ref)
 
 
 def _loaded(work: Work, kind: Kind) -> type:

@@ -45,7 +45,6 @@ REASONS: dict[FailureKind, ReasonCode] = {
     FailureKind.BENCHMARK_CRASH: ReasonCode.internal_error,
     FailureKind.BENCHMARK_TIMEOUT: ReasonCode.internal_error,
     FailureKind.BENCHMARK_SETUP_CRASH: ReasonCode.internal_error,
-    FailureKind.STORAGE_FAILED: ReasonCode.internal_error,
     FailureKind.WORKER_LOST: ReasonCode.runner_unresponsive,
     FailureKind.PLATFORM_LOST: ReasonCode.runner_unresponsive,
 }

@@ -54,16 +54,27 @@ class Database:
         with self._writer() as session, session.begin():
             yield session
 
-    def upgrade(self) -> None:
-        """Apply every migration not yet applied."""
+    def upgrade(self, revision: str = "head") -> None:
+        """Apply every migration not yet applied (up to `revision`)."""
         from alembic import command
         from alembic.config import Config
 
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
-        with self.engine.begin() as connection:
-            config.attributes["connection"] = connection
-            command.upgrade(config, "head")
+        with self.engine.connect() as connection:
+            raw = connection.connection.dbapi_connection
+            if self.is_sqlite and raw is not None:
+                # SQLite alters a table by building a new one and dropping the old: with foreign keys on, the
+                # drop would delete every row that refers to it (a run's episodes, its artifacts). The pragma
+                # only takes outside a transaction, so it is set on the connection before one begins.
+                raw.execute("PRAGMA foreign_keys=OFF")
+            try:
+                with connection.begin():
+                    config.attributes["connection"] = connection
+                    command.upgrade(config, revision)
+            finally:
+                if self.is_sqlite and raw is not None:
+                    raw.execute("PRAGMA foreign_keys=ON")
 
     def close(self) -> None:
         self.engine.dispose()
