@@ -246,7 +246,12 @@ class Run(Base):
     resolved: Mapped[dict[str, Any]] = mapped_column(JSON)
     sampled: Mapped[bool] = mapped_column(Boolean, default=False)
     contract: Mapped[str] = mapped_column(String(16), default=Contract.POSITRONIC)
-    # The endpoints its episodes name: {name: {kind, wire, address, spec}}.
+    # The benchmark its episodes play: the reference the engine builds, its constructor's parameters, and
+    # what is recorded of each episode ({video, trajectory, fps}; None: nothing).
+    benchmark: Mapped[str] = mapped_column(String(500), default="")
+    benchmark_params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    recording: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # The endpoints its episodes name: {name: {kind, wire, address, spec, params, benchmark_params}}.
     endpoints: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     audience: Mapped[str] = mapped_column(String(16), default=Audience.ORG)
     status: Mapped[str] = mapped_column(String(16), default=RunStatus.PENDING)
