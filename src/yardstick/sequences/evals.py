@@ -294,7 +294,7 @@ def _place(
 
 
 def _fits(field_name: str, param: InferParam, value: Scalar, problems: list[str]) -> bool:
-    """Whether `value` is one `param` takes: its type (an int for a float is fine), its bounds, its choices."""
+    """Whether `value` is one `param` takes: its type (an int for a float is fine), bounds, choices."""
     kinds = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}[param.type]
     wrong_kind = isinstance(value, bool) and param.type != "bool"
     if wrong_kind or not isinstance(value, kinds) or (isinstance(value, float) and not math.isfinite(value)):
