@@ -101,22 +101,34 @@ class Resolved:
     policy: OfferedPolicy
 
     def layout(self) -> dict[str, Any]:
-        """What the dry run shows: the selection (episodes, tasks, seeds, repeats, limits) and the arms."""
-        per_arm = sum(s.trials for s in self.selection)
+        """What the dry run shows: the selection an arm plays (episodes, tasks, seeds, repeats, limits) and
+        the arms."""
         return {
             "selection": {
-                "episodes": per_arm * len(self.arms),
+                "episodes": sum(s.trials for s in self.selection),
                 "tasks": [
                     {"task": s.task, "seeds": list(s.seeds), "episodes": s.trials, "repeats": s.repeats}
                     for s in self.selection
                 ],
                 "repeats": sum(s.repeats for s in self.selection),
-                "max_seconds": {s.task: self.benchmark.max_seconds[s.task] for s in self.selection},
+                "max_seconds": self.limits(),
             },
             "policy": [{"model": self.policy.name, "machines": 1, "gpu": "cpu", "cards_each": 0}],
             "benchmark": {"machines_per_arm": 1, "gpu": "cpu"},
             "arms": [{"arm": a.number, "model": self.policy.name, "params": a.shown()} for a in self.arms],
         }
+
+
+    def limits(self) -> dict[str, Any]:
+        """How long an episode may run, each arm's beside the benchmark's own (one figure where its tasks
+        agree): an arm that sets `eval.max_seconds` is not a standard eval."""
+        own = sorted({self.benchmark.max_seconds[s.task] for s in self.selection})
+        default = own[0] if len(own) == 1 else None
+        arms = []
+        for arm in self.arms:
+            value = arm.eval_params.get("max_seconds", default)
+            arms.append({"arm": arm.number, "value": value, "standard": "max_seconds" not in arm.eval_params})
+        return {"default": default, "per_task": dict(self.benchmark.max_seconds), "arms": arms}
 
 
 def resolve(

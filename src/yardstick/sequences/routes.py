@@ -5,32 +5,38 @@ org's registered ones, or the platform's catalogue."""
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import hashlib
+import inspect
 import io
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from yardstick.billing.purchases import Purchases
 from yardstick.billing.terms import credits_value
+from yardstick.catalog import resolve as resolve_class
 from yardstick.core.accounts import Caller
 from yardstick.core.catalog import CatalogEval
 from yardstick.core.lifecycle import ATTEMPT
 from yardstick.core.platform import Platform
 from yardstick.core.refusals import Refusal, bad_request, not_found
 from yardstick.core.runs import BenchmarkTarget, Filing, org_for
+from yardstick.engine.failures import FailureKind
 from yardstick.engine.recording import TRAJECTORY, episode_folder
 from yardstick.http.auth import Plat, Who
 from yardstick.http.routing import door_router
 from yardstick.sequences import evals, report
 from yardstick.sequences.errors import SEQUENCES
-from yardstick.sequences.models import Estimate, EvalReport, EvalRequest, EvalResponse
-from yardstick.store.models import Run, RunEpisode
-from yardstick.store.states import Contract, EpisodeState, RunStatus, TargetKind
+from yardstick.sequences.models import Estimate, EvalReport, EvalRequest, EvalResponse, InferParam
+from yardstick.store.models import Run, RunEpisode, ServedPolicy
+from yardstick.store.states import ACTIVE_RUNS, Contract, EpisodeState, RunStatus, TargetKind
 
 PAGE, PAGE_CAP = 50, 500
 # How long a report waits for a playing run to end before answering that it still runs.
@@ -40,6 +46,9 @@ CSV_COLUMNS = (
     "wall_s", "terminated", "truncated", "timed_out", "error",
 )  # fmt: skip
 _RERUN_FIELDS = {"rerun_of", "rerun_unsuccessful_of", "dry_run"}
+TIMEOUTS = (FailureKind.POLICY_TIMEOUT, FailureKind.BENCHMARK_TIMEOUT, FailureKind.LATENCY_BUDGET)
+OUTCOMES = ("success", "failure", "error", "truncated", "timed_out", "pending")
+Outcome = Annotated[str | None, Query(pattern=f"^({'|'.join(OUTCOMES)})$")]
 
 
 def offered_benchmark(platform: Platform, caller: Caller, name: str) -> evals.OfferedBenchmark:
@@ -67,11 +76,30 @@ def _from_catalog(evaluation: CatalogEval) -> evals.OfferedBenchmark:
 
 
 def offered_policy(platform: Platform, caller: Caller, name: str) -> evals.OfferedPolicy:
-    """The policy an eval names: one the platform serves."""
+    """The policy an eval names: one the platform serves, its parameters those of its constructor that the
+    platform leaves open (with a default of a plain type)."""
     served = platform.catalog(caller).served_policies
     if name not in served:
         raise evals.unknown("model", name, sorted(served))
-    return evals.OfferedPolicy(name=name, version=1, kind=TargetKind.SERVED, spec=name, params={})
+    with platform.db.reading() as session:
+        row = session.get(ServedPolicy, name)
+    params = _open_params(row.reference, row.params) if row is not None else {}
+    return evals.OfferedPolicy(name=name, version=1, kind=TargetKind.SERVED, spec=name, params=params)
+
+
+def _open_params(reference: str, fixed: Mapping[str, Any]) -> dict[str, InferParam]:
+    """A served policy's constructor keywords with plain defaults, less those its spec fixes."""
+    try:
+        cls = resolve_class("policy", reference)
+    except ValueError:
+        return {}
+    kinds = {bool: "bool", int: "int", float: "float", str: "str"}
+    found = {}
+    for name, parameter in inspect.signature(cls).parameters.items():
+        kind = kinds.get(type(parameter.default))
+        if kind is not None and name not in fixed and not name.startswith("_"):
+            found[name] = InferParam(type=kind, default=parameter.default)  # type: ignore[arg-type]
+    return found
 
 
 def router(purchases: Purchases) -> APIRouter:
@@ -130,14 +158,17 @@ def router(purchases: Purchases) -> APIRouter:
         return JSONResponse(answer.model_dump(mode="json", exclude_none=True))
 
     @door.get("/v1/eval/{eval_id}", response_model=EvalReport)
-    def get_eval(eval_id: str, request: Request, plat: Plat, who: Who) -> JSONResponse:
-        run = _run(plat, who, eval_id)
-        shown = report.build(
-            run,
-            plat.runs.episodes(run.id),
-            base_url=str(request.base_url),
-            reservation=purchases.held(run.id),
-        )
+    async def get_eval(eval_id: str, request: Request, plat: Plat, who: Who) -> JSONResponse:
+        """The report. A run still playing is waited for a few seconds first: the CLI polls every 10 s, so a
+        short eval answers `completed` on its first poll instead of one poll later."""
+        run = await run_in_threadpool(_run, plat, who, eval_id)
+        deadline = time.monotonic() + REPORT_WAIT_S
+        while run.status in ACTIVE_RUNS and time.monotonic() < deadline:
+            await asyncio.sleep(REPORT_POLL_S)
+            run = await run_in_threadpool(_run, plat, who, eval_id)
+        episodes = await run_in_threadpool(plat.runs.episodes, run.id)
+        held = await run_in_threadpool(purchases.held, run.id)
+        shown = report.build(run, episodes, base_url=str(request.base_url), reservation=held)
         return JSONResponse(shown.model_dump(mode="json", exclude_none=True))
 
     @door.get("/v1/eval/{eval_id}/details")
@@ -161,7 +192,7 @@ def router(purchases: Purchases) -> APIRouter:
                 },
                 "progress": report.progress(run, episodes),
                 "max_seconds": selection.get("max_seconds"),
-                "repeats": selection.get("repeats", 0),
+                "repeats": {"episodes": selection.get("repeats", 0)},
                 "means": report.means(episodes),
                 "episodes_total": run.episodes_total,
                 "time_limit": {
@@ -178,11 +209,13 @@ def router(purchases: Purchases) -> APIRouter:
         limit: Annotated[int, Query(ge=1)] = PAGE,
         cursor: Annotated[str | None, Query()] = None,
         task: Annotated[list[str] | None, Query()] = None,
-        outcome: Annotated[str | None, Query(pattern="^(success|failure|error|pending)$")] = None,
+        outcome: Outcome = None,
         arm: Annotated[int | None, Query(ge=0)] = None,
     ) -> JSONResponse:
         run = _run(plat, who, eval_id)
-        chosen = _filtered(plat.runs.episodes(run.id), task, outcome, arm)
+        every = plat.runs.episodes(run.id)
+        repeats = _repeats(every)
+        chosen = _filtered(every, task, outcome, arm)
         offset = _offset(cursor)
         size = min(limit, PAGE_CAP)
         page = chosen[offset : offset + size]
@@ -190,7 +223,7 @@ def router(purchases: Purchases) -> APIRouter:
         return JSONResponse(
             {
                 "eval_id": report.eval_id(run.id),
-                "episodes": [_episode_row(e) for e in page],
+                "episodes": [_episode_row(e, repeats[e.index]) for e in page],
                 "total": len(chosen),
                 "offset": offset,
                 "next_cursor": str(offset + size) if more else None,
@@ -203,11 +236,13 @@ def router(purchases: Purchases) -> APIRouter:
         plat: Plat,
         who: Who,
         task: Annotated[list[str] | None, Query()] = None,
-        outcome: Annotated[str | None, Query(pattern="^(success|failure|error|pending)$")] = None,
+        outcome: Outcome = None,
         arm: Annotated[int | None, Query(ge=0)] = None,
     ) -> Response:
         run = _run(plat, who, eval_id)
-        rows = [_episode_row(e) for e in _filtered(plat.runs.episodes(run.id), task, outcome, arm)]
+        every = plat.runs.episodes(run.id)
+        repeats = _repeats(every)
+        rows = [_episode_row(e, repeats[e.index]) for e in _filtered(every, task, outcome, arm)]
         names = sorted({name for row in rows for name in row["metrics"]})
         out = io.StringIO()
         writer = csv.writer(out)
@@ -305,8 +340,19 @@ def _filtered(
     if arm is not None:
         chosen = [e for e in chosen if e.endpoint == f"arm-{arm}"]
     if outcome is not None:
-        chosen = [e for e in chosen if _outcome(e) == outcome]
+        chosen = [e for e in chosen if outcome in _outcomes(e)]
     return chosen
+
+
+def _outcomes(episode: RunEpisode) -> set[str]:
+    """Every outcome filter an episode answers to: how it ended, and whether at its limit or cut."""
+    result = episode.result or {}
+    found = {_outcome(episode)}
+    if result.get("truncated"):
+        found.add("truncated")
+    if result.get("failure") in TIMEOUTS:
+        found.add("timed_out")
+    return found
 
 
 def _outcome(episode: RunEpisode) -> str:
@@ -325,7 +371,18 @@ def _offset(cursor: str | None) -> int:
     return int(cursor)
 
 
-def _episode_row(episode: RunEpisode) -> dict[str, Any]:
+def _repeats(episodes: list[RunEpisode]) -> dict[int, int]:
+    """How many times each episode's start (its seed) ran before it, in its arm and task (0: the first)."""
+    seen: dict[tuple[str, str, int], int] = {}
+    counted = {}
+    for e in sorted(episodes, key=lambda e: e.index):
+        start = (e.endpoint, e.benchmark_task, e.seed)
+        counted[e.index] = seen.get(start, 0)
+        seen[start] = counted[e.index] + 1
+    return counted
+
+
+def _episode_row(episode: RunEpisode, repeat: int) -> dict[str, Any]:
     result = episode.result or {}
     return {
         "index": episode.index,
@@ -333,7 +390,7 @@ def _episode_row(episode: RunEpisode) -> dict[str, Any]:
         "task": episode.benchmark_task,
         "seed": episode.seed,
         "start": episode.seed,
-        "repeat": bool(result.get("repeat", False)),
+        "repeat": repeat,
         "success": result.get("success") if report.scored(episode) else None,
         "seconds": result.get("robot_seconds"),
         "max_seconds": episode.cap_s,
@@ -342,7 +399,7 @@ def _episode_row(episode: RunEpisode) -> dict[str, Any]:
         "wall_s": result.get("wall_seconds"),
         "terminated": result.get("terminated"),
         "truncated": result.get("truncated"),
-        "timed_out": result.get("failure") in ("policy_timeout", "benchmark_timeout", "latency_budget"),
+        "timed_out": result.get("failure") in TIMEOUTS,
         "error": episode.error,
         "outcome": _outcome(episode),
         "metrics": {k: v for k, v in result.get("metrics", {}).items() if k != "success"},
