@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import text
 
 from conftest import fresh_database
 from platform_harness import Harness, running_platform
@@ -234,3 +235,24 @@ def test_refusals_reach_the_cli_as_its_exit_statuses(platform: Harness) -> None:
     assert foreign.returncode == 2 and "[99] are not seeds" in foreign.stderr
     missing = seq(platform, "eval", "report", "ev-1234")
     assert missing.returncode == 4
+
+
+def test_secrets_are_set_listed_and_removed_and_their_values_never_come_back(platform: Harness) -> None:
+    made = subprocess.run(
+        [str(SEQ), "secret", "set", "lab", "--env", "LAB_TOKEN"],
+        input="s3cr3t-value\n",
+        env={**os.environ, "SEQUENCES_BASE_URL": platform.url, "SEQUENCES_API_KEY": platform.keys["alice"]},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    listed = seq(platform, "secret", "ls")
+    assert listed.returncode == 0 and "lab" in listed.stdout and "LAB_TOKEN" in listed.stdout
+    assert "s3cr3t-value" not in listed.stdout
+    with platform.platform.db.reading() as session:
+        stored = session.execute(text("SELECT sealed FROM secrets")).scalars().all()
+    assert stored and all("s3cr3t-value" not in value for value in stored)
+    assert seq(platform, "secret", "rm", "lab").returncode == 0
+    assert "lab" not in seq(platform, "secret", "ls").stdout
+    assert seq(platform, "secret", "rm", "lab").returncode == 4

@@ -118,7 +118,6 @@ class Resolved:
             "arms": [{"arm": a.number, "model": self.policy.name, "params": a.shown()} for a in self.arms],
         }
 
-
     def limits(self) -> dict[str, Any]:
         """How long an episode may run, each arm's beside the benchmark's own (one figure where its tasks
         agree): an arm that sets `eval.max_seconds` is not a standard eval."""
