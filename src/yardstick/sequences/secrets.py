@@ -1,6 +1,6 @@
-"""`/v1/secrets`: an org's secrets, set whole (a re-set replaces every value), listed by name and the variables
-they hold (never a value), removed by name. Hosted code that names a secret is handed its variables as its
-environment."""
+"""`/v1/secrets`: an org's secrets, set whole (a re-set replaces every value), listed by name and the
+variables they hold (never a value), removed by name. Hosted code that names a secret is handed its
+variables as its environment."""
 
 from __future__ import annotations
 

@@ -111,7 +111,8 @@ class HostedKind(StrEnum):
 
 
 class BuildStatus(StrEnum):
-    """How a hosted version's build went: its code unpacked, its environment made, the code imported and tried."""
+    """How a hosted version's build went: its code unpacked, its environment made, the code imported and
+    tried."""
 
     BUILDING = "building"
     READY = "ready"
