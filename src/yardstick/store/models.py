@@ -447,7 +447,7 @@ class Purchase(Base):
     granted_at: Mapped[dt.datetime | None] = _time(nullable=True)
 
 
-# --- code the platform hosts for its users -------------------------------------------------------------------
+# --- code the platform hosts for its users ---------------------------------------------------------------
 
 
 class Hosted(Base):
