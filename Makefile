@@ -4,6 +4,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The real Sequences CLI, in a venv apart (sequence-base, which it pulls in, carries no licence: no code of ours
+# imports it); the tests drive our server with it.
+SEQ_VENV := .venv-seq
+SEQ_STAMP := $(SEQ_VENV)/.installed
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
@@ -18,6 +22,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps openpi-client==0.1.2
 	@touch $(STAMP)
 
+$(SEQ_STAMP):
+	@test -x $(SEQ_VENV)/bin/python || $(PYTHON) -m venv $(SEQ_VENV)
+	$(SEQ_VENV)/bin/python -m pip install --quiet --disable-pip-version-check sequence-ai==0.51.5
+	@touch $(SEQ_STAMP)
+
 demo: $(STAMP)
 	$(VENV)/bin/yardstick eval run --benchmark mt10 --policy expert --trials 10 --out runs/demo \
 		--record video --param 'benchmark.cameras=["corner"]' --param benchmark.image_size=128 \
@@ -30,7 +39,7 @@ browser:
 		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
 
-test: $(STAMP) browser
+test: $(STAMP) $(SEQ_STAMP) browser
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
@@ -49,4 +58,4 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SEQ_VENV) runs .pytest_cache .mypy_cache .ruff_cache

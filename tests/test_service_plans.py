@@ -126,7 +126,7 @@ def valid(resolution: Resolution) -> None:
         mine = [episode for episode in resolution.episodes if episode.task_pos == pos]
         assert [episode.endpoint for episode in mine] == task.episode_order
         assert {episode.task_id for episode in mine} == {task.task_id}
-        assert {episode.cap_sec for episode in mine} == {task.cap_per_episode_sec}
+        assert {episode.cap_s for episode in mine} == {task.cap_per_episode_sec}
     assert {episode.endpoint for episode in resolution.episodes} == set(resolution.endpoints)
 
 
@@ -176,7 +176,7 @@ def test_the_cap_and_preset_of_the_plan_reach_every_task_of_a_named_eval() -> No
     assert {(task.cap_per_episode_sec, task.policy_preset) for task in resolution.resolved.tasks} == {
         (5, "fast")
     }
-    assert {episode.cap_sec for episode in resolution.episodes} == {5}
+    assert {episode.cap_s for episode in resolution.episodes} == {5}
 
 
 def test_an_unknown_eval_lists_the_evals_on_offer() -> None:

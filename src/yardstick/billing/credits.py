@@ -55,8 +55,8 @@ def quote(lines: Sequence[PricedEpisodes], tariff: Tariff) -> CreditQuote:
             task_pos=line.task_pos,
             endpoint=line.endpoint,
             count=line.count,
-            cap_ns=line.cap_sec * NANOSECONDS_PER_SECOND,
-            max_units=line.count * tariff.charge_units(line.cap_sec * NANOSECONDS_PER_SECOND),
+            cap_ns=round(line.cap_s * NANOSECONDS_PER_SECOND),
+            max_units=line.count * tariff.charge_units(round(line.cap_s * NANOSECONDS_PER_SECOND)),
         )
         for line in lines
     ]

@@ -158,6 +158,11 @@ def credits(units: int) -> str:
     return exact if len(exact.partition(".")[2]) <= 11 else f"~{amount:.6f}"
 
 
+def credits_value(units: int) -> float:
+    """Units as a number of credits, for a contract that carries amounts as floats."""
+    return units / CREDIT_SCALE
+
+
 def parse_credits(text: str, field: str = "amount") -> int:
     """Units from `2.5` (credits) or `150000000000u` (integer units); a credit amount must come to whole
     units."""

@@ -179,14 +179,15 @@ def usage(session: Session, org_id: int, since: dt.datetime, until: dt.datetime,
 
 def _priced(session: Session, *where: object) -> dict[int, list[PricedEpisodes]]:
     """Per run, its episodes as its quote priced them: counted per task position and endpoint, capped."""
-    counts: dict[int, dict[tuple[int, str], list[int]]] = {}
+    counts: dict[int, dict[tuple[int, str], tuple[int, float]]] = {}
     for run_id, task_pos, endpoint, cap_s in session.execute(
         select(RunEpisode.submission_id, RunEpisode.task_pos, RunEpisode.endpoint, RunEpisode.cap_s).where(
             *where  # type: ignore[arg-type]
         )
     ).all():
-        line = counts.setdefault(run_id, {}).setdefault((task_pos, endpoint), [0, int(cap_s or 0)])
-        line[0] += 1
+        lines = counts.setdefault(run_id, {})
+        count, _ = lines.get((task_pos, endpoint), (0, 0.0))
+        lines[(task_pos, endpoint)] = (count + 1, float(cap_s or 0.0))
     return {
         run_id: [PricedEpisodes(pos, endpoint, count, cap) for (pos, endpoint), (count, cap) in lines.items()]
         for run_id, lines in counts.items()

@@ -66,6 +66,10 @@ class CatalogEval:
     accepting: bool
     tasks: tuple[CatalogTask, ...]
     description: str = ""
+    # What its runs build the benchmark with, and record of each episode.
+    benchmark_params: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    record_video: bool = False
+    record_fps: float | None = None
 
     def __post_init__(self) -> None:
         if self.trials_per_task < 1:
@@ -126,6 +130,9 @@ def read_catalog(session: Session, caller: Caller, org: Org | None = None) -> Ca
             composable=row.composable,
             accepting=row.accepting,
             description=row.description,
+            benchmark_params=dict(row.benchmark_params),
+            record_video=row.record_video,
+            record_fps=row.record_fps,
             tasks=tuple(
                 CatalogTask(
                     task_id=t.task_id,

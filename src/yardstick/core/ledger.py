@@ -20,7 +20,7 @@ class PricedEpisodes:
     task_pos: int
     endpoint: str
     count: int
-    cap_sec: int
+    cap_s: float
 
 
 class Ledger(Protocol):

@@ -12,6 +12,7 @@ from yardstick.core.ledger import NO_CREDITS, Ledger
 from yardstick.core.lifecycle import Lifecycle
 from yardstick.core.links import Links
 from yardstick.core.runs import Runs
+from yardstick.core.secrets import Secrets
 from yardstick.store.models import Org
 from yardstick.store.queue import EpisodeQueue
 
@@ -33,6 +34,7 @@ class Platform:
         self.lifecycle = Lifecycle(self.db, self.store, ledger)
         self.boards = Boards(self.db, self.secret)
         self.links = Links(self.db, self.signer)
+        self.secrets = Secrets(self.db, self.secret)
 
     def catalog(self, caller: Caller, org: Org | None = None) -> Catalog:
         """What `caller` may name (for `org`, else for any org of theirs)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import func, select
@@ -31,18 +31,48 @@ WORKER_ALIVE_S = 30.0
 
 
 @dataclass(frozen=True)
+class BenchmarkTarget:
+    """What a run's episodes play: the reference the engine builds, its constructor's parameters, and what is
+    recorded of each episode (`{video, trajectory, fps}`; None: nothing)."""
+
+    ref: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    recording: Mapping[str, Any] | None = None
+
+    @classmethod
+    def of(cls, evaluation: CatalogEval) -> BenchmarkTarget:
+        recording = (
+            {"video": True, "trajectory": True, "fps": evaluation.record_fps}
+            if evaluation.record_video
+            else None
+        )
+        return cls(evaluation.benchmark, dict(evaluation.benchmark_params), recording)
+
+
+@dataclass(frozen=True)
 class EndpointTarget:
     """How a run's episodes reach one policy: `served` (the platform builds `spec`, a policy it serves) or
-    `remote` (someone's server at `address`, over `wire`)."""
+    `remote` (someone's server at `address`, over `wire`). `params` are laid over the policy's own (its
+    constructor's for a served policy, the session's for a remote one); `benchmark_params` over the run's
+    benchmark parameters for this endpoint's episodes (a sweep's arm)."""
 
     name: str
     kind: TargetKind
     wire: str
     address: dict[str, Any] | None = None  # the wire's address fields (`wire.address.parse_address`)
     spec: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    benchmark_params: Mapping[str, Any] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "wire": self.wire, "address": self.address, "spec": self.spec}
+        return {
+            "kind": self.kind,
+            "wire": self.wire,
+            "address": self.address,
+            "spec": self.spec,
+            "params": dict(self.params),
+            "benchmark_params": dict(self.benchmark_params),
+        }
 
 
 @dataclass(frozen=True)
@@ -60,17 +90,18 @@ class PlannedEpisode:
     endpoint: str
     trial: int
     seed: int
-    cap_sec: int
+    cap_s: float
 
 
 @dataclass(frozen=True)
 class RunPlan:
-    """A request resolved: its episodes in run order, the endpoints they name, the catalogue eval they play
-    (None: composed from tasks), whether it samples the eval's trials (a sample does not rank), and who it
-    is for."""
+    """A request resolved: its episodes in run order, the endpoints they name, the benchmark they play, the
+    catalogue eval it ranks under (None: none), whether it samples the eval's trials (a sample does not rank),
+    and who it is for."""
 
     episodes: tuple[PlannedEpisode, ...]
     endpoints: Mapping[str, EndpointTarget]
+    benchmark: BenchmarkTarget
     eval: CatalogEval | None
     sampled: bool
     audience: Audience = Audience.ORG
@@ -81,7 +112,7 @@ class RunPlan:
         for e in self.episodes:
             line = lines.get((e.task_pos, e.endpoint))
             count = line.count + 1 if line is not None else 1
-            lines[(e.task_pos, e.endpoint)] = PricedEpisodes(e.task_pos, e.endpoint, count, e.cap_sec)
+            lines[(e.task_pos, e.endpoint)] = PricedEpisodes(e.task_pos, e.endpoint, count, e.cap_s)
         return list(lines.values())
 
 
@@ -133,6 +164,9 @@ class Runs:
                 plan=filing.request,
                 resolved=filing.answer,
                 contract=filing.contract,
+                benchmark=plan.benchmark.ref,
+                benchmark_params=dict(plan.benchmark.params),
+                recording=dict(plan.benchmark.recording) if plan.benchmark.recording is not None else None,
                 endpoints={name: target.as_json() for name, target in plan.endpoints.items()},
                 sampled=plan.sampled,
                 audience=plan.audience,
@@ -153,7 +187,7 @@ class Runs:
                     endpoint=e.endpoint,
                     trial=e.trial,
                     seed=e.seed,
-                    cap_s=float(e.cap_sec),
+                    cap_s=e.cap_s,
                 )
                 for e in plan.episodes
             )

@@ -31,7 +31,7 @@ from yardstick.engine.recording import Recording, describe_video, episode_folder
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.runtime import BuildError, Component, Runtime, Work
 from yardstick.store.db import Database
-from yardstick.store.models import Eval, Run, ServedPolicy, WorkerBeat, utcnow
+from yardstick.store.models import Run, ServedPolicy, WorkerBeat, utcnow
 from yardstick.store.queue import EpisodeQueue, LeasedEpisode
 from yardstick.store.states import ACTIVE_RUNS, TargetKind
 from yardstick.wire.address import format_url, parse_address
@@ -149,24 +149,22 @@ class PlatformWorker:
     def _batch_work(self, run_id: int) -> BatchWork | None:
         with self.db.reading() as session:
             run = session.get(Run, run_id)
-            if run is None or run.status not in ACTIVE_RUNS:
-                return None
-            catalog_eval = session.get(Eval, run.eval_id) if run.eval_id else None
-            if catalog_eval is None:
-                return None
-            recording = (
-                Recording(
-                    video=True, trajectory=True, folder=str(self._recordings), fps=catalog_eval.record_fps
-                )
-                if catalog_eval.record_video
-                else None
+        if run is None or run.status not in ACTIVE_RUNS:
+            return None
+        recorded = run.recording
+        recording = (
+            Recording(
+                video=bool(recorded.get("video")),
+                trajectory=bool(recorded.get("trajectory")),
+                folder=str(self._recordings),
+                fps=recorded.get("fps"),
             )
-            return BatchWork(
-                run_id,
-                Component(catalog_eval.benchmark, dict(catalog_eval.benchmark_params)),
-                dict(run.endpoints),
-                recording,
-            )
+            if recorded
+            else None
+        )
+        return BatchWork(
+            run_id, Component(run.benchmark, dict(run.benchmark_params)), dict(run.endpoints), recording
+        )
 
     def _policy(self, endpoint: dict[str, Any]) -> Component:
         if endpoint["kind"] == TargetKind.SERVED:
@@ -177,14 +175,20 @@ class PlatformWorker:
                     f"the served policy {endpoint['spec']!r} is no longer offered",
                     FailureKind.POLICY_SETUP_CRASH,
                 )
-            return Component(served.reference, dict(served.params))
+            return Component(served.reference, {**served.params, **endpoint.get("params", {})})
         wire = endpoint["wire"]
-        return Component(format_url(wire, parse_address(wire, endpoint["address"])))
+        return Component(
+            format_url(wire, parse_address(wire, endpoint["address"])), dict(endpoint.get("params", {}))
+        )
 
     def _runtime(self, batch: BatchWork, endpoint: str) -> Runtime:
+        target = batch.endpoints[endpoint]
+        benchmark = batch.benchmark
+        if target.get("benchmark_params"):
+            benchmark = Component(benchmark.ref, {**benchmark.params, **target["benchmark_params"]})
         work = Work(
-            benchmark=batch.benchmark,
-            policy=self._policy(batch.endpoints[endpoint]),
+            benchmark=benchmark,
+            policy=self._policy(target),
             call_timeout_s=self.call_timeout_s,
             recording=batch.recording,
         )

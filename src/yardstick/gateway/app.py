@@ -21,6 +21,9 @@ from yardstick.gateway.services import Services
 from yardstick.http.routing import Door
 from yardstick.positronic import routes as positronic
 from yardstick.positronic.errors import POSITRONIC
+from yardstick.sequences import routes as sequences
+from yardstick.sequences import secrets as sequence_secrets
+from yardstick.sequences.errors import SEQUENCES
 from yardstick.signin import oauth
 from yardstick.web import checkout_page, signin_pages
 from yardstick.web.site import CORS, site_router
@@ -44,8 +47,10 @@ def create_app(services: Services) -> FastAPI:
         description="Evaluate robot policies on benchmarks: the Positronic platform contract (v1).",
     )
     app.state.platform = platform
-    doors: list[Door] = [POSITRONIC]  # the last one claims every path the others do not
+    doors: list[Door] = [SEQUENCES, POSITRONIC]  # the last one claims every path the others do not
     app.include_router(positronic.router(services.sign_in, services.purchases))
+    app.include_router(sequences.router(services.purchases))
+    app.include_router(sequence_secrets.router())
     app.include_router(oauth.router(services.sign_in))
     app.include_router(site_router(platform))
     app.include_router(signin_pages.router(services.sign_in))

@@ -31,7 +31,7 @@ from positronic_evals.slug import members_by_slug, slug_of
 
 from yardstick.core.catalog import Catalog, CatalogEval, CatalogTask
 from yardstick.core.refusals import Refusal, RefusalKind, bad_request, forbidden, not_found
-from yardstick.core.runs import EndpointTarget, PlannedEpisode, RunPlan
+from yardstick.core.runs import BenchmarkTarget, EndpointTarget, PlannedEpisode, RunPlan
 from yardstick.engine.plan import seed_of_trial
 from yardstick.store.states import Audience, TargetKind
 
@@ -155,9 +155,11 @@ class Resolution:
         """The run the core files: these episodes, their endpoints as targets, and who the run is for (a
         competition entry ranks on the public board; a private eval on its org's)."""
         public = isinstance(plan.request_type, NebiusCompetition)
+        assert self.eval is not None  # a plan names an eval, or composes one eval's tasks
         return RunPlan(
             episodes=self.episodes,
             endpoints={name: _target(entry) for name, entry in self.endpoints.items()},
+            benchmark=BenchmarkTarget.of(self.eval),
             eval=self.eval,
             sampled=self.sampled,
             audience=Audience.PUBLIC if public else Audience.ORG,
@@ -488,7 +490,7 @@ def _resolve_leaf(
                 endpoint=name,
                 trial=trial,
                 seed=seed_of_trial(task.seeds, trial)[0],
-                cap_sec=cap,
+                cap_s=float(cap),
             )
         )
     resolved = ResolvedTask(

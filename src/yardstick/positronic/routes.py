@@ -74,7 +74,7 @@ def submission_id(value: str, field: str = "id") -> int:
 def priced_lines(resolved: ResolvedPlan) -> list[PricedEpisodes]:
     """What a quote prices, read off the contract's answer: per task and endpoint, its count and cap."""
     return [
-        PricedEpisodes(pos, endpoint.name, endpoint.episodes, task.cap_per_episode_sec)
+        PricedEpisodes(pos, endpoint.name, endpoint.episodes, float(task.cap_per_episode_sec))
         for pos, task in enumerate(resolved.tasks)
         for endpoint in task.endpoints
     ]

@@ -246,7 +246,12 @@ class Run(Base):
     resolved: Mapped[dict[str, Any]] = mapped_column(JSON)
     sampled: Mapped[bool] = mapped_column(Boolean, default=False)
     contract: Mapped[str] = mapped_column(String(16), default=Contract.POSITRONIC)
-    # The endpoints its episodes name: {name: {kind, wire, address, spec}}.
+    # The benchmark its episodes play: the reference the engine builds, its constructor's parameters, and
+    # what is recorded of each episode ({video, trajectory, fps}; None: nothing).
+    benchmark: Mapped[str] = mapped_column(String(500), default="")
+    benchmark_params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    recording: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # The endpoints its episodes name: {name: {kind, wire, address, spec, params, benchmark_params}}.
     endpoints: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     audience: Mapped[str] = mapped_column(String(16), default=Audience.ORG)
     status: Mapped[str] = mapped_column(String(16), default=RunStatus.PENDING)
@@ -440,3 +445,63 @@ class Purchase(Base):
     review_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[dt.datetime] = _time()
     granted_at: Mapped[dt.datetime | None] = _time(nullable=True)
+
+
+# --- code the platform hosts for its users ---------------------------------------------------------------
+
+
+class Hosted(Base):
+    """A benchmark or a policy an org registered with its code (`kind`): its name, and for a policy whether it
+    is stopped and its settings (with the revision a change must name). Its code lives in its versions."""
+
+    __tablename__ = "hosted"
+    __table_args__ = (UniqueConstraint("org_id", "kind", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))  # HostedKind
+    name: Mapped[str] = mapped_column(String(64))
+    stopped: Mapped[bool] = mapped_column(Boolean, default=False)
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    settings_rev: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[dt.datetime] = _time()
+    removed_at: Mapped[dt.datetime | None] = _time(nullable=True)
+
+
+class HostedVersion(Base):
+    """One version of a hosted benchmark's or policy's code: the same code is the same version, other code the
+    next. `declared` is what its registration said, `checked` what importing and trying it found; `status` how
+    its build went (`BuildStatus`), `error` why it failed. Kept when newer versions come, for the evals that
+    ran on it."""
+
+    __tablename__ = "hosted_versions"
+    __table_args__ = (UniqueConstraint("hosted_id", "number"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    hosted_id: Mapped[int] = mapped_column(ForeignKey("hosted.id", ondelete="CASCADE"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    code_sha256: Mapped[str] = mapped_column(String(64))
+    handler_ref: Mapped[str] = mapped_column(String(300))
+    folder: Mapped[str] = mapped_column(String(500))  # the unpacked code, relative to the hosted root
+    declared: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    checked: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    status: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[dt.datetime] = _time()
+    built_at: Mapped[dt.datetime | None] = _time(nullable=True)
+
+
+class Secret(Base):
+    """Environment variables an org's hosted code may be handed, sealed with the install's secret: `env_keys`
+    says which, `sealed` holds their values, encrypted; never returned, never logged."""
+
+    __tablename__ = "secrets"
+    __table_args__ = (UniqueConstraint("org_id", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(64))
+    env_keys: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    sealed: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = _time()
+    last_used_at: Mapped[dt.datetime | None] = _time(nullable=True)

@@ -103,3 +103,18 @@ class LedgerKind(StrEnum):
     GRANT = "grant"
     PURCHASE = "purchase"
     CHARGE = "charge"
+
+
+class HostedKind(StrEnum):
+    BENCHMARK = "benchmark"
+    POLICY = "policy"
+
+
+class BuildStatus(StrEnum):
+    """How a hosted version's build went: its code unpacked, its environment made, the code imported and
+    tried."""
+
+    BUILDING = "building"
+    READY = "ready"
+    FAILED = "failed"
+    CANCELED = "canceled"

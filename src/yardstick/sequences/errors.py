@@ -1,0 +1,90 @@
+"""The Sequences door's error body, `{detail, code, retryable, retry_after_s?, request_id?, hint?, details?}`,
+and its one table: the platform's refusal kinds to the contract's codes and statuses (which the SDK maps to
+its exit statuses: 2 bad request, 3 auth, 4 not found, 5 conflict, 6 out of credit, 7 retry)."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from yardstick.core.admission import Quota
+from yardstick.core.refusals import Refusal, RefusalKind
+from yardstick.sequences.models import ErrorBody
+
+CODES: dict[RefusalKind, tuple[str, int]] = {
+    RefusalKind.BAD_REQUEST: ("invalid_request", 400),
+    RefusalKind.UNAUTHENTICATED: ("unauthenticated", 401),
+    RefusalKind.FORBIDDEN: ("forbidden", 403),
+    RefusalKind.NOT_FOUND: ("not_found", 404),
+    RefusalKind.CONFLICT: ("conflict", 409),
+    RefusalKind.EVAL_UNAVAILABLE: ("conflict", 409),
+    RefusalKind.QUOTA_EXCEEDED: ("busy", 429),
+    RefusalKind.INSUFFICIENT_CREDITS: ("insufficient_credit", 402),
+    RefusalKind.TOO_LARGE: ("payload_too_large", 413),
+    RefusalKind.UPSTREAM_UNAVAILABLE: ("upstream_error", 502),
+    RefusalKind.INTERNAL: ("internal", 500),
+}
+
+# What the SDK waits before retrying a refusal it may retry (the quota's day, an identity provider's outage).
+RETRY_AFTER_S = 5.0
+REQUEST_ID = "X-Seq-Request-Id"
+# The paths of this contract (every other path is the Positronic door's): `/v1/eval`, `/v1/benchmarks`, ...
+_PATHS = re.compile(
+    r"^/v1/(eval|benchmarks|deployments|secrets|volumes|account|pricing|models|templates|robots|adapters"
+    r"|planners|act|audit|usage|chat|decide|latency)(/|$)"
+)
+
+
+def body(code: str, detail: str, *, retryable: bool, **fields: Any) -> dict[str, Any]:
+    shown = ErrorBody(
+        detail=detail, code=code, retryable=retryable, request_id=secrets.token_hex(8), **fields
+    )
+    return shown.model_dump(mode="json", exclude_none=True)
+
+
+class Sequences:
+    """The Sequences door: its paths, its error body."""
+
+    def refusal(self, request: Request, refusal: Refusal) -> Response:
+        code, status = CODES[refusal.kind]
+        details = {k: _plain(v) for k, v in refusal.details.items()}
+        retryable = refusal.kind.retryable
+        shown = body(
+            code,
+            refusal.message,
+            retryable=retryable,
+            retry_after_s=RETRY_AFTER_S if retryable else None,
+            details=details or None,
+        )
+        return JSONResponse(shown, status_code=status, headers={REQUEST_ID: shown["request_id"]})
+
+    def invalid(self, request: Request, exc: RequestValidationError) -> Response:
+        problems = [
+            {"field": ".".join(str(p) for p in error["loc"] if p != "body"), "rule": error["msg"]}
+            for error in exc.errors()
+        ]
+        detail = "; ".join(f"{p['field'] or 'body'}: {p['rule']}" for p in problems[:5])
+        shown = body(
+            "invalid_request",
+            detail or "the request is malformed",
+            retryable=False,
+            details={"errors": [f"{p['field'] or 'body'}: {p['rule']}" for p in problems]},
+        )
+        return JSONResponse(shown, status_code=400, headers={REQUEST_ID: shown["request_id"]})
+
+    def serves(self, path: str) -> bool:
+        return _PATHS.match(path) is not None
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Quota):
+        return {"key": value.key, "limit": value.limit, "used": value.used}
+    return value
+
+
+SEQUENCES = Sequences()

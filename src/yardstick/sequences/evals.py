@@ -1,0 +1,327 @@
+"""An `EvalRequest` resolved into the core's `RunPlan`: which benchmark and policy, which tasks, how many
+trials of each and at which seeds, which parameters, which arms. Pure: the caller hands it what the caller
+may name.
+
+- Trial k of a task runs `seeds[k % len(seeds)]`; a trial past the last seed repeats one (`repeats`).
+- `params` name a side: `benchmark.x` (its constructor's open parameters), `policy.x` (the policy's),
+  `eval.x` (the eval loop's own: `eval.max_seconds`); a bare name is the one side that declares it.
+- `sweep` lays each combination of its values over the params: one arm each (at most `MAX_ARMS`), every arm
+  playing the same episodes, so arms compare on the same seeds and are never pooled.
+- Every problem found is reported at once, one sentence each, naming the field and the rule."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from yardstick.core.catalog import CatalogEval
+from yardstick.core.refusals import bad_request, not_found
+from yardstick.core.runs import BenchmarkTarget, EndpointTarget, PlannedEpisode, RunPlan
+from yardstick.engine.plan import seed_of_trial
+from yardstick.sequences.models import EvalRequest, InferParam, Scalar
+from yardstick.store.states import TargetKind
+
+MAX_ARMS = 8
+SIDES = ("benchmark", "policy", "eval")
+EVAL_PARAMS = {"max_seconds": InferParam(type="float", min=0.001)}
+
+
+@dataclass(frozen=True)
+class OfferedBenchmark:
+    """A benchmark an eval may name: its tasks (name → description), seeds, each task's limit, the parameters
+    its constructor leaves open, what the engine builds, and the catalogue eval it ranks under (None:
+    none)."""
+
+    name: str
+    version: int
+    tasks: Mapping[str, str]
+    seeds: tuple[int, ...]
+    max_seconds: Mapping[str, float]
+    params: Mapping[str, InferParam]
+    target: BenchmarkTarget
+    catalog: CatalogEval | None = None
+    # The catalogue's id of each task where it differs from its name (a catalogue eval's task ids).
+    task_ids: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OfferedPolicy:
+    """A policy an eval may name: how a run reaches it, its version, the parameters it declares."""
+
+    name: str
+    version: int
+    kind: TargetKind
+    spec: str
+    params: Mapping[str, InferParam]
+    wire: str = "websocket"
+
+
+@dataclass(frozen=True)
+class Arm:
+    number: int
+    policy_params: dict[str, Scalar]
+    benchmark_params: dict[str, Scalar]
+    eval_params: dict[str, Scalar]
+
+    @property
+    def endpoint(self) -> str:
+        return f"arm-{self.number}"
+
+    def shown(self) -> dict[str, Scalar]:
+        """Every parameter the arm sets, by its side's name (`policy.temp`)."""
+        return {
+            **{f"benchmark.{k}": v for k, v in self.benchmark_params.items()},
+            **{f"policy.{k}": v for k, v in self.policy_params.items()},
+            **{f"eval.{k}": v for k, v in self.eval_params.items()},
+        }
+
+
+@dataclass(frozen=True)
+class TaskSelection:
+    task: str
+    seeds: tuple[int, ...]
+    trials: int
+
+    @property
+    def repeats(self) -> int:
+        return max(0, self.trials - len(self.seeds))
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """An eval resolved: the core's plan, its arms, the selection per task (for the dry run's layout)."""
+
+    plan: RunPlan
+    arms: tuple[Arm, ...]
+    selection: tuple[TaskSelection, ...]
+    benchmark: OfferedBenchmark
+    policy: OfferedPolicy
+
+    def layout(self) -> dict[str, Any]:
+        """What the dry run shows: the selection an arm plays (episodes, tasks, seeds, repeats, limits) and
+        the arms."""
+        return {
+            "selection": {
+                "episodes": sum(s.trials for s in self.selection),
+                "tasks": [
+                    {"task": s.task, "seeds": list(s.seeds), "episodes": s.trials, "repeats": s.repeats}
+                    for s in self.selection
+                ],
+                "repeats": sum(s.repeats for s in self.selection),
+                "max_seconds": self.limits(),
+            },
+            "policy": [{"model": self.policy.name, "machines": 1, "gpu": "cpu", "cards_each": 0}],
+            "benchmark": {"machines_per_arm": 1, "gpu": "cpu"},
+            "arms": [{"arm": a.number, "model": self.policy.name, "params": a.shown()} for a in self.arms],
+        }
+
+    def limits(self) -> dict[str, Any]:
+        """How long an episode may run, each arm's beside the benchmark's own (one figure where its tasks
+        agree): an arm that sets `eval.max_seconds` is not a standard eval."""
+        own = sorted({self.benchmark.max_seconds[s.task] for s in self.selection})
+        default = own[0] if len(own) == 1 else None
+        arms = []
+        for arm in self.arms:
+            value = arm.eval_params.get("max_seconds", default)
+            arms.append({"arm": arm.number, "value": value, "standard": "max_seconds" not in arm.eval_params})
+        return {"default": default, "per_task": dict(self.benchmark.max_seconds), "arms": arms}
+
+
+def resolve(
+    request: EvalRequest,
+    benchmark: OfferedBenchmark,
+    policy: OfferedPolicy,
+    *,
+    only: Sequence[tuple[str, int]] | None = None,
+) -> Resolved:
+    """Resolve `request` on `benchmark` with `policy`. `only` (task, seed) pairs replace the selection: a
+    rerun of what did not succeed. Raises a `Refusal` naming every problem."""
+    problems: list[str] = []
+    arms = _arms(request, benchmark, policy, problems)
+    selection = (
+        _selection(request, benchmark, problems) if only is None else _pairs(only, benchmark, problems)
+    )
+    if problems:
+        raise bad_request("; ".join(problems))
+    episodes: list[PlannedEpisode] = []
+    endpoints: dict[str, EndpointTarget] = {}
+    for arm in arms:
+        endpoints[arm.endpoint] = EndpointTarget(
+            name=arm.endpoint,
+            kind=policy.kind,
+            wire=policy.wire,
+            spec=policy.spec,
+            params=arm.policy_params,
+            benchmark_params=arm.benchmark_params,
+        )
+    for pos, chosen in enumerate(selection):
+        task_id = benchmark.task_ids.get(chosen.task, chosen.task)
+        for trial in range(chosen.trials):
+            seed = seed_of_trial(chosen.seeds, trial)[0]
+            # Every arm plays trial k before any plays k+1: arms progress side by side.
+            for arm in arms:
+                limit = float(arm.eval_params.get("max_seconds", benchmark.max_seconds[chosen.task]))
+                episodes.append(
+                    PlannedEpisode(
+                        index=len(episodes),
+                        task_pos=pos,
+                        task_id=task_id,
+                        benchmark_task=chosen.task,
+                        endpoint=arm.endpoint,
+                        trial=trial,
+                        seed=seed,
+                        cap_s=limit,
+                    )
+                )
+    plan = RunPlan(
+        episodes=tuple(episodes),
+        endpoints=endpoints,
+        benchmark=benchmark.target,
+        eval=benchmark.catalog,
+        sampled=only is not None,
+    )
+    return Resolved(plan, tuple(arms), tuple(selection), benchmark, policy)
+
+
+def _selection(request: EvalRequest, benchmark: OfferedBenchmark, problems: list[str]) -> list[TaskSelection]:
+    offered = list(benchmark.tasks)
+    tasks = list(request.tasks) if request.tasks is not None else offered
+    unknown = [t for t in tasks if t not in benchmark.tasks]
+    if unknown:
+        problems.append(
+            f"tasks: {', '.join(map(repr, unknown))} is not a task of {benchmark.name}"
+            f" (it has {', '.join(offered)})"
+        )
+    named = [t for t in tasks if t in benchmark.tasks]
+    for what, value in (("trials", request.trials), ("seeds", request.seeds)):
+        if isinstance(value, dict):
+            stray = [t for t in value if t != "*" and t not in benchmark.tasks]
+            if stray:
+                problems.append(f"{what}: {', '.join(map(repr, stray))} is not a task of {benchmark.name}")
+    chosen = []
+    for task in named:
+        seeds = _per_task(request.seeds, task)
+        if seeds is None:
+            seeds = list(benchmark.seeds)
+        foreign = [s for s in seeds if s not in benchmark.seeds]
+        if foreign:
+            problems.append(
+                f"seeds{_where(request.seeds, task)}: {foreign} are not seeds of {benchmark.name}:"
+                f" an eval picks among its {len(benchmark.seeds)} seeds"
+            )
+            continue
+        trials = _per_task(request.trials, task)
+        chosen.append(TaskSelection(task, tuple(seeds), len(seeds) if trials is None else int(trials)))
+    return chosen
+
+
+def _pairs(
+    only: Sequence[tuple[str, int]], benchmark: OfferedBenchmark, problems: list[str]
+) -> list[TaskSelection]:
+    """The selection a rerun replays: each task's seeds in the order they come, one trial each."""
+    by_task: dict[str, list[int]] = {}
+    for task, seed in only:
+        if task not in benchmark.tasks:
+            problems.append(f"rerun: task {task!r} is no longer a task of {benchmark.name}")
+            continue
+        by_task.setdefault(task, []).append(seed)
+    if not by_task and not problems:
+        problems.append("rerun_unsuccessful_of: every episode of that eval succeeded: nothing to rerun")
+    return [TaskSelection(task, tuple(seeds), len(seeds)) for task, seeds in by_task.items()]
+
+
+def _per_task(value: Any, task: str) -> Any:
+    if isinstance(value, dict):
+        return value.get(task, value.get("*"))
+    return value
+
+
+def _where(value: Any, task: str) -> str:
+    return f"[{task!r}]" if isinstance(value, dict) and task in value else ""
+
+
+def _arms(
+    request: EvalRequest, benchmark: OfferedBenchmark, policy: OfferedPolicy, problems: list[str]
+) -> list[Arm]:
+    declared = {"benchmark": benchmark.params, "policy": policy.params, "eval": EVAL_PARAMS}
+    fixed: dict[tuple[str, str], Scalar] = {}
+    for key, value in (request.params or {}).items():
+        placed = _place(f"params[{key!r}]", key, declared, problems)
+        if placed is not None and _fits(f"params[{key!r}]", declared[placed[0]][placed[1]], value, problems):
+            fixed[placed] = value
+    swept: list[tuple[tuple[str, str], list[Scalar]]] = []
+    for key, options in (request.sweep or {}).items():
+        placed = _place(f"sweep[{key!r}]", key, declared, problems)
+        if placed is None:
+            continue
+        if not options:
+            problems.append(f"sweep[{key!r}]: names at least one value")
+            continue
+        if all(_fits(f"sweep[{key!r}]", declared[placed[0]][placed[1]], v, problems) for v in options):
+            swept.append((placed, list(options)))
+    combinations = list(itertools.product(*(options for _, options in swept))) if swept else [()]
+    if len(combinations) > MAX_ARMS:
+        problems.append(
+            f"sweep: {len(combinations)} arms, at most {MAX_ARMS} (the product of its value lists)"
+        )
+        return []
+    arms = []
+    for number, combination in enumerate(combinations):
+        values = dict(fixed)
+        values.update({placed: value for (placed, _), value in zip(swept, combination, strict=True)})
+        by_side: dict[str, dict[str, Scalar]] = {side: {} for side in SIDES}
+        for (side, name), value in values.items():
+            by_side[side][name] = value
+        arms.append(Arm(number, by_side["policy"], by_side["benchmark"], by_side["eval"]))
+    return arms
+
+
+def _place(
+    field_name: str, key: str, declared: Mapping[str, Mapping[str, InferParam]], problems: list[str]
+) -> tuple[str, str] | None:
+    """Which side's parameter `key` names: `side.name`, or a bare name one side alone declares."""
+    side, dot, name = key.partition(".")
+    if dot and side in SIDES:
+        if name not in declared[side]:
+            known = ", ".join(declared[side]) or "none"
+            problems.append(f"{field_name}: {side} declares no parameter {name!r} (it declares {known})")
+            return None
+        return side, name
+    sides = [s for s in SIDES if key in declared[s]]
+    if len(sides) == 1:
+        return sides[0], key
+    if sides:
+        problems.append(
+            f"{field_name}: {key!r} is declared by {' and '.join(sides)}: name one, as {sides[0]}.{key}"
+        )
+    else:
+        problems.append(
+            f"{field_name}: no side declares a parameter {key!r} (benchmark.x, policy.x or eval.x)"
+        )
+    return None
+
+
+def _fits(field_name: str, param: InferParam, value: Scalar, problems: list[str]) -> bool:
+    """Whether `value` is one `param` takes: its type (an int for a float is fine), bounds, choices."""
+    kinds = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}[param.type]
+    wrong_kind = isinstance(value, bool) and param.type != "bool"
+    if wrong_kind or not isinstance(value, kinds) or (isinstance(value, float) and not math.isfinite(value)):
+        problems.append(f"{field_name}: {value!r} is not a {param.type}")
+        return False
+    if param.min is not None and isinstance(value, int | float) and value < param.min:
+        problems.append(f"{field_name}: {value!r} is below its minimum {param.min}")
+        return False
+    if param.max is not None and isinstance(value, int | float) and value > param.max:
+        problems.append(f"{field_name}: {value!r} is above its maximum {param.max}")
+        return False
+    if param.choices is not None and value not in param.choices:
+        problems.append(f"{field_name}: {value!r} is not one of {param.choices}")
+        return False
+    return True
+
+
+def unknown(what: str, name: str, offered: Sequence[str]) -> Exception:
+    return not_found(f"{what}: no {what} {name!r} that you can run; on offer: {', '.join(offered) or 'none'}")

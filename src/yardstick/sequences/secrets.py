@@ -1,0 +1,44 @@
+"""`/v1/secrets`: an org's secrets, set whole (a re-set replaces every value), listed by name and the
+variables they hold (never a value), removed by name. Hosted code that names a secret is handed its
+variables as its environment."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response
+
+from yardstick.core.runs import org_for
+from yardstick.core.secrets import SecretInfo
+from yardstick.http.auth import Plat, Who
+from yardstick.http.routing import door_router
+from yardstick.sequences.errors import SEQUENCES
+from yardstick.sequences.models import SecretCreateRequest
+
+
+def _shown(info: SecretInfo) -> dict[str, object]:
+    return {
+        "name": info.name,
+        "env_keys": list(info.env_keys),
+        "created_at": info.created_at,
+        "last_used_at": info.last_used_at,
+    }
+
+
+def router() -> APIRouter:
+    door = door_router(SEQUENCES, tags=["sequences: secrets"])
+
+    @door.post("/v1/secrets", status_code=201)
+    def set_secret(body: SecretCreateRequest, plat: Plat, who: Who) -> JSONResponse:
+        info = plat.secrets.put(org_for(who, None).id, body.name, body.env)
+        return JSONResponse(_shown(info), status_code=201)
+
+    @door.get("/v1/secrets")
+    def list_secrets(plat: Plat, who: Who) -> JSONResponse:
+        return JSONResponse({"secrets": [_shown(i) for i in plat.secrets.listed(org_for(who, None).id)]})
+
+    @door.delete("/v1/secrets/{name}", status_code=204)
+    def remove_secret(name: str, plat: Plat, who: Who) -> Response:
+        plat.secrets.remove(org_for(who, None).id, name)
+        return Response(status_code=204)
+
+    return door
