@@ -5,13 +5,16 @@ A benchmark reference is an alias ("mt10", "libero_spatial", "pusht", "aloha/tra
 ("expert", "random") or one of the latter two. A policy alias means what the benchmark of the run makes of
 it: a benchmark that plays at one rate declares its own built-in policies (`BUILTIN_POLICIES`: LIBERO's
 "random" plays at 20 Hz, ALOHA's "expert" is its scripted one); others take POLICIES.
-Nothing here imports a simulator: that happens when a resolved class is built and played.
+Nothing here imports a simulator: that happens when a resolved class is built and played. `resolve` reads
+declarations, which need no simulator (but Gymnasium's); `resolve_to_play`, the engine's resolver, also
+refuses a built-in whose simulator is not installed, naming the extra that installs it (see `extras`).
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
+from yardstick.catalog.extras import require_for
 from yardstick.sdk.decorators import benchmark_spec, policy_spec
 from yardstick.sdk.errors import LoadError, SpecError
 from yardstick.sdk.load import REFERENCE_RULE, load_object
@@ -43,17 +46,26 @@ __all__ = [
     "resolve",
     "resolve_benchmark",
     "resolve_policy",
+    "resolve_to_play",
 ]
 
 
 def resolve(kind: Literal["benchmark", "policy"], ref: str, benchmark: str | None = None) -> type:
-    """`resolve_benchmark` or `resolve_policy` by `kind`: the engine's resolver (`Work.resolver`). A policy
-    is resolved for the run's `benchmark` when it is given (see `policy_aliases`)."""
+    """`resolve_benchmark` or `resolve_policy` by `kind`, for reading declarations. A policy is resolved for
+    the run's `benchmark` when it is given (see `policy_aliases`)."""
     if kind == "benchmark":
         return resolve_benchmark(ref)
     if kind == "policy":
         return resolve_policy(ref, benchmark)
     raise ValueError(f"kind: a reference names a 'benchmark' or a 'policy', not {kind!r}")
+
+
+def resolve_to_play(kind: Literal["benchmark", "policy"], ref: str, benchmark: str | None = None) -> type:
+    """`resolve`, for a class about to be built: refused (extras.MissingExtra, an AuthoringError) when it
+    needs a simulator this install lacks. The engine's resolver (`Work.resolver`) and the policy server's."""
+    found = resolve(kind, ref, benchmark)
+    require_for(found, f"the {kind} {ref}")
+    return found
 
 
 def resolve_benchmark(ref: str) -> type:

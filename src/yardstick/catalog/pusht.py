@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from yardstick.catalog.extras import require
+from yardstick.catalog.extras import PUSHT, require
 from yardstick.sdk.decorators import benchmark, infer, policy, reset, step
 from yardstick.sdk.episode import Episode
 from yardstick.sdk.timing import timed
@@ -43,7 +43,7 @@ class _PushTBody:
             raise ValueError(
                 f"image_size: an image is image_size × image_size pixels, 16 to 1024, not {image_size!r}"
             )
-        require("pusht", "gym_pusht", "PushT")
+        require(PUSHT, "PushT")
         from gym_pusht.envs.pusht import PushTEnv
 
         self.pixels = bool(pixels)

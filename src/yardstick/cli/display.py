@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -21,6 +22,12 @@ from yardstick.engine.results import EpisodeResult
 
 # Progress and tables go to stderr, so `--json` leaves stdout to the report alone.
 console = Console(stderr=True)
+
+
+def print_error(message: str) -> None:
+    """`error: message` in red, the message as written: a refusal's text holds brackets
+    (`pip install 'yardstick[sim]'`, `cameras: ['top']`) that rich would otherwise read as markup."""
+    console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
 
 
 class RunProgress:

@@ -11,7 +11,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from yardstick.cli.display import console, results_table, run_progress, timing_line
+from yardstick.cli.display import console, print_error, results_table, run_progress, timing_line
 from yardstick.cli.exits import Exit
 from yardstick.cli.options import parse_params, parse_seeds, split_list
 from yardstick.engine import BuildError, Component, Playback, RunRequest, Work, evaluate, prepare
@@ -25,7 +25,7 @@ eval_app = typer.Typer(help="Evaluations.", no_args_is_help=True)
 
 
 def _fail(status: Exit, message: str) -> typer.Exit:
-    console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+    print_error(message)
     return typer.Exit(status)
 
 
@@ -141,7 +141,8 @@ def run(
         console.print(timing_line(report), style="dim")
     for error in report["errors"][:10]:
         console.print(
-            f"[red]episode {error['index']} ({error['task']}, seed {error['seed']}):[/red] {error['error']}"
+            f"[red]episode {error['index']} ({escape(str(error['task']))}, seed {error['seed']}):[/red] "
+            f"{escape(error['error'])}"
         )
     if len(report["errors"]) > 10:
         console.print(

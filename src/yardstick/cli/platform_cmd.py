@@ -12,8 +12,9 @@ from typing import Any
 
 import typer
 
-from yardstick.cli.display import console
+from yardstick.cli.display import console, print_error
 from yardstick.cli.exits import Exit
+from yardstick.cli.signals import sigterm_as_interrupt
 from yardstick.core.settings import Settings
 
 DataDir = typer.Option(
@@ -84,9 +85,15 @@ def server(
     console.print(f"data: {settings.data_dir}  database: {settings.database.split('@')[-1]}")
     console.print(f"API:  http://{host}:{port}/v1  (OpenAPI at /docs)")
     console.print(f"sign-in: http://{host}:{port}/device  (yardstick login)")
-    embedded = [] if no_worker else start_workers(settings, workers)
+    embedded: list[Any] = []
     try:
-        uvicorn.run(create_app(services), host=host, port=port, log_level=log_level)
+        with sigterm_as_interrupt():
+            embedded = [] if no_worker else start_workers(settings, workers)
+            uvicorn.run(create_app(services), host=host, port=port, log_level=log_level)
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM before uvicorn serves; once it serves, uvicorn.run shuts down gracefully and
+        # returns. Either way a stop asked for, not a failure.
+        console.print("stopping")
     finally:
         stop_workers(embedded)
         services.close()
@@ -105,9 +112,10 @@ def worker(
         return
     processes = start_workers(settings, concurrency)
     try:
-        for process in processes:
-            process.join()
-    except KeyboardInterrupt:
+        with sigterm_as_interrupt():
+            for process in processes:
+                process.join()
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM to this process alone: the workers stop with it
         stop_workers(processes)
 
 
@@ -155,7 +163,7 @@ def _database(
         with install.db.writing() if write else install.db.reading() as session:
             yield install, session
     except AdminError as exc:
-        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        print_error(str(exc))
         raise typer.Exit(Exit.CALLER) from None
     finally:
         install.close()

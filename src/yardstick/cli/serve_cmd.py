@@ -8,9 +8,10 @@ from pathlib import PurePosixPath
 
 import typer
 
-from yardstick.cli.display import console
+from yardstick.cli.display import console, print_error
 from yardstick.cli.exits import Exit
 from yardstick.cli.options import parse_params
+from yardstick.cli.signals import sigterm_as_interrupt
 from yardstick.sdk.errors import AuthoringError
 from yardstick.wire.address import HostPort, Root, UnixSocket, format_url
 
@@ -39,7 +40,7 @@ def serve(
 ) -> None:
     """Serve policies over the session protocol (websocket, unix socket, gRPC, TLS) and the openpi and
     roboarena dialects at the root. A bearer token is demanded when YARDSTICK_POLICY_TOKEN is set."""
-    from yardstick.catalog import resolve
+    from yardstick.catalog import resolve_to_play
     from yardstick.wire.server.host import PolicyHost
     from yardstick.wire.server.serve import PolicyServer, ServeOptions
 
@@ -49,9 +50,9 @@ def serve(
         named = re.fullmatch(r"([A-Za-z0-9._-]+)=(.+)", ref)
         model_id, reference = (named.group(1), named.group(2)) if named else (None, ref)
         try:
-            cls = resolve("policy", reference)
+            cls = resolve_to_play("policy", reference)
         except AuthoringError as exc:
-            console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+            print_error(str(exc))
             raise typer.Exit(Exit.CALLER) from None
         host_id = model_id or re.sub(r"[^A-Za-z0-9._-]+", "-", cls.__name__).lower()
         if host_id in hosts:
@@ -72,7 +73,7 @@ def serve(
     try:
         server = PolicyServer(hosts, options).start()
     except (ValueError, OSError) as exc:
-        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        print_error(str(exc))
         raise typer.Exit(Exit.USAGE if isinstance(exc, ValueError) else Exit.CALLER) from None
     tls = options.tls_cert is not None
     for model_id, policy_host in hosts.items():
@@ -95,7 +96,8 @@ def serve(
     if options.token:
         console.print(f"sessions need the bearer token in ${TOKEN_ENV}")
     try:
-        server.wait()
+        with sigterm_as_interrupt():
+            server.wait()
     except KeyboardInterrupt:
         console.print("stopping")
     finally:

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from yardstick.cli.display import console
+from yardstick.cli.display import console, print_error
 from yardstick.cli.exits import Exit
 from yardstick.sdk.decorators import benchmark_spec, policy_spec
 from yardstick.sdk.errors import AuthoringError
@@ -23,7 +23,7 @@ def _resolve(kind: str, ref: str) -> type:
     try:
         return resolve(kind, ref)  # type: ignore[arg-type]
     except AuthoringError as exc:
-        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        print_error(str(exc))
         raise typer.Exit(Exit.CALLER) from None
 
 

@@ -57,7 +57,7 @@ class Work:
     playback: Playback = Playback()
     call_timeout_s: float | None = 60.0
     worlds: int | None = None
-    resolver: str = "yardstick.catalog:resolve"
+    resolver: str = "yardstick.catalog:resolve_to_play"
     # How long a remote policy's server may take to come up (to answer, then to be ready).
     startup_timeout_s: float = 60.0
     # What to record of each episode (videos, trajectories) and where; None records nothing.
