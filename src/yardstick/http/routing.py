@@ -12,7 +12,8 @@ from fastapi import APIRouter, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 
-from yardstick.core.refusals import Refusal
+from yardstick.core.refusals import Refusal, bad_request
+from yardstick.store.text import UnstorableText
 
 
 class Door(Protocol):
@@ -45,7 +46,47 @@ def door_router(door: Door, **options: Any) -> APIRouter:
                     return door.refusal(request, refusal)
                 except RequestValidationError as exc:
                     return door.invalid(request, exc)
+                except (UnstorableText, TypeError) as exc:
+                    refused = refused_input(exc)
+                    if refused is None:
+                        raise
+                    return answer_refused(door, request, refused)
 
             return answered
 
     return APIRouter(route_class=DoorRoute, **options)
+
+
+def refused_input(exc: BaseException) -> Refusal | RequestValidationError | None:
+    """What the request's input broke, when `exc` is a refusal of it that is not spelled as one: text no
+    column can hold (`store.text`), or a `TypeError` a model's validator raised while reading the request
+    (pydantic turns only ValueError and AssertionError into validation errors; the contract's id types
+    raise TypeError for a value of the wrong type, such as `{"id": null}`). None: a fault of ours."""
+    if isinstance(exc, UnstorableText):
+        return bad_request(str(exc), errors=[{"field": exc.field, "rule": exc.rule}])
+    if isinstance(exc, TypeError):
+        loc = _validated_at(exc)
+        if loc is not None:
+            problem = {"loc": loc, "msg": f"Value error, {exc}", "type": "value_error", "input": None}
+            return RequestValidationError([problem])
+    return None
+
+
+def answer_refused(door: Door, request: Request, refused: Refusal | RequestValidationError) -> Response:
+    if isinstance(refused, Refusal):
+        return door.refusal(request, refused)
+    return door.invalid(request, refused)
+
+
+def _validated_at(exc: TypeError) -> tuple[Any, ...] | None:
+    """Where in the request the value was that a model's validator raised on (FastAPI's `loc`, such as
+    `("body",)`), or None when the error was not raised while validating a request."""
+    # FastAPI validates each request value in this function, with `loc` saying where the value came from.
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "_validate_value_with_model_field" and "fastapi" in code.co_filename:
+            loc = tb.tb_frame.f_locals.get("loc")
+            return tuple(loc) if isinstance(loc, tuple) else ("body",)
+        tb = tb.tb_next
+    return None
