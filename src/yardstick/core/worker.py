@@ -343,10 +343,19 @@ class PlatformWorker:
                     )
                 pending.clear()
                 return False
-            files = self._upload_recording(batch.run_id, result, record)
-            key = lifecycle.episode_key(episode.index)
-            raw = json.dumps(record, default=str).encode()
-            size = self.store.put(batch.run_id, key, raw, "application/json", durable=False)
+            try:
+                files = self._upload_recording(batch.run_id, result, record)
+                key = lifecycle.episode_key(episode.index)
+                raw = json.dumps(record, default=str).encode()
+                size = self.store.put(batch.run_id, key, raw, "application/json", durable=False)
+            except OSError as exc:
+                # A full or failing artifact store: the platform's fault, so the run errors and is refunded.
+                # A put is all or nothing, so no part of a file is left to be served.
+                reason = f"episode {episode.index} played, and its results could not be stored: {exc}"
+                if self.queue.fail(self.name, episode.id, reason, record):
+                    self.lifecycle.fail(batch.run_id, FailureKind.STORAGE_FAILED, reason)
+                pending.clear()
+                return False
             landed = self.queue.complete(
                 self.name, episode.id, record, [*files, (key, size, "application/json")]
             )

@@ -47,6 +47,7 @@ REASONS: dict[FailureKind, ReasonCode] = {
     FailureKind.BENCHMARK_SETUP_CRASH: ReasonCode.internal_error,
     FailureKind.WORKER_LOST: ReasonCode.runner_unresponsive,
     FailureKind.PLATFORM_LOST: ReasonCode.runner_unresponsive,
+    FailureKind.STORAGE_FAILED: ReasonCode.internal_error,
 }
 
 
