@@ -19,9 +19,10 @@ from yardstick import __version__
 from yardstick.core import limits
 from yardstick.core.artifacts import ARTIFACTS_PATH, ArtifactUrlRefused
 from yardstick.core.refusals import Refusal, RefusalKind
+from yardstick.gateway import openapi
 from yardstick.gateway.body_limit import BodyLimit
 from yardstick.gateway.services import Services
-from yardstick.http.routing import Door, answer_refused, refused_input
+from yardstick.http.routing import Door, answer_refused, refusals, refused_input
 from yardstick.positronic import routes as positronic
 from yardstick.positronic.errors import POSITRONIC
 from yardstick.signin import oauth
@@ -121,7 +122,9 @@ def create_app(services: Services) -> FastAPI:
             request, Refusal(RefusalKind.INTERNAL, f"internal error: {type(exc).__name__}")
         )
 
-    @app.get(ARTIFACTS_PATH + "/{submission}/{key:path}", include_in_schema=True)
+    @app.get(
+        ARTIFACTS_PATH + "/{submission}/{key:path}", include_in_schema=True, responses=refusals(403, 404)
+    )
     def artifact(submission: str, key: str, expires: str = "", sig: str = "") -> Any:
         """An artifact by its signed, expiring URL (no key needed: the signature is the credential)."""
         try:
@@ -140,4 +143,5 @@ def create_app(services: Services) -> FastAPI:
     def health() -> dict[str, Any]:
         return {"status": "ok", "version": __version__, "workers_alive": platform.runs.workers_alive()}
 
+    openapi.install(app, doors, lambda path: next(door for door in doors if door.serves(path)))
     return app
