@@ -4,6 +4,7 @@ processes, and users with keys. Nothing is mocked: the tests speak HTTP to it wi
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import signal
 import socket
 import subprocess
@@ -55,7 +56,8 @@ class Harness:
         return PlatformClient(self.url, api_key=self.keys[login] if login else None)  # type: ignore[arg-type]
 
     def start_worker(self) -> Any:
-        process = mp.get_context("spawn").Process(target=run_worker, args=(self.settings,))
+        # It dies with this process: a test run that is killed leaves no worker behind.
+        process = mp.get_context("spawn").Process(target=run_worker, args=(self.settings, None, os.getpid()))
         process.start()
         self.workers.append(process)
         return process

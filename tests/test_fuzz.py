@@ -61,7 +61,9 @@ def _schemathesis(platform: Harness, key: str, report: Path, paths: tuple[str, .
         f"--report-dir={report}",
         *which,
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    # From the report's folder: schemathesis keeps a cache where it runs, which is no place in the repository.
+    report.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False, cwd=report)
     [found] = report.glob("*.json")
     return json.loads(found.read_text()), done.stdout
 
