@@ -4,6 +4,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,3 +65,11 @@ def fresh_database(kind: str, folder: Path) -> Iterator[str]:
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     with fresh_database(request.param, tmp_path) as url:
         yield url
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The fuzz run's counts (tests/test_fuzz.py), after the test run's own summary."""
+    from test_fuzz import FUZZ_COUNTS
+
+    for line in FUZZ_COUNTS:
+        terminalreporter.write_line(line)

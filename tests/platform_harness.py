@@ -4,7 +4,11 @@ processes, and users with keys. Nothing is mocked: the tests speak HTTP to it wi
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -13,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 from platform_client.client import PlatformClient
 from platform_client.eval_plan import EvalPlan
@@ -20,6 +25,7 @@ from platform_client.eval_plan import EvalPlan
 from yardstick.cli.platform_cmd import run_worker
 from yardstick.core import admin
 from yardstick.core.platform import Platform
+from yardstick.core.processes import children, descendants, kill_all
 from yardstick.core.settings import Settings, SignInSettings
 from yardstick.gateway.app import create_app
 from yardstick.gateway.services import Services, open_services
@@ -50,7 +56,8 @@ class Harness:
         return PlatformClient(self.url, api_key=self.keys[login] if login else None)  # type: ignore[arg-type]
 
     def start_worker(self) -> Any:
-        process = mp.get_context("spawn").Process(target=run_worker, args=(self.settings,))
+        # It dies with this process: a test run that is killed leaves no worker behind.
+        process = mp.get_context("spawn").Process(target=run_worker, args=(self.settings, None, os.getpid()))
         process.start()
         self.workers.append(process)
         return process
@@ -70,13 +77,18 @@ class Harness:
         return self.keys[login]
 
     def wait(self, client: PlatformClient, submission_id: Any, timeout: float = 120.0) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            view = client.get_submission(submission_id)
-            if view.status.name in ("finished", "errored", "cancelled"):
-                return view
-            time.sleep(0.3)
-        raise TimeoutError(f"submission {submission_id} did not end in {timeout} s")
+        return wait_for(client, submission_id, timeout)
+
+
+def wait_for(client: PlatformClient, submission_id: Any, timeout: float = 120.0) -> Any:
+    """The submission's view once it has ended."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        view = client.get_submission(submission_id)
+        if view.status.name in ("finished", "errored", "cancelled"):
+            return view
+        time.sleep(0.3)
+    raise TimeoutError(f"submission {submission_id} did not end in {timeout} s")
 
 
 def toy_plan(
@@ -92,6 +104,50 @@ def toy_plan(
             "transaction_key": key,
         }
     )
+
+
+def prepare_install(settings: Settings, *, per_day: int = 50) -> dict[str, str]:
+    """The orgs, evals, served policies and users every platform test starts from, in `settings`' install;
+    the users' keys by login."""
+    services = open_services(settings)
+    try:
+        with services.platform.db.writing() as session:
+            admin.create_org(session, "acme", per_day=per_day, concurrent=100)
+            admin.create_org(session, "globex", per_day=per_day, concurrent=100, may_compose=False)
+            admin.create_eval(
+                session, "toys.tally", f"{TOYS}:Tally", choice=admin.EvalTasks(["three", "ten"], trials=4)
+            )
+            admin.create_eval(
+                session,
+                "toys.acme",
+                f"{TOYS}:Tally",
+                choice=admin.EvalTasks(["three"], trials=2),
+                org_slug="acme",
+            )
+            admin.create_eval(
+                session,
+                "toys.canvas",
+                f"{TOYS}:Canvas",
+                title="Canvas",
+                choice=admin.EvalTasks(["left", "right"], trials=2),
+                record_video=True,
+            )
+            for name, cls, params in (
+                ("rows", "Rows", {}),
+                ("slow", "SlowRows", {"delay": 0.1}),
+                ("crash", "CrashOnTen", {}),
+                ("sampler", "Sampler", {}),
+                ("wedge", "WedgeOnTen", {}),
+            ):
+                session.add(ServedPolicy(name=name, reference=f"{TOYS}:{cls}", params=params))
+        keys = {}
+        for login, org in (("alice", "acme"), ("bob", "acme"), ("gina", "globex")):
+            with services.platform.db.writing() as session:
+                admin.create_user(session, login, orgs=[org], alias=login)
+                keys[login] = admin.create_key(session, login).plaintext
+        return keys
+    finally:
+        services.close()
 
 
 @contextmanager
@@ -116,35 +172,8 @@ def running_platform(
         call_timeout_s=call_timeout_s,
         sign_in=sign_in or SignInSettings(),
     )
+    keys = prepare_install(settings, per_day=per_day)
     services = open_services(settings)
-    with services.platform.db.writing() as session:
-        admin.create_org(session, "acme", per_day=per_day, concurrent=100)
-        admin.create_org(session, "globex", per_day=per_day, concurrent=100, may_compose=False)
-        admin.create_eval(
-            session, "toys.tally", f"{TOYS}:Tally", choice=admin.EvalTasks(["three", "ten"], trials=4)
-        )
-        admin.create_eval(
-            session,
-            "toys.acme",
-            f"{TOYS}:Tally",
-            choice=admin.EvalTasks(["three"], trials=2),
-            org_slug="acme",
-        )
-        admin.create_eval(
-            session,
-            "toys.canvas",
-            f"{TOYS}:Canvas",
-            title="Canvas",
-            choice=admin.EvalTasks(["left", "right"], trials=2),
-            record_video=True,
-        )
-        for name, cls, params in (
-            ("rows", "Rows", {}),
-            ("slow", "SlowRows", {"delay": 0.1}),
-            ("crash", "CrashOnTen", {}),
-            ("sampler", "Sampler", {}),
-        ):
-            session.add(ServedPolicy(name=name, reference=f"{TOYS}:{cls}", params=params))
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(services), host="127.0.0.1", port=port, log_level="warning")
@@ -153,10 +182,7 @@ def running_platform(
     thread.start()
     while not server.started:
         time.sleep(0.02)
-    harness = Harness(settings, services, f"http://127.0.0.1:{port}")
-    harness.user("alice", "acme")
-    harness.user("bob", "acme")
-    harness.user("gina", "globex")
+    harness = Harness(settings, services, f"http://127.0.0.1:{port}", keys=keys)
     for _ in range(workers):
         harness.start_worker()
     try:
@@ -166,3 +192,89 @@ def running_platform(
         server.should_exit = True
         thread.join(timeout=10)
         services.close()
+
+
+@dataclass
+class ServerProcess:
+    """`yardstick server` as a user runs it: its own process (and its workers'), on a prepared install."""
+
+    settings: Settings
+    keys: dict[str, str]
+    port: int
+    args: list[str]
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def client(self, login: str = "alice") -> PlatformClient:
+        return PlatformClient(self.url, api_key=self.keys[login])  # type: ignore[arg-type]
+
+    def start(self) -> subprocess.Popen[bytes]:
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "yardstick.cli", "server", *self.args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, self.log.read_text()[-3000:]
+            try:
+                if (
+                    httpx.get(self.url + "/healthz", timeout=1).json()["workers_alive"]
+                    or "--no-worker" in self.args
+                ):
+                    return self.process
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError("the server did not come up: " + self.log.read_text()[-3000:])
+
+    def workers(self) -> list[int]:
+        """The server's worker processes (its children that multiprocessing spawned)."""
+        assert self.process is not None
+        return [pid for pid in children(self.process.pid) if "spawn_main" in _cmdline(pid)]
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(timeout=timeout)
+
+    def wait(self, client: PlatformClient, submission_id: Any, timeout: float = 120.0) -> Any:
+        return wait_for(client, submission_id, timeout)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@contextmanager
+def server_process(
+    tmp_path: Path, database_url: str | None, *, call_timeout_s: float = 60.0, extra: tuple[str, ...] = ()
+) -> Iterator[ServerProcess]:
+    """A prepared install served by `yardstick server` in a process of its own; SIGKILLed (with whatever is
+    left of its tree) if the test did not stop it."""
+    settings = Settings(
+        data_dir=tmp_path / "platform", database_url=database_url, call_timeout_s=call_timeout_s
+    )
+    keys = prepare_install(settings)
+    port = free_port()
+    args = ["--data-dir", str(settings.data_dir), "--port", str(port), "--call-timeout", str(call_timeout_s)]
+    if database_url:
+        args += ["--database", database_url]
+    served = ServerProcess(settings, keys, port, [*args, *extra], tmp_path / "server.log")
+    try:
+        yield served
+    finally:
+        if served.process is not None and served.process.poll() is None:
+            left = descendants(served.process.pid)
+            served.process.kill()
+            served.process.wait(timeout=10)
+            kill_all(left)

@@ -15,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from yardstick.billing.terms import BillingTerms
+from yardstick.core import limits
 from yardstick.core.accounts import Caller
 from yardstick.core.idempotency import create_once
 from yardstick.core.paging import keyset_page
@@ -23,7 +24,6 @@ from yardstick.store.db import Database
 from yardstick.store.models import CreditAccount, Membership, Org, Purchase, Reservation, utcnow
 from yardstick.store.states import BillingRole, PurchaseState
 
-PURCHASE_CAP = 200
 CHECKOUT_PATH = "/billing/checkout"
 # What an org slug may look like in a billing query: anything else is refused before a lookup.
 ORG_SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -147,7 +147,7 @@ class Purchases:
         self, caller: Caller, slug: str, after: str | None, limit: int
     ) -> tuple[list[PurchaseInfo], str | None]:
         """One page of an org's purchases, oldest first; the page's last id when more remain."""
-        size = min(limit, PURCHASE_CAP)
+        size = min(limit, limits.PAGE_SIZE_MAX)
         with self.db.reading() as session:
             org, _ = _membership(session, caller, slug)
             anchor = None

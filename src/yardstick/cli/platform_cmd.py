@@ -3,7 +3,8 @@ platform and administering it with direct access to its database."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import dataclasses
+import os
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,7 +15,6 @@ import typer
 
 from yardstick.cli.display import console, print_error
 from yardstick.cli.exits import Exit
-from yardstick.cli.signals import sigterm_as_interrupt
 from yardstick.core.settings import Settings
 
 DataDir = typer.Option(
@@ -30,36 +30,54 @@ DatabaseUrl = typer.Option(
 )
 
 
-def _settings(data_dir: Path | None, database: str | None) -> Settings:
-    return Settings.from_env(data_dir, database)
+CallTimeout = typer.Option(
+    None,
+    "--call-timeout",
+    min=0.1,
+    help="Seconds one policy or benchmark call may take before its episode fails (default 60).",
+)
 
 
-def run_worker(settings: Settings, name: str | None = None) -> None:
-    """A worker process's life: play episodes until SIGTERM/SIGINT, then hand back what it held."""
+def _settings(data_dir: Path | None, database: str | None, call_timeout: float | None = None) -> Settings:
+    settings = Settings.from_env(data_dir, database)
+    return settings if call_timeout is None else dataclasses.replace(settings, call_timeout_s=call_timeout)
+
+
+def run_worker(settings: Settings, name: str | None = None, parent: int | None = None) -> None:
+    """A worker process's life: play episodes until SIGTERM, SIGINT or (given its `parent`'s pid) the
+    parent's death, then hand back what it held, the episode in play included."""
+    from yardstick.core.processes import die_with_parent
     from yardstick.core.worker import PlatformWorker
     from yardstick.gateway.services import ledger_for
 
     worker = PlatformWorker(settings, ledger_for(settings), name=name)
-    signal.signal(signal.SIGTERM, lambda *_: worker.stop())
-    signal.signal(signal.SIGINT, lambda *_: worker.stop())
+    signal.signal(signal.SIGTERM, lambda *_: worker.interrupt())
+    signal.signal(signal.SIGINT, lambda *_: worker.interrupt())
+    if parent is not None:
+        # From the watching thread: it cannot cut the episode in play, so it wakes the main thread's handler.
+        die_with_parent(parent, lambda: os.kill(os.getpid(), signal.SIGTERM))
     worker.run()
 
 
-def start_workers(settings: Settings, count: int) -> list[Any]:
-    context = mp.get_context("spawn")
-    processes = [context.Process(target=run_worker, args=(settings,), daemon=False) for _ in range(count)]
-    for process in processes:
-        process.start()
-    return processes
+@contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """SIGTERM (and SIGINT) end the block by an exception, so what follows it (stopping the workers) runs:
+    uvicorn re-raises the signal it caught once it has shut down, and the default SIGTERM would kill the
+    process there, before the workers were stopped. A second signal while stopping is ignored."""
 
+    def stop(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise SystemExit(0)
 
-def stop_workers(processes: list[Any]) -> None:
-    for process in processes:
-        process.terminate()  # SIGTERM: finish the episode in hand, hand the rest back
-    for process in processes:
-        process.join(timeout=60)
-        if process.is_alive():
-            process.kill()
+    before = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for sig in before:
+            signal.signal(sig, signal.SIG_IGN)  # stopping now: a second signal must not cut it short
 
 
 def server(
@@ -70,53 +88,57 @@ def server(
     no_worker: bool = typer.Option(False, "--no-worker", help="Serve the API only; workers run elsewhere."),
     workers: int = typer.Option(1, min=1, help="Embedded worker processes."),
     log_level: str = typer.Option(
-        "warning", help="uvicorn's log level; info adds a line per request (method, path, status)."
+        "warning",
+        help="uvicorn's log level; info adds a line per request (method, path, status; tokens and "
+        "signatures in paths redacted).",
     ),
+    call_timeout: float | None = CallTimeout,
 ) -> None:
     """The whole platform on one machine: the API, workers, the database and the artifacts, migrations
     applied. OpenAPI at /docs."""
     import uvicorn
 
+    from yardstick.core.supervisor import Supervisor
+    from yardstick.gateway.access_log import log_config
     from yardstick.gateway.app import create_app
     from yardstick.gateway.services import open_services
 
-    settings = _settings(data_dir, database)
-    services = open_services(settings)
-    console.print(f"data: {settings.data_dir}  database: {settings.database.split('@')[-1]}")
-    console.print(f"API:  http://{host}:{port}/v1  (OpenAPI at /docs)")
-    console.print(f"sign-in: http://{host}:{port}/device  (yardstick login)")
-    embedded: list[Any] = []
-    try:
-        with sigterm_as_interrupt():
-            embedded = [] if no_worker else start_workers(settings, workers)
-            uvicorn.run(create_app(services), host=host, port=port, log_level=log_level)
-    except KeyboardInterrupt:
-        # Ctrl-C or SIGTERM before uvicorn serves; once it serves, uvicorn.run shuts down gracefully and
-        # returns. Either way a stop asked for, not a failure.
-        console.print("stopping")
-    finally:
-        stop_workers(embedded)
-        services.close()
+    settings = _settings(data_dir, database, call_timeout)
+    supervisor = Supervisor(settings, 0 if no_worker else workers, run_worker)
+    with _stopped_by_signals():
+        services = open_services(settings)
+        try:
+            console.print(f"data: {settings.data_dir}  database: {settings.database.split('@')[-1]}")
+            console.print(f"API:  http://{host}:{port}/v1  (OpenAPI at /docs)")
+            console.print(f"sign-in: http://{host}:{port}/device  (yardstick login)")
+            supervisor.start()
+            uvicorn.run(
+                create_app(services), host=host, port=port, log_level=log_level, log_config=log_config()
+            )
+        finally:
+            supervisor.stop()
+            services.close()
 
 
 def worker(
     data_dir: Path | None = DataDir,
     database: str | None = DatabaseUrl,
     concurrency: int = typer.Option(1, min=1, help="Worker processes on this machine."),
+    call_timeout: float | None = CallTimeout,
 ) -> None:
     """Play queued episodes from a platform's database (PostgreSQL for workers on other machines; the
-    artifact folder must be shared with the server's)."""
-    settings = _settings(data_dir, database)
-    if concurrency == 1:
-        run_worker(settings)
-        return
-    processes = start_workers(settings, concurrency)
-    try:
-        with sigterm_as_interrupt():
-            for process in processes:
-                process.join()
-    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM to this process alone: the workers stop with it
-        stop_workers(processes)
+    artifact folder must be shared with the server's). The worker processes are supervised: one that dies is
+    replaced; SIGTERM or SIGINT stops them all."""
+    from yardstick.core.supervisor import Supervisor
+
+    settings = _settings(data_dir, database, call_timeout)
+    supervisor = Supervisor(settings, concurrency, run_worker)
+    with _stopped_by_signals():
+        try:
+            supervisor.start()
+            supervisor.join()
+        finally:
+            supervisor.stop()
 
 
 db_app = typer.Typer(help="The platform's database.", no_args_is_help=True)

@@ -16,9 +16,12 @@ from yardstick.core import keys
 from yardstick.store.db import Database
 from yardstick.store.models import ApiKey, Membership, Org, User, utcnow
 
-# How long a key's caller is remembered in a gateway process: a revoked key stops working within this
-# time in every process (at once in the process that revoked it).
-AUTH_CACHE_S, AUTH_CACHE_SIZE = 10.0, 4096
+# How long a key's caller is remembered in a gateway process: the platform's promise is that a revoked key
+# (by the API, `yardstick admin key revoke`, or another gateway) stops working within this time in every
+# process — at once in the process that revoked it — and so does any other change to a caller (an org
+# joined or left, admin granted). A second keeps a busy key at three small queries a second per process,
+# where a query per request would cost more than the rest of a read.
+AUTH_CACHE_S, AUTH_CACHE_SIZE = 1.0, 4096
 
 
 @dataclass(frozen=True)

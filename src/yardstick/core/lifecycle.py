@@ -88,7 +88,10 @@ class Lifecycle:
             "summary": overall,
             "endpoints": per_endpoint,
         }
-        written = _write(self.store, run_id, "result.json", result)
+        try:
+            written = _write(self.store, run_id, "result.json", result)
+        except OSError as exc:
+            return self.fail(run_id, FailureKind.STORAGE_FAILED, f"result.json could not be stored: {exc}")
         with self.db.writing() as session:
             record_artifacts(session, run_id, [written])
         with self.db.writing() as session:
@@ -123,20 +126,23 @@ class Lifecycle:
             stop_episodes(session, run_id)
             self.ledger.settle(session, run_id, charged=pays)
             about = {"failure": kind, "charged": pays, "reason": reason}
-            written = [
-                _write(self.store, run_id, "diagnostics.json", {**about, **(diagnostics or {})}),
-                _write(
-                    self.store,
-                    run_id,
-                    "result.json",
-                    {
-                        "submission_id": f"{run_id:x}",
-                        "status": RunStatus.ERRORED,
-                        **about,
-                        "attempt_location": ATTEMPT,
-                    },
-                ),
-            ]
+            documents = {
+                "diagnostics.json": {**about, **(diagnostics or {})},
+                "result.json": {
+                    "submission_id": f"{run_id:x}",
+                    "status": RunStatus.ERRORED,
+                    **about,
+                    "attempt_location": ATTEMPT,
+                },
+            }
+            written = []
+            for key, document in documents.items():
+                try:
+                    written.append(_write(self.store, run_id, key, document))
+                except OSError:
+                    # The store is full or failing (perhaps why the run failed): the run still ends, its
+                    # reason in its row; a document that could not be written is not listed.
+                    continue
             record_artifacts(session, run_id, written)
         return True
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
+from yardstick.core import limits
 from yardstick.core.artifacts import UrlSigner, page
 from yardstick.core.refusals import bad_request
 from yardstick.store.db import Database
 from yardstick.store.models import Artifact, Run
 from yardstick.store.states import RunStatus
-
-ARTIFACT_PAGE, ARTIFACT_CAP = 100, 1000
 
 
 class Links:
@@ -33,7 +32,12 @@ class Links:
                 for a in session.execute(select(Artifact).where(Artifact.submission_id == run.id)).scalars()
             ]
         rows, after_key = page(
-            entries, prefix=prefix, after=after, limit=limit, cap=ARTIFACT_CAP, default=ARTIFACT_PAGE
+            entries,
+            prefix=prefix,
+            after=after,
+            limit=limit,
+            cap=limits.ARTIFACT_PAGE_MAX,
+            default=limits.ARTIFACT_PAGE_DEFAULT,
         )
         return [
             (key, size, self.signer.sign(run.id, key, base_url=base_url)) for key, size in rows

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from yardstick.core import admission
+from yardstick.core import admission, limits
 from yardstick.core.accounts import Caller
 from yardstick.core.catalog import CatalogEval
 from yardstick.core.idempotency import create_once
@@ -25,7 +25,6 @@ from yardstick.store.models import Eval, Org, Run, RunEpisode, WorkerBeat, utcno
 from yardstick.store.queue import EpisodeQueue, stop_episodes
 from yardstick.store.states import ACTIVE_RUNS, Audience, Contract, RunStatus, TargetKind
 
-LIST_LIMIT, LIST_CAP = 50, 200
 # A worker that has not beaten this long is gone; a pending run with none says it waits for one.
 WORKER_ALIVE_S = 30.0
 
@@ -224,7 +223,7 @@ class Runs:
     ) -> tuple[list[Run], int | None]:
         """One page of the caller's runs filed through `contract` (an admin's: everyone's), oldest first;
         the id to page on from when more follow."""
-        size = page_size(limit, default=LIST_LIMIT, cap=LIST_CAP)
+        size = page_size(limit, default=limits.PAGE_SIZE_DEFAULT, cap=limits.PAGE_SIZE_MAX)
         with self.db.reading() as session:
             query = select(Run).where(Run.contract == contract)
             if not caller.is_admin:

@@ -3,12 +3,21 @@
 One worker plays one batch at a time (one submission's episodes) in its main thread, where the engine's call
 guard works; a thread renews the lease meanwhile. Policies and benchmarks are built once and kept for the next
 batch of the same run. A failed episode fails its run with the kind of failure it was (`lifecycle` decides
-who pays). SIGTERM (or `stop`) finishes the episode in hand and hands the rest of the batch back.
+who pays).
+
+A vigil thread beats for the worker all its life, playing or not (so a long batch never reads as "no worker
+alive"), and watches the engine's deadline beacon: a call stuck past its limit where the alarm cannot reach
+it (C code, signals blocked) fails its episode with that call's own timeout kind, hands the rest of the batch
+back, and ends the process, for its supervisor to replace.
+
+`stop` (SIGTERM, SIGINT, the parent's death) ends the worker within moments: the episode in play is cut
+where the engine is (never inside a write of ours) and handed back with the rest of the batch.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import secrets
@@ -18,15 +27,19 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from sqlalchemy.exc import OperationalError
 
 from yardstick.core import lifecycle
 from yardstick.core.artifacts import LocalArtifactStore
 from yardstick.core.ledger import Ledger
 from yardstick.core.settings import Settings
 from yardstick.engine.failures import FailureKind
+from yardstick.engine.guard import Call, CallBeacon
 from yardstick.engine.recording import Recording, describe_video, episode_folder
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.runtime import BuildError, Component, Runtime, Work
@@ -36,9 +49,22 @@ from yardstick.store.queue import EpisodeQueue, LeasedEpisode
 from yardstick.store.states import ACTIVE_RUNS, TargetKind
 from yardstick.wire.address import format_url, parse_address
 
+log = logging.getLogger("yardstick.worker")
+T = TypeVar("T")
+
 # Well inside the 30 s after which the platform counts a worker gone (runs.WORKER_ALIVE_S).
 BEAT_EVERY_S = 5.0
 KEPT_RUNTIMES = 2
+# How often the vigil looks at the beacon; how long past a call's limit it waits for the alarm to cut it.
+VIGIL_EVERY_S = 0.5
+HANG_GRACE_S = 5.0
+# The exit status of a worker that ended itself over a call that would not yield (its supervisor replaces it).
+EXIT_WEDGED = 75
+
+
+class Stopped(SystemExit):
+    """Raised in the main thread to cut the episode in play when the worker is asked to stop. A SystemExit,
+    so the engine's guard lets it through rather than counting it as the policy's crash."""
 
 
 @dataclass(frozen=True)
@@ -76,26 +102,52 @@ class PlatformWorker:
         # Episodes record here, then their files go to the artifact store and leave this folder.
         self._recordings = Path(tempfile.mkdtemp(prefix="yardstick-recording-"))
         self._beaten_at = -math.inf
+        # What the vigil reads: the engine's deadline (and its call), the batch in hand and what is in play.
+        self.beacon = CallBeacon()
+        self._run_id: int | None = None
+        self._pending: dict[int, LeasedEpisode] = {}
+        self._playing: dict[int, LeasedEpisode] = {}
+        self._in_engine = False
 
     def run(self) -> None:
-        """Until `stop()`: beat, sweep abandoned runs, lease, play."""
+        """Until `stop()`: sweep abandoned runs, lease, play; the vigil beats meanwhile."""
+        vigil = threading.Thread(target=self._vigil, name="yardstick-vigil", daemon=True)
+        vigil.start()
         try:
             while not self.stopping.is_set():
-                if not self.step():
+                try:
+                    played = self.step()
+                except OperationalError as exc:
+                    # The database went away (a restart, a connection cut): what this worker held goes back
+                    # when its lease runs out; it carries on once the database answers again.
+                    log.warning("worker %s: the database failed (%s); retrying", self.name, exc.orig)
+                    played = False
+                if not played:
                     self.stopping.wait(self.poll_s)
+        except Stopped:
+            pass
         finally:
+            self.stopping.set()
             for runtime in self._runtimes.values():
                 runtime.close()
             self._runtimes.clear()
+            vigil.join(timeout=5)
             self.db.close()
             shutil.rmtree(self._recordings, ignore_errors=True)
 
     def stop(self) -> None:
         self.stopping.set()
 
+    def interrupt(self) -> None:
+        """`stop`, from a signal handler in the main thread: the episode in play is cut at once (it is
+        handed back with the rest of the batch), unless the worker is in a write of its own, which ends
+        first and is followed by no other."""
+        self.stop()
+        if self._in_engine and threading.current_thread() is threading.main_thread():
+            raise Stopped(0)
+
     def step(self) -> bool:
         """One round; True if it played anything."""
-        self._beat()
         self._sweep()
         leased = self.queue.lease(self.name, self.batch, frozenset(self._warm))
         if not leased:
@@ -103,8 +155,19 @@ class PlatformWorker:
         self._play(leased)
         return True
 
+    def _vigil(self) -> None:
+        """All the worker's life, in a thread of its own: beat, and watch for a call stuck past its limit."""
+        while not self.stopping.wait(VIGIL_EVERY_S):
+            try:
+                self._beat()
+                deadline = self.beacon.value
+                if deadline and time.monotonic() > deadline + HANG_GRACE_S:
+                    self._wedged(self.beacon.call)
+            except OperationalError as exc:
+                log.warning("worker %s: could not beat (%s)", self.name, exc.orig)
+
     def _beat(self) -> None:
-        # Every few seconds, not every poll: an idle worker polls twice a second, and a beat is a write.
+        # Every few seconds, not every poll: a beat is a write.
         now = time.monotonic()
         if now - self._beaten_at < BEAT_EVERY_S:
             return
@@ -116,6 +179,34 @@ class PlatformWorker:
             else:
                 beat.seen_at = utcnow()
 
+    def _wedged(self, call: Call | None) -> None:
+        """The main thread is stuck in `call` past its limit and the alarm cannot cut it: fail what is in
+        play with the call's own timeout kind, hand back the rest of the batch, and end this process (the
+        stuck call with it) for the supervisor to replace."""
+        what = call.name if call is not None else "a guarded call"
+        kind = call.timeout if call is not None else FailureKind.WORKER_LOST
+        reason = (
+            f"{what} ran past its limit and did not yield to the alarm (stuck where no signal reaches it, "
+            "as in C code); the worker process playing it was replaced"
+        )
+        log.error("worker %s: %s", self.name, reason)
+        try:
+            run_id, playing = self._run_id, list(self._playing.values())
+            for episode in playing:
+                record = {"index": episode.index, "failure": kind, "error": reason, "worker": self.name}
+                self.queue.fail(self.name, episode.id, reason, record)
+            if run_id is not None:
+                where = (
+                    f"episode {playing[0].index} ({playing[0].task_id}, endpoint {playing[0].endpoint}, seed "
+                    f"{playing[0].seed}): "
+                    if playing
+                    else ""
+                )
+                self.lifecycle.fail(run_id, kind, where + reason)
+            self.queue.release_all(self.name)
+        finally:
+            os._exit(EXIT_WEDGED)
+
     def _sweep(self) -> None:
         for run_id, error in self.queue.abandoned():
             self.lifecycle.fail(
@@ -125,7 +216,8 @@ class PlatformWorker:
             )
 
     def _play(self, leased: list[LeasedEpisode]) -> None:
-        pending = {e.id: e for e in leased}
+        pending = self._pending = {e.id: e for e in leased}
+        self._run_id = leased[0].submission_id
         renewing = threading.Event()
         renewer = threading.Thread(target=self._renew, args=(pending, renewing), daemon=True)
         renewer.start()
@@ -139,12 +231,17 @@ class PlatformWorker:
         finally:
             renewing.set()
             renewer.join()
+            self._playing.clear()
+            self._run_id = None
             # Whatever was not played (stopping, or the run ended) goes back; a run that ended drops it.
             self.queue.release(self.name, list(pending))
 
     def _renew(self, pending: dict[int, LeasedEpisode], done: threading.Event) -> None:
         while not done.wait(self.settings.lease_s / 3):
-            self.queue.renew(self.name, list(pending))
+            try:
+                self.queue.renew(self.name, list(pending))
+            except OperationalError as exc:  # the next renewal may reach the database again
+                log.warning("worker %s: could not renew its lease (%s)", self.name, exc.orig)
 
     def _batch_work(self, run_id: int) -> BatchWork | None:
         with self.db.reading() as session:
@@ -202,7 +299,7 @@ class PlatformWorker:
             ],
             sort_keys=True,
         )
-        runtime = self._runtimes.pop(key, None) or Runtime(work)
+        runtime = self._runtimes.pop(key, None) or self._engine(lambda: Runtime(work, self.beacon))
         self._runtimes[key] = runtime
         while len(self._runtimes) > KEPT_RUNTIMES:
             self._runtimes.popitem(last=False)[1].close()
@@ -226,8 +323,10 @@ class PlatformWorker:
             EpisodeSpec(index=e.index, task=e.benchmark_task, trial=e.trial, seed=e.seed, cap_s=e.cap_s)
             for e in episodes
         ]
-        for result in runtime.run(_until(specs, self.stopping)):
+        results = runtime.run(self._until(specs, by_index))
+        while (result := self._engine(lambda: next(results, None))) is not None:
             episode = by_index[result.index]
+            self._playing.pop(result.index, None)
             pending.pop(episode.id, None)
             record = {
                 **result.to_dict(),
@@ -248,10 +347,19 @@ class PlatformWorker:
                     )
                 pending.clear()
                 return False
-            files = self._upload_recording(batch.run_id, result, record)
-            key = lifecycle.episode_key(episode.index)
-            raw = json.dumps(record, default=str).encode()
-            size = self.store.put(batch.run_id, key, raw, "application/json", durable=False)
+            try:
+                files = self._upload_recording(batch.run_id, result, record)
+                key = lifecycle.episode_key(episode.index)
+                raw = json.dumps(record, default=str).encode()
+                size = self.store.put(batch.run_id, key, raw, "application/json", durable=False)
+            except OSError as exc:
+                # A full or failing artifact store: the platform's fault, so the run errors and is refunded.
+                # A put is all or nothing, so no part of a file is left to be served.
+                reason = f"episode {episode.index} played, and its results could not be stored: {exc}"
+                if self.queue.fail(self.name, episode.id, reason, record):
+                    self.lifecycle.fail(batch.run_id, FailureKind.STORAGE_FAILED, reason)
+                pending.clear()
+                return False
             landed = self.queue.complete(
                 self.name, episode.id, record, [*files, (key, size, "application/json")]
             )
@@ -282,10 +390,20 @@ class PlatformWorker:
             record["videos"] = videos
         return written
 
+    def _engine(self, step: Callable[[], T]) -> T:
+        """`step()`, in the engine: where `interrupt` may cut it."""
+        self._in_engine = True
+        try:
+            if self.stopping.is_set():
+                raise Stopped(0)
+            return step()
+        finally:
+            self._in_engine = False
 
-def _until(specs: list[EpisodeSpec], stopping: threading.Event) -> Any:
-    """The episodes, one by one, until the worker is asked to stop."""
-    for spec in specs:
-        if stopping.is_set():
-            return
-        yield spec
+    def _until(self, specs: list[EpisodeSpec], leased: dict[int, LeasedEpisode]) -> Iterator[EpisodeSpec]:
+        """The episodes, one by one, until the worker is asked to stop; each in play once handed out."""
+        for spec in specs:
+            if self.stopping.is_set():
+                return
+            self._playing[spec.index] = leased[spec.index]
+            yield spec

@@ -63,6 +63,15 @@ class _Deadline:
     value = 0.0
 
 
+class CallBeacon:
+    """A beacon a thread of this same process watches (a platform worker's vigil): besides the deadline, the
+    call it is for, so a call stuck past its limit fails with that call's own timeout kind."""
+
+    def __init__(self) -> None:
+        self.value = 0.0
+        self.call: Call | None = None
+
+
 def describe(what: str, exc: BaseException) -> str:
     """`what` raised `exc`, with the place in the user's code it came from."""
     # The innermost frame of the caller's code, not ours: that is where they will look.
@@ -82,6 +91,7 @@ class Guard:
     def __init__(self, seconds: float | None, beacon: Beacon | None = None) -> None:
         self.seconds = seconds
         self.beacon: Beacon = beacon if beacon is not None else _Deadline()
+        self._naming = beacon if isinstance(beacon, CallBeacon) else None
         self._armed = False
         self._call = 0  # which call is in progress; the watchdog fires at most once for each
         self._fired = -1
@@ -131,6 +141,8 @@ class Guard:
         dropped the session, say)."""
         beacon = self.beacon
         self._call += 1
+        if self._naming is not None:
+            self._naming.call = call
         if self.seconds is not None:
             beacon.value = time.monotonic() + self.seconds
         try:

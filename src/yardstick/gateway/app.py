@@ -7,6 +7,7 @@ a method a path does not take, a fault of ours) is rendered by the door whose pa
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -15,18 +16,24 @@ from fastapi.responses import FileResponse, Response
 from starlette.exceptions import HTTPException
 
 from yardstick import __version__
+from yardstick.core import limits
 from yardstick.core.artifacts import ARTIFACTS_PATH, ArtifactUrlRefused
 from yardstick.core.refusals import Refusal, RefusalKind
+from yardstick.gateway import openapi
+from yardstick.gateway.body_limit import BodyLimit
 from yardstick.gateway.services import Services
-from yardstick.http.routing import Door
+from yardstick.http.routing import Door, answer_refused, refusals, refused_input
 from yardstick.positronic import routes as positronic
 from yardstick.positronic.errors import POSITRONIC
 from yardstick.sequences import routes as sequences
 from yardstick.sequences import secrets as sequence_secrets
 from yardstick.sequences.errors import SEQUENCES
 from yardstick.signin import oauth
+from yardstick.store.text import UnstorableText
 from yardstick.web import checkout_page, signin_pages
 from yardstick.web.site import CORS, site_router
+
+log = logging.getLogger("yardstick.gateway")
 
 # The kinds a status that reaches no route stands for.
 _STATUS_KINDS = {
@@ -58,6 +65,13 @@ def create_app(services: Services) -> FastAPI:
 
     def door_of(request: Request) -> Door:
         return next(door for door in doors if door.serves(request.url.path))
+
+    app.add_middleware(
+        BodyLimit,
+        limit=limits.BODY_BYTES,
+        larger=dict.fromkeys(limits.BUNDLE_PATHS, limits.BUNDLE_BODY_BYTES),
+        refuse=lambda request, refusal: door_of(request).refusal(request, refusal),
+    )
 
     @app.middleware("http")
     async def _open_to_other_origins(request: Request, call_next: Any) -> Any:
@@ -96,13 +110,27 @@ def create_app(services: Services) -> FastAPI:
             answer.headers.update(exc.headers)
         return answer
 
+    async def _input_refused(request: Request, exc: Exception) -> Response:
+        """Input the models or the text columns refuse, raised outside a door's routes (the pages, the
+        device flow) or not spelled as a refusal: a 4xx by rule. Any other TypeError is a fault of ours."""
+        refused = refused_input(exc)
+        if refused is None:
+            log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+            return await _internal(request, exc)
+        return answer_refused(door_of(request), request, refused)
+
+    app.add_exception_handler(UnstorableText, _input_refused)
+    app.add_exception_handler(TypeError, _input_refused)
+
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> Response:
         return door_of(request).refusal(
             request, Refusal(RefusalKind.INTERNAL, f"internal error: {type(exc).__name__}")
         )
 
-    @app.get(ARTIFACTS_PATH + "/{submission}/{key:path}", include_in_schema=True)
+    @app.get(
+        ARTIFACTS_PATH + "/{submission}/{key:path}", include_in_schema=True, responses=refusals(403, 404)
+    )
     def artifact(submission: str, key: str, expires: str = "", sig: str = "") -> Any:
         """An artifact by its signed, expiring URL (no key needed: the signature is the credential)."""
         try:
@@ -121,4 +149,5 @@ def create_app(services: Services) -> FastAPI:
     def health() -> dict[str, Any]:
         return {"status": "ok", "version": __version__, "workers_alive": platform.runs.workers_alive()}
 
+    openapi.install(app, doors, lambda path: next(door for door in doors if door.serves(path)))
     return app

@@ -22,7 +22,7 @@ from platform_client.requests import BillingPurchaseCreateRequest
 
 from yardstick.billing.purchases import PurchaseInfo, Purchases
 from yardstick.http.auth import Who
-from yardstick.http.routing import door_router
+from yardstick.http.routing import door_router, refusals
 from yardstick.positronic.errors import POSITRONIC
 
 # A query value that is present but empty is refused as one that is absent would be: by name, with a 422.
@@ -60,7 +60,7 @@ def _json(model: PurchaseView | BillingAccount | PurchaseListResponse) -> JSONRe
 def router(purchases: Purchases) -> APIRouter:
     door = door_router(POSITRONIC)
 
-    @door.get(routes.BILLING_ACCOUNT, response_model=BillingAccount)
+    @door.get(routes.BILLING_ACCOUNT, response_model=BillingAccount, responses=refusals(403, 404))
     def billing_account(who: Who, org: Text) -> JSONResponse:
         """The org's billing mode, the caller's billing role in it, its balance, the tariff and the
         packages."""
@@ -78,7 +78,9 @@ def router(purchases: Purchases) -> APIRouter:
             )
         )
 
-    @door.post(routes.BILLING_PURCHASES_CREATE, response_model=PurchaseView)
+    @door.post(
+        routes.BILLING_PURCHASES_CREATE, response_model=PurchaseView, responses=refusals(403, 404, 409)
+    )
     def billing_purchases_create(
         body: BillingPurchaseCreateRequest, request: Request, who: Who
     ) -> JSONResponse:
@@ -89,11 +91,13 @@ def router(purchases: Purchases) -> APIRouter:
         )
         return _json(purchase_view(info))
 
-    @door.get(routes.BILLING_PURCHASES_GET, response_model=PurchaseView)
+    @door.get(routes.BILLING_PURCHASES_GET, response_model=PurchaseView, responses=refusals(403, 404))
     def billing_purchases_get(who: Who, id: Text) -> JSONResponse:
         return _json(purchase_view(purchases.get(who, id)))
 
-    @door.get(routes.BILLING_PURCHASES_LIST, response_model=PurchaseListResponse)
+    @door.get(
+        routes.BILLING_PURCHASES_LIST, response_model=PurchaseListResponse, responses=refusals(403, 404)
+    )
     def billing_purchases_list(
         who: Who,
         org: Text,

@@ -14,7 +14,9 @@ from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from platform_client.enums import ErrorCode, ReasonCode
+from platform_client.errors import ErrorEnvelope
 
+from yardstick.core import limits
 from yardstick.core.admission import Quota
 from yardstick.core.refusals import Refusal, RefusalKind
 from yardstick.engine.failures import FailureKind
@@ -47,6 +49,7 @@ REASONS: dict[FailureKind, ReasonCode] = {
     FailureKind.BENCHMARK_SETUP_CRASH: ReasonCode.internal_error,
     FailureKind.WORKER_LOST: ReasonCode.runner_unresponsive,
     FailureKind.PLATFORM_LOST: ReasonCode.runner_unresponsive,
+    FailureKind.STORAGE_FAILED: ReasonCode.internal_error,
 }
 
 
@@ -90,8 +93,65 @@ def problems_of(exc: RequestValidationError) -> list[dict[str, str]]:
     ]
 
 
+# A submission id on the wire: bare hexadecimal, 0 < id < 2**63 (`SubmissionId.parse`).
+SUBMISSION_ID_PATTERN = "^[0-9a-fA-F]{1,16}$"
+# Where each query parameter that is a submission id is read.
+_ID_PARAMETERS = {
+    ("/v1/submissions.get", "id"),
+    ("/v1/submissions.artifacts", "id"),
+    ("/v1/submissions.list", "after"),
+}
+
+
+def _bound(prop: dict[str, Any], **bounds: Any) -> None:
+    """Lay `bounds` on a property's schema: on its non-null branch where it may also be null."""
+    branches = [b for b in prop.get("anyOf", []) if b.get("type") != "null"] or [prop]
+    for branch in branches:
+        branch.update(bounds)
+
+
 class Positronic:
     """The Positronic door: dotted routes under `/v1/` (`/v1/submissions.create`), its envelope."""
+
+    def error_schemas(self) -> dict[str, dict[str, Any]]:
+        schema = ErrorEnvelope.model_json_schema(ref_template="#/components/schemas/{model}")
+        defs = schema.pop("$defs", {})
+        return {**defs, "ErrorEnvelope": schema}
+
+    def error_ref(self, path: str, status: int) -> dict[str, Any]:
+        return {"$ref": "#/components/schemas/ErrorEnvelope"}
+
+    def document(self, schema: dict[str, Any]) -> None:
+        """Submission ids with their pattern; the plan's counts, caps, lists and text with the platform's
+        limits (`core.limits`); page sizes with their bounds."""
+        for path, operations in schema.get("paths", {}).items():
+            for operation in operations.values():
+                for parameter in operation.get("parameters", []):
+                    if (path, parameter["name"]) in _ID_PARAMETERS:
+                        _bound(parameter["schema"], pattern=SUBMISSION_ID_PATTERN)
+                    if parameter["name"] == "limit" and path.startswith("/v1/"):
+                        cap = limits.ARTIFACT_PAGE_MAX if "artifacts" in path else limits.PAGE_SIZE_MAX
+                        _bound(parameter["schema"], minimum=1)
+                        parameter["description"] = (
+                            f"The page size, at least 1; above {cap} it is clamped to {cap}."
+                        )
+        for name, component in schema.get("components", {}).get("schemas", {}).items():
+            props = component.get("properties", {})
+            if name == "CancelRequest" and "id" in props:
+                _bound(props["id"], pattern=SUBMISSION_ID_PATTERN)
+            if "episodes_per_endpoint" in props:
+                _bound(props["episodes_per_endpoint"], maximum=limits.EPISODES_PER_PLAN)
+            if "cap_per_episode_sec" in props:
+                _bound(props["cap_per_episode_sec"], maximum=limits.CAP_PER_EPISODE_SEC)
+            if "request_type" in props:  # a plan
+                for field, bounds in (
+                    ("tasks", {"maxItems": limits.TASKS_PER_PLAN}),
+                    ("endpoints", {"maxItems": limits.ENDPOINTS_PER_PLAN}),
+                    ("alias", {"maxLength": limits.ALIAS_CHARS}),
+                    ("transaction_key", {"maxLength": limits.TRANSACTION_KEY_CHARS}),
+                ):
+                    if field in props:
+                        _bound(props[field], **bounds)
 
     def refusal(self, request: Request, refusal: Refusal) -> Response:
         return refusal_response(refusal)

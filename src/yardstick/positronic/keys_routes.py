@@ -11,7 +11,7 @@ from platform_client.ids import UserId
 from pydantic import BaseModel, ConfigDict
 
 from yardstick.http.auth import Who, bearer
-from yardstick.http.routing import door_router
+from yardstick.http.routing import door_router, refusals
 from yardstick.positronic.errors import POSITRONIC
 from yardstick.signin.oauth import NO_STORE
 from yardstick.signin.service import SignIn
@@ -63,7 +63,7 @@ class KeyRevoked(BaseModel):
 def router(service: SignIn) -> APIRouter:
     router = door_router(POSITRONIC, prefix="/v1", tags=["keys"])
 
-    @router.post("/keys.create", response_model=KeyMinted)
+    @router.post("/keys.create", response_model=KeyMinted, responses=refusals(401))
     def keys_create(body: KeyCreateRequest) -> JSONResponse:
         """Mint a key for one machine from a sign-in credential (what `yardstick login` does with the
         platform's own device-flow token, spending it). Never revokes another machine's key."""
@@ -90,13 +90,13 @@ def router(service: SignIn) -> APIRouter:
         ]
         return JSONResponse(KeyListResponse(keys=listed).model_dump(mode="json"))
 
-    @router.post("/keys.revoke", response_model=KeyRevoked)
+    @router.post("/keys.revoke", response_model=KeyRevoked, responses=refusals(404))
     def keys_revoke(body: KeyRevokeRequest, who: Who) -> JSONResponse:
         """Revoke one of the caller's keys by its prefix (the caller's own included: a sign-out)."""
         service.revoke_key(who, body.prefix.strip().rstrip("…"))
         return JSONResponse(KeyRevoked(revoked=body.prefix).model_dump(mode="json"))
 
-    @router.post("/keys.rotate", response_model=KeyMinted)
+    @router.post("/keys.rotate", response_model=KeyMinted, responses=refusals(404))
     def keys_rotate(request: Request, who: Who) -> JSONResponse:
         """Revoke the key this call came with and mint its successor (same label), shown this once."""
         minted, label = service.rotate_key(bearer(request) or "")

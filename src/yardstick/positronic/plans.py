@@ -29,7 +29,9 @@ from platform_client.responses import ResolvedEndpoint, ResolvedPlan, ResolvedTa
 from platform_client.tasks import TaskRef
 from positronic_evals.slug import members_by_slug, slug_of
 
+from yardstick.core import limits
 from yardstick.core.catalog import Catalog, CatalogEval, CatalogTask
+from yardstick.core.limits import Problem
 from yardstick.core.refusals import Refusal, RefusalKind, bad_request, forbidden, not_found
 from yardstick.core.runs import BenchmarkTarget, EndpointTarget, PlannedEpisode, RunPlan
 from yardstick.engine.plan import seed_of_trial
@@ -192,7 +194,9 @@ class _Leaf:
 
     task: CatalogTask
     levels: tuple[Cascade, ...]
-    trials: tuple[tuple[str, tuple[int, ...]], ...]
+    # A `range` where the trials run from 0: lazy, so a plan asking for 10**9 episodes is counted and
+    # refused (`_check_limits`) before a single one is made.
+    trials: tuple[tuple[str, Sequence[int]], ...]
 
 
 def resolve(plan: EvalPlan, catalog: Catalog, *, transaction_key: str | None) -> Resolution:
@@ -211,14 +215,14 @@ def resolve(plan: EvalPlan, catalog: Catalog, *, transaction_key: str | None) ->
                 task=tasks[node.task_id],
                 levels=(node, plan),
                 trials=tuple(
-                    (entry.name, tuple(range(plan.episodes_on(node, entry))))
-                    for entry in plan.task_endpoints(node)
+                    (entry.name, range(plan.episodes_on(node, entry))) for entry in plan.task_endpoints(node)
                 ),
             )
             for node in plan.tasks
         ]
     rig_shape = _rig_shape(plan, evaluation)
     definitions = _definitions(plan, catalog)
+    limits.check(_over_limits(plan, leaves, definitions))
 
     problems: list[str] = []
     resolved_tasks: list[ResolvedTask] = []
@@ -246,6 +250,47 @@ def resolve(plan: EvalPlan, catalog: Catalog, *, transaction_key: str | None) ->
         endpoints={name: entry for name, entry in definitions.items() if name in used},
         sampled=plan.sample is not None,
     )
+
+
+def _size(trials: Sequence[int]) -> int:
+    # len() of a range past sys.maxsize raises OverflowError; its bounds do not.
+    return max(0, trials.stop - trials.start) if isinstance(trials, range) else len(trials)
+
+
+def _over_limits(
+    plan: EvalPlan, leaves: Sequence[_Leaf], definitions: Mapping[str, Endpoint]
+) -> list[Problem]:
+    """What the plan asks for past the platform's limits (`core.limits`), each field by its path: the counts
+    and caps it states, its tasks, endpoints and episodes in all, and its stored text."""
+    problems: list[Problem] = []
+    per_plan = f"episodes a plan (the platform's limit: {limits.EPISODES_PER_PLAN:,})"
+    stated: list[tuple[str, Cascade]] = [("", plan)]
+    stated += [(f"endpoints[{j}].", entry) for j, entry in enumerate(plan.endpoints)]
+    for i, node in enumerate(plan.tasks):
+        stated.append((f"tasks[{i}].", node))
+        stated += [(f"tasks[{i}].endpoints[{j}].", entry) for j, entry in enumerate(node.endpoints or [])]
+    for where, level in stated:
+        count = level.episodes_per_endpoint
+        problems += limits.at_most(f"{where}episodes_per_endpoint", count, limits.EPISODES_PER_PLAN, per_plan)
+        problems += limits.at_most(
+            f"{where}cap_per_episode_sec", level.cap_per_episode_sec, limits.CAP_PER_EPISODE_SEC, "seconds"
+        )
+    problems += limits.at_most("tasks", len(leaves), limits.TASKS_PER_PLAN, "tasks a plan")
+    problems += limits.at_most("endpoints", len(definitions), limits.ENDPOINTS_PER_PLAN, "endpoints a plan")
+    total = sum(_size(trials) for leaf in leaves for _, trials in leaf.trials)
+    if total > limits.EPISODES_PER_PLAN and not any(
+        p.field.endswith("episodes_per_endpoint") for p in problems
+    ):
+        problems.append(
+            Problem(
+                "episodes_per_endpoint",
+                f"the plan expands to {total:,} episodes over {len(leaves):,} tasks: at most "
+                f"{limits.EPISODES_PER_PLAN:,} episodes a plan",
+            )
+        )
+    problems += limits.text("alias", plan.alias, limits.ALIAS_CHARS)
+    problems += limits.text("transaction_key", plan.transaction_key, limits.TRANSACTION_KEY_CHARS)
+    return problems
 
 
 def _named_eval(slug: str, catalog: Catalog) -> CatalogEval:
@@ -278,8 +323,7 @@ def _expand_eval(plan: EvalPlan, evaluation: CatalogEval) -> list[_Leaf]:
                 task=task,
                 levels=(plan,),
                 trials=tuple(
-                    (entry.name, tuple(range(_first((entry, plan), _count) or per_task)))
-                    for entry in plan.endpoints
+                    (entry.name, range(_first((entry, plan), _count) or per_task)) for entry in plan.endpoints
                 ),
             )
             for task in evaluation.tasks
@@ -456,6 +500,11 @@ def _resolve_leaf(
         if stating is plan
         else "as the task states"
     )
+    if stating is None and cap > limits.CAP_PER_EPISODE_SEC:
+        problems.append(
+            f"task {task.task_id!r} takes {cap} s per episode (its catalogue default), over the platform's "
+            f"limit of {limits.CAP_PER_EPISODE_SEC} s: state a cap_per_episode_sec within it"
+        )
     ceiling = plan.max_cap_per_episode_sec
     if ceiling is not None and cap > ceiling:
         problems.append(

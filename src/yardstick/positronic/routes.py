@@ -48,7 +48,7 @@ from yardstick.core.platform import Platform
 from yardstick.core.refusals import bad_request
 from yardstick.core.runs import Filing, org_for
 from yardstick.http.auth import MaybeWho, Plat, Who
-from yardstick.http.routing import door_router
+from yardstick.http.routing import door_router, refusals
 from yardstick.positronic import billing_routes, keys_routes, plans
 from yardstick.positronic.catalog_view import eval_summary, tasks_view
 from yardstick.positronic.errors import POSITRONIC, quota_dict, reason_code
@@ -119,7 +119,7 @@ def _accounts(sign_in: SignIn) -> APIRouter:
         }
         return JSONResponse(body)
 
-    @door.post(routes.USERS_REGISTER, response_model=RegisterResponse)
+    @door.post(routes.USERS_REGISTER, response_model=RegisterResponse, responses=refusals(401, 403, 503))
     def users_register(body: RegisterRequest, request: Request) -> JSONResponse:
         """Create-or-return the user behind a sign-in credential (checked with its provider within this
         call): `created` with a key, `existing` without one, `rotated` (with `rotate`) revoking what earlier
@@ -160,15 +160,19 @@ def _submissions(purchases: Purchases) -> APIRouter:
         offered = plat.catalog(who).evals.values()
         return answer(EvalListResponse(evals=[eval_summary(ev) for ev in offered if ev.accepting]))
 
-    @door.get(routes.CATALOG_TASKS, response_model=TaskListResponse)
+    @door.get(routes.CATALOG_TASKS, response_model=TaskListResponse, responses=refusals(403))
     def catalog_tasks(plat: Plat, who: Who) -> JSONResponse:
         return answer(tasks_view(plat.catalog(who)))
 
-    @door.post(routes.SUBMISSIONS_RESOLVE, response_model=ResolvedPlan)
+    @door.post(routes.SUBMISSIONS_RESOLVE, response_model=ResolvedPlan, responses=refusals(403, 404, 409))
     def submissions_resolve(plan: EvalPlan, plat: Plat, who: Who) -> JSONResponse:
         return answer(resolution_of(plat, who, plan)[1].resolved)
 
-    @door.post(routes.SUBMISSIONS_CREATE, response_model=SubmissionCreateResponse)
+    @door.post(
+        routes.SUBMISSIONS_CREATE,
+        response_model=SubmissionCreateResponse,
+        responses=refusals(402, 403, 404, 409, 429),
+    )
     def submissions_create(plan: EvalPlan, plat: Plat, who: Who) -> JSONResponse:
         """Admit a plan: resolved, within quota, its credits held, its episodes queued. The same transaction
         key with the same plan returns the first submission (not charged again); with another plan it is a
@@ -196,7 +200,7 @@ def _submissions(purchases: Purchases) -> APIRouter:
             )
         )
 
-    @door.get(routes.SUBMISSIONS_GET)
+    @door.get(routes.SUBMISSIONS_GET, responses=refusals(404))
     def submissions_get(request: Request, plat: Plat, who: Who, id: Annotated[str, Query()]) -> JSONResponse:
         run = plat.runs.get(who, submission_id(id), Contract.POSITRONIC)
         return JSONResponse(status_view(plat, run, str(request.base_url)).model_dump(mode="json"))
@@ -219,12 +223,12 @@ def _submissions(purchases: Purchases) -> APIRouter:
             )
         )
 
-    @door.post(routes.SUBMISSIONS_CANCEL, response_model=CancelResponse)
+    @door.post(routes.SUBMISSIONS_CANCEL, response_model=CancelResponse, responses=refusals(404))
     def submissions_cancel(body: CancelRequest, plat: Plat, who: Who) -> JSONResponse:
         status, refunded = plat.runs.cancel(who, int(body.id))
         return answer(CancelResponse(status=SubmissionStatus[status], refunded=refunded))
 
-    @door.get(routes.SUBMISSIONS_ARTIFACTS, response_model=ArtifactListResponse)
+    @door.get(routes.SUBMISSIONS_ARTIFACTS, response_model=ArtifactListResponse, responses=refusals(404))
     def submissions_artifacts(
         request: Request,
         plat: Plat,
@@ -258,7 +262,7 @@ def _submissions(purchases: Purchases) -> APIRouter:
         ]
         return answer(BoardListResponse(boards=boards))
 
-    @door.get(routes.RANKINGS_GET, response_model=RankingsResponse)
+    @door.get(routes.RANKINGS_GET, response_model=RankingsResponse, responses=refusals(404))
     def rankings_get(request: Request, plat: Plat, who: MaybeWho, board: str) -> JSONResponse:
         found, ev, rows = plat.boards.board(who, board)
         pages = {r.run_id: page_url(str(request.base_url), r.replay_token) for r in rows if r.replay_token}

@@ -33,6 +33,7 @@ CODES: dict[RefusalKind, tuple[str, int]] = {
 # What the SDK waits before retrying a refusal it may retry (the quota's day, an identity provider's outage).
 RETRY_AFTER_S = 5.0
 REQUEST_ID = "X-Seq-Request-Id"
+EVAL_ID_PATTERN = r"^ev-[0-9a-f]{1,16}$"
 # The paths of this contract (every other path is the Positronic door's): `/v1/eval`, `/v1/benchmarks`, ...
 _PATHS = re.compile(
     r"^/v1/(eval|benchmarks|deployments|secrets|volumes|account|pricing|models|templates|robots|adapters"
@@ -79,6 +80,22 @@ class Sequences:
 
     def serves(self, path: str) -> bool:
         return _PATHS.match(path) is not None
+
+    def error_schemas(self) -> dict[str, dict[str, Any]]:
+        return {"ErrorBody": ErrorBody.model_json_schema(ref_template="#/components/schemas/{model}")}
+
+    def error_ref(self, path: str, status: int) -> dict[str, Any]:
+        return {"$ref": "#/components/schemas/ErrorBody"}
+
+    def document(self, schema: dict[str, Any]) -> None:
+        """Eval ids with their pattern."""
+        for path, operations in schema.get("paths", {}).items():
+            if not self.serves(path):
+                continue
+            for operation in operations.values():
+                for parameter in operation.get("parameters", []):
+                    if parameter["name"] == "eval_id":
+                        parameter["schema"]["pattern"] = EVAL_ID_PATTERN
 
 
 def _plain(value: Any) -> Any:

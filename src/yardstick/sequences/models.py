@@ -389,6 +389,15 @@ class EvalResponse(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
+class EvalDryRunResponse(BaseModel):
+    """`dry_run: true`: what would run, nothing filed. `layout.selection` is what one arm plays."""
+
+    estimate: Estimate
+    layout: dict[str, Any]
+    notes: list[str] = Field(default_factory=list)
+    warnings: list[dict[str, Any]] = Field(default_factory=list)
+
+
 class TaskAgg(BaseModel):
     task: str
     value: float

@@ -31,10 +31,17 @@ from yardstick.core.runs import BenchmarkTarget, Filing, org_for
 from yardstick.engine.failures import FailureKind
 from yardstick.engine.recording import TRAJECTORY, episode_folder
 from yardstick.http.auth import Plat, Who
-from yardstick.http.routing import door_router
+from yardstick.http.routing import door_router, refusals
 from yardstick.sequences import evals, report
 from yardstick.sequences.errors import SEQUENCES
-from yardstick.sequences.models import Estimate, EvalReport, EvalRequest, EvalResponse, InferParam
+from yardstick.sequences.models import (
+    Estimate,
+    EvalDryRunResponse,
+    EvalReport,
+    EvalRequest,
+    EvalResponse,
+    InferParam,
+)
 from yardstick.store.models import Run, RunEpisode, ServedPolicy
 from yardstick.store.states import ACTIVE_RUNS, Contract, EpisodeState, RunStatus, TargetKind
 
@@ -105,7 +112,11 @@ def _open_params(reference: str, fixed: Mapping[str, Any]) -> dict[str, InferPar
 def router(purchases: Purchases) -> APIRouter:
     door = door_router(SEQUENCES, tags=["sequences: evals"])
 
-    @door.post("/v1/eval", response_model=EvalResponse)
+    @door.post(
+        "/v1/eval",
+        response_model=EvalResponse | EvalDryRunResponse,
+        responses=refusals(402, 403, 404, 409, 429),
+    )
     def create_eval(body: EvalRequest, request: Request, plat: Plat, who: Who) -> JSONResponse:
         """Run a policy on a benchmark (or, with `dry_run`, say what would run). Answers at once; the eval
         plays on the platform's workers."""
@@ -131,9 +142,8 @@ def router(purchases: Purchases) -> APIRouter:
         layout = resolved.layout()
         if asked.dry_run or body.dry_run:
             notes = [f"{layout['selection']['episodes']} episodes on the platform's workers"]
-            return JSONResponse(
-                {"estimate": estimate.model_dump(mode="json"), "layout": layout, "notes": notes}
-            )
+            dry = EvalDryRunResponse(estimate=estimate, layout=layout, notes=notes)
+            return JSONResponse(dry.model_dump(mode="json", exclude_none=True))
         sent = body.model_dump(mode="json", exclude_none=True)
         filing = Filing(
             plan=resolved.plan,
@@ -157,7 +167,7 @@ def router(purchases: Purchases) -> APIRouter:
         answer = EvalResponse(eval_id=report.eval_id(run.id), estimate=estimate, arms=len(resolved.arms))
         return JSONResponse(answer.model_dump(mode="json", exclude_none=True))
 
-    @door.get("/v1/eval/{eval_id}", response_model=EvalReport)
+    @door.get("/v1/eval/{eval_id}", response_model=EvalReport, responses=refusals(404))
     async def get_eval(eval_id: str, request: Request, plat: Plat, who: Who) -> JSONResponse:
         """The report. A run still playing is waited for a few seconds first: the CLI polls every 10 s, so a
         short eval answers `completed` on its first poll instead of one poll later."""
@@ -171,7 +181,7 @@ def router(purchases: Purchases) -> APIRouter:
         shown = report.build(run, episodes, base_url=str(request.base_url), reservation=held)
         return JSONResponse(shown.model_dump(mode="json", exclude_none=True))
 
-    @door.get("/v1/eval/{eval_id}/details")
+    @door.get("/v1/eval/{eval_id}/details", responses=refusals(404))
     def eval_details(eval_id: str, plat: Plat, who: Who) -> JSONResponse:
         run = _run(plat, who, eval_id)
         episodes = plat.runs.episodes(run.id)
@@ -201,7 +211,7 @@ def router(purchases: Purchases) -> APIRouter:
             }
         )
 
-    @door.get("/v1/eval/{eval_id}/episodes")
+    @door.get("/v1/eval/{eval_id}/episodes", responses=refusals(404))
     def eval_episodes(
         eval_id: str,
         plat: Plat,
@@ -230,7 +240,7 @@ def router(purchases: Purchases) -> APIRouter:
             }
         )
 
-    @door.get("/v1/eval/{eval_id}/episodes.csv")
+    @door.get("/v1/eval/{eval_id}/episodes.csv", responses=refusals(404))
     def eval_episodes_csv(
         eval_id: str,
         plat: Plat,
@@ -253,7 +263,7 @@ def router(purchases: Purchases) -> APIRouter:
             )
         return Response(out.getvalue(), media_type="text/csv")
 
-    @door.get("/v1/eval/{eval_id}/logs")
+    @door.get("/v1/eval/{eval_id}/logs", responses=refusals(404))
     def eval_logs(
         eval_id: str, plat: Plat, who: Who, limit: Annotated[int, Query(ge=1, le=5000)] = 500
     ) -> JSONResponse:
@@ -271,17 +281,17 @@ def router(purchases: Purchases) -> APIRouter:
         lines.sort(key=lambda line: line["ts"])
         return JSONResponse({"lines": lines[:limit]})
 
-    @door.get("/v1/eval/{eval_id}/videos/{name}")
+    @door.get("/v1/eval/{eval_id}/videos/{name}", responses=refusals(404))
     def eval_video(eval_id: str, name: str, plat: Plat, who: Who) -> FileResponse:
         return _episode_file(
             plat, who, eval_id, name, ".mp4", lambda r: [v["file"] for v in r.get("videos", [])]
         )
 
-    @door.get("/v1/eval/{eval_id}/trajectories/{name}")
+    @door.get("/v1/eval/{eval_id}/trajectories/{name}", responses=refusals(404))
     def eval_trajectory(eval_id: str, name: str, plat: Plat, who: Who) -> FileResponse:
         return _episode_file(plat, who, eval_id, name, ".jsonl.gz", lambda r: [TRAJECTORY])
 
-    @door.post("/v1/eval/{eval_id}/cancel")
+    @door.post("/v1/eval/{eval_id}/cancel", responses=refusals(404))
     def cancel_eval(eval_id: str, plat: Plat, who: Who) -> JSONResponse:
         run = _run(plat, who, eval_id)
         plat.runs.cancel(who, run.id)

@@ -56,10 +56,32 @@ def _oauth_error(exc: OAuthError) -> JSONResponse:
     return JSONResponse(exc.body(), status_code=400, headers=NO_STORE)
 
 
+# The OpenAPI of these two routes: their own bodies, an RFC 6749 error for a request refused.
+_OAUTH_ERROR = {
+    "description": "An RFC 6749 error: invalid_request, authorization_pending, slow_down, access_denied, "
+    "expired_token, unsupported_grant_type",
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "required": ["error"],
+                "properties": {"error": {"type": "string"}, "error_description": {"type": "string"}},
+            }
+        }
+    },
+}
+_FORM = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/x-www-form-urlencoded": {"schema": {"type": "object"}}},
+    }
+}
+
+
 def router(service: SignIn) -> APIRouter:
     router = APIRouter(prefix="/oauth", tags=["sign-in"])
 
-    @router.post("/device/code")
+    @router.post("/device/code", responses={400: _OAUTH_ERROR}, openapi_extra=_FORM)
     async def device_code(request: Request) -> JSONResponse:
         """Start a device sign-in (RFC 8628 §3.1): form `client_id` (any name), `scope` (ignored)."""
         try:
@@ -82,7 +104,7 @@ def router(service: SignIn) -> APIRouter:
             headers=NO_STORE,
         )
 
-    @router.post("/token")
+    @router.post("/token", responses={400: _OAUTH_ERROR}, openapi_extra=_FORM)
     async def token(request: Request) -> JSONResponse:
         """Poll a device sign-in (RFC 8628 §3.4): form `grant_type`, `device_code`, `client_id`."""
         try:

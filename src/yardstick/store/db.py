@@ -14,7 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import StatementError
 from sqlalchemy.orm import Session, sessionmaker
+
+from yardstick.store.text import UnstorableText
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -45,13 +48,13 @@ class Database:
 
     @contextmanager
     def reading(self) -> Iterator[Session]:
-        with self._reader() as session:
+        with _text_refused(), self._reader() as session:
             yield session
 
     @contextmanager
     def writing(self) -> Iterator[Session]:
         """A transaction that commits when the block ends, and rolls back if it raises."""
-        with self._writer() as session, session.begin():
+        with _text_refused(), self._writer() as session, session.begin():
             yield session
 
     def upgrade(self, revision: str = "head") -> None:
@@ -78,6 +81,18 @@ class Database:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+@contextmanager
+def _text_refused() -> Iterator[None]:
+    """A value a text column refused (`store.text`) surfaces as itself, not wrapped in SQLAlchemy's
+    StatementError, so a caller can tell the caller's bad text from the database's fault."""
+    try:
+        yield
+    except StatementError as exc:
+        if isinstance(exc.orig, UnstorableText):
+            raise exc.orig from None
+        raise
 
 
 def _sqlite_semantics(engine: Engine) -> None:

@@ -22,8 +22,6 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
-    String,
-    Text,
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -41,6 +39,7 @@ from yardstick.store.states import (
     ReservationState,
     RunStatus,
 )
+from yardstick.store.text import Chars, LongText, name_columns
 
 
 def new_id() -> int:
@@ -83,18 +82,18 @@ class Org(Base):
     __tablename__ = "orgs"
 
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
-    slug: Mapped[str] = mapped_column(String(64), unique=True)
-    name: Mapped[str] = mapped_column(String(200), default="")
-    plan: Mapped[str] = mapped_column(String(64), default="standard")
+    slug: Mapped[str] = mapped_column(Chars(64), unique=True)
+    name: Mapped[str] = mapped_column(Chars(200), default="")
+    plan: Mapped[str] = mapped_column(Chars(64), default="standard")
     # Quota rules: submissions a day (per user of the org) and at once (for the whole org).
     submissions_per_day: Mapped[int] = mapped_column(Integer, default=20)
     concurrent_submissions: Mapped[int] = mapped_column(Integer, default=4)
     # May this org compose plans from catalogue tasks (the contract's "customer grant")?
     may_compose: Mapped[bool] = mapped_column(Boolean, default=True)
     # What happens when a quota runs out: `block` refuses the submission, `meter` lets it through and counts.
-    on_exhausted: Mapped[str] = mapped_column(String(16), default=OnExhausted.BLOCK)
+    on_exhausted: Mapped[str] = mapped_column(Chars(16), default=OnExhausted.BLOCK)
     # `packaged`: invoiced by its terms, no credits held. `pay_as_you_go`: runs spend the credit balance.
-    billing_mode: Mapped[str] = mapped_column(String(32), default=BillingMode.PACKAGED)
+    billing_mode: Mapped[str] = mapped_column(Chars(32), default=BillingMode.PACKAGED)
     created_at: Mapped[dt.datetime] = _time()
 
 
@@ -102,12 +101,12 @@ class User(Base):
     __tablename__ = "users"
 
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
-    login: Mapped[str] = mapped_column(String(200), unique=True)
-    alias: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    email: Mapped[str | None] = mapped_column(String(320), nullable=True)
+    login: Mapped[str] = mapped_column(Chars(200), unique=True)
+    alias: Mapped[str | None] = mapped_column(Chars(200), nullable=True)
+    email: Mapped[str | None] = mapped_column(Chars(320), nullable=True)
     # For signing in to the platform's own pages (the device flow's approval): a salted scrypt digest, never
     # the password. None: this user signs in through an identity provider only.
-    password_digest: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    password_digest: Mapped[str | None] = mapped_column(Chars(300), nullable=True)
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[dt.datetime] = _time()
 
@@ -117,9 +116,9 @@ class Membership(Base):
 
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
     org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), primary_key=True)
-    role: Mapped[str] = mapped_column(String(32), default="member")
+    role: Mapped[str] = mapped_column(Chars(32), default="member")
     # May this member spend the org's money (buy credits)? `none` | `spender`.
-    billing_role: Mapped[str] = mapped_column(String(16), default=BillingRole.NONE)
+    billing_role: Mapped[str] = mapped_column(Chars(16), default=BillingRole.NONE)
 
 
 class ApiKey(Base):
@@ -127,9 +126,9 @@ class ApiKey(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
-    prefix: Mapped[str] = mapped_column(String(32), unique=True)
-    digest: Mapped[str] = mapped_column(String(64))
-    label: Mapped[str] = mapped_column(String(200), default="")
+    prefix: Mapped[str] = mapped_column(Chars(32), unique=True)
+    digest: Mapped[str] = mapped_column(Chars(64))
+    label: Mapped[str] = mapped_column(Chars(200), default="")
     created_at: Mapped[dt.datetime] = _time()
     revoked_at: Mapped[dt.datetime | None] = _time(nullable=True)
     last_used_at: Mapped[dt.datetime | None] = _time(nullable=True)
@@ -141,14 +140,14 @@ class Eval(Base):
     __tablename__ = "evals"
 
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
-    slug: Mapped[str] = mapped_column(String(128), unique=True)
-    title: Mapped[str] = mapped_column(String(200), default="")
-    description: Mapped[str] = mapped_column(Text, default="")
+    slug: Mapped[str] = mapped_column(Chars(128), unique=True)
+    title: Mapped[str] = mapped_column(Chars(200), default="")
+    description: Mapped[str] = mapped_column(LongText(), default="")
     # A reference the engine resolves (mt10, gym:..., mod:Class).
-    benchmark: Mapped[str] = mapped_column(String(500))
+    benchmark: Mapped[str] = mapped_column(Chars(500))
     benchmark_params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    embodiment: Mapped[str] = mapped_column(String(64), default="sim")
-    primary_metric: Mapped[str] = mapped_column(String(64), default="success_rate")
+    embodiment: Mapped[str] = mapped_column(Chars(64), default="sim")
+    primary_metric: Mapped[str] = mapped_column(Chars(64), default="success_rate")
     trials_per_task: Mapped[int] = mapped_column(Integer, default=10)
     # Record every episode's camera video (the benchmark's observations must carry images), at this rate.
     record_video: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -167,9 +166,9 @@ class Task(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
     eval_id: Mapped[int] = mapped_column(ForeignKey("evals.id", ondelete="CASCADE"), index=True)
-    task_id: Mapped[str] = mapped_column(String(128))
-    benchmark_task: Mapped[str] = mapped_column(String(128))
-    description: Mapped[str] = mapped_column(Text, default="")
+    task_id: Mapped[str] = mapped_column(Chars(128))
+    benchmark_task: Mapped[str] = mapped_column(Chars(128))
+    description: Mapped[str] = mapped_column(LongText(), default="")
     position: Mapped[int] = mapped_column(Integer, default=0)
     default_cap_sec: Mapped[int] = mapped_column(Integer)
     seeds: Mapped[list[Any]] = mapped_column(JSON, default=list)
@@ -183,8 +182,8 @@ class ServedPolicy(Base):
 
     __tablename__ = "policy_specs"
 
-    name: Mapped[str] = mapped_column(String(128), primary_key=True)
-    reference: Mapped[str] = mapped_column(String(500))
+    name: Mapped[str] = mapped_column(Chars(128), primary_key=True)
+    reference: Mapped[str] = mapped_column(Chars(500))
     params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 
 
@@ -192,10 +191,10 @@ class Board(Base):
     __tablename__ = "boards"
 
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
-    slug: Mapped[str] = mapped_column(String(128), unique=True)
-    title: Mapped[str] = mapped_column(String(200))
+    slug: Mapped[str] = mapped_column(Chars(128), unique=True)
+    title: Mapped[str] = mapped_column(Chars(200))
     eval_id: Mapped[int] = mapped_column(ForeignKey("evals.id", ondelete="CASCADE"))
-    visibility: Mapped[str] = mapped_column(String(16), default=BoardVisibility.PUBLIC)
+    visibility: Mapped[str] = mapped_column(Chars(16), default=BoardVisibility.PUBLIC)
     org_id: Mapped[int | None] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), nullable=True)
 
 
@@ -208,8 +207,8 @@ class Baseline(Base):
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
     board_id: Mapped[int] = mapped_column(ForeignKey("boards.id", ondelete="CASCADE"))
     submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"))
-    publisher: Mapped[str] = mapped_column(String(200))
-    display_name: Mapped[str] = mapped_column(String(200))
+    publisher: Mapped[str] = mapped_column(Chars(200))
+    display_name: Mapped[str] = mapped_column(Chars(200))
 
 
 class WorkerBeat(Base):
@@ -217,8 +216,8 @@ class WorkerBeat(Base):
 
     __tablename__ = "worker_beats"
 
-    name: Mapped[str] = mapped_column(String(128), primary_key=True)
-    host: Mapped[str] = mapped_column(String(200), default="")
+    name: Mapped[str] = mapped_column(Chars(128), primary_key=True)
+    host: Mapped[str] = mapped_column(Chars(200), default="")
     seen_at: Mapped[dt.datetime] = _time()
 
 
@@ -237,27 +236,27 @@ class Run(Base):
     org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id"), index=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
     eval_id: Mapped[int | None] = mapped_column(ForeignKey("evals.id"), nullable=True)
-    alias: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    transaction_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    alias: Mapped[str | None] = mapped_column(Chars(200), nullable=True)
+    transaction_key: Mapped[str | None] = mapped_column(Chars(200), nullable=True)
     # The unguessable name of the run's page and replay (`/v/<token>/`): a link that opens without a key.
-    replay_token: Mapped[str | None] = mapped_column(String(64), unique=True, nullable=True)
-    plan_digest: Mapped[str] = mapped_column(String(64))
+    replay_token: Mapped[str | None] = mapped_column(Chars(64), unique=True, nullable=True)
+    plan_digest: Mapped[str] = mapped_column(Chars(64))
     plan: Mapped[dict[str, Any]] = mapped_column(JSON)
     resolved: Mapped[dict[str, Any]] = mapped_column(JSON)
     sampled: Mapped[bool] = mapped_column(Boolean, default=False)
-    contract: Mapped[str] = mapped_column(String(16), default=Contract.POSITRONIC)
+    contract: Mapped[str] = mapped_column(Chars(16), default=Contract.POSITRONIC)
     # The benchmark its episodes play: the reference the engine builds, its constructor's parameters, and
     # what is recorded of each episode ({video, trajectory, fps}; None: nothing).
-    benchmark: Mapped[str] = mapped_column(String(500), default="")
+    benchmark: Mapped[str] = mapped_column(Chars(500), default="")
     benchmark_params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     recording: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # The endpoints its episodes name: {name: {kind, wire, address, spec, params, benchmark_params}}.
     endpoints: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    audience: Mapped[str] = mapped_column(String(16), default=Audience.ORG)
-    status: Mapped[str] = mapped_column(String(16), default=RunStatus.PENDING)
+    audience: Mapped[str] = mapped_column(Chars(16), default=Audience.ORG)
+    status: Mapped[str] = mapped_column(Chars(16), default=RunStatus.PENDING)
     # An errored run: what kind of failure ended it (`FailureKind`), and the sentence saying how.
-    failure: Mapped[str | None] = mapped_column(String(32), nullable=True)
-    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    failure: Mapped[str | None] = mapped_column(Chars(32), nullable=True)
+    reason: Mapped[str | None] = mapped_column(LongText(), nullable=True)
     episodes_total: Mapped[int] = mapped_column(Integer)
     episodes_done: Mapped[int] = mapped_column(Integer, default=0)
     scores: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
@@ -282,18 +281,18 @@ class RunEpisode(Base):
     submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"), index=True)
     index: Mapped[int] = mapped_column(Integer)
     task_pos: Mapped[int] = mapped_column(Integer)  # the task node of the plan it belongs to
-    task_id: Mapped[str] = mapped_column(String(128))
-    benchmark_task: Mapped[str] = mapped_column(String(128))
-    endpoint: Mapped[str] = mapped_column(String(200))
+    task_id: Mapped[str] = mapped_column(Chars(128))
+    benchmark_task: Mapped[str] = mapped_column(Chars(128))
+    endpoint: Mapped[str] = mapped_column(Chars(200))
     trial: Mapped[int] = mapped_column(Integer)
     seed: Mapped[int] = mapped_column(BigInteger)
     cap_s: Mapped[float | None] = mapped_column(Float, nullable=True)
-    state: Mapped[str] = mapped_column(String(16), default=EpisodeState.QUEUED)
-    lease_owner: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    state: Mapped[str] = mapped_column(Chars(16), default=EpisodeState.QUEUED)
+    lease_owner: Mapped[str | None] = mapped_column(Chars(128), nullable=True)
     lease_expires_at: Mapped[dt.datetime | None] = _time(nullable=True)
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error: Mapped[str | None] = mapped_column(LongText(), nullable=True)
     finished_at: Mapped[dt.datetime | None] = _time(nullable=True)
 
 
@@ -303,9 +302,9 @@ class Artifact(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
     submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"), index=True)
-    key: Mapped[str] = mapped_column(String(500))
+    key: Mapped[str] = mapped_column(Chars(500))
     size: Mapped[int] = mapped_column(BigInteger)
-    content_type: Mapped[str] = mapped_column(String(100), default="application/octet-stream")
+    content_type: Mapped[str] = mapped_column(Chars(100), default="application/octet-stream")
     created_at: Mapped[dt.datetime] = _time()
 
 
@@ -319,8 +318,8 @@ class QuotaEvent(Base):
     org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id"))
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
     submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"))
-    kind: Mapped[str] = mapped_column(String(16))  # QuotaKind
-    meter: Mapped[str] = mapped_column(String(32), default="submissions")
+    kind: Mapped[str] = mapped_column(Chars(16))  # QuotaKind
+    meter: Mapped[str] = mapped_column(Chars(32), default="submissions")
     at: Mapped[dt.datetime] = _time()
 
 
@@ -336,10 +335,10 @@ class Identity(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
-    provider: Mapped[str] = mapped_column(String(32))  # github | oidc | yardstick
-    issuer: Mapped[str] = mapped_column(String(300), default="")  # the provider's base URL
-    subject: Mapped[str] = mapped_column(String(200))  # the provider's stable id of the account
-    email: Mapped[str | None] = mapped_column(String(320), nullable=True)
+    provider: Mapped[str] = mapped_column(Chars(32))  # github | oidc | yardstick
+    issuer: Mapped[str] = mapped_column(Chars(300), default="")  # the provider's base URL
+    subject: Mapped[str] = mapped_column(Chars(200))  # the provider's stable id of the account
+    email: Mapped[str | None] = mapped_column(Chars(320), nullable=True)
     created_at: Mapped[dt.datetime] = _time()
 
 
@@ -351,9 +350,9 @@ class DeviceGrant(Base):
     __tablename__ = "device_grants"
 
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
-    device_digest: Mapped[str] = mapped_column(String(64), unique=True)
-    user_code: Mapped[str] = mapped_column(String(16), unique=True)
-    client_name: Mapped[str] = mapped_column(String(200), default="")
+    device_digest: Mapped[str] = mapped_column(Chars(64), unique=True)
+    user_code: Mapped[str] = mapped_column(Chars(16), unique=True)
+    client_name: Mapped[str] = mapped_column(Chars(200), default="")
     interval_s: Mapped[int] = mapped_column(Integer, default=5)
     created_at: Mapped[dt.datetime] = _time()
     expires_at: Mapped[dt.datetime] = _time()
@@ -370,7 +369,7 @@ class WebSession(Base):
     __tablename__ = "web_sessions"
 
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
-    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    digest: Mapped[str] = mapped_column(Chars(64), unique=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     created_at: Mapped[dt.datetime] = _time()
     expires_at: Mapped[dt.datetime] = _time()
@@ -400,13 +399,13 @@ class CreditEntry(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
     org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
-    kind: Mapped[str] = mapped_column(String(16))  # LedgerKind
+    kind: Mapped[str] = mapped_column(Chars(16))  # LedgerKind
     units: Mapped[int] = mapped_column(BigInteger)
     submission_id: Mapped[int | None] = mapped_column(
         ForeignKey("submissions.id", ondelete="SET NULL"), nullable=True
     )
-    purchase_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    note: Mapped[str] = mapped_column(Text, default="")
+    purchase_id: Mapped[str | None] = mapped_column(Chars(64), nullable=True)
+    note: Mapped[str] = mapped_column(LongText(), default="")
     created_at: Mapped[dt.datetime] = _time()
 
 
@@ -423,7 +422,7 @@ class Reservation(Base):
     quote: Mapped[dict[str, Any]] = mapped_column(JSON)
     reserved_units: Mapped[int] = mapped_column(BigInteger)
     charged_units: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
-    state: Mapped[str] = mapped_column(String(16), default=ReservationState.HELD)
+    state: Mapped[str] = mapped_column(Chars(16), default=ReservationState.HELD)
     created_at: Mapped[dt.datetime] = _time()
     settled_at: Mapped[dt.datetime | None] = _time(nullable=True)
 
@@ -435,14 +434,14 @@ class Purchase(Base):
     __tablename__ = "purchases"
     __table_args__ = (UniqueConstraint("org_id", "transaction_key"),)
 
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    id: Mapped[str] = mapped_column(Chars(64), primary_key=True)
     org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
     initiated_by: Mapped[int] = mapped_column(ForeignKey("users.id"))
-    transaction_key: Mapped[str] = mapped_column(String(200))
+    transaction_key: Mapped[str] = mapped_column(Chars(200))
     package: Mapped[dict[str, Any]] = mapped_column(JSON)
-    state: Mapped[str] = mapped_column(String(16), default=PurchaseState.OPEN)
-    checkout_url: Mapped[str | None] = mapped_column(Text, nullable=True)
-    review_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    state: Mapped[str] = mapped_column(Chars(16), default=PurchaseState.OPEN)
+    checkout_url: Mapped[str | None] = mapped_column(LongText(), nullable=True)
+    review_reason: Mapped[str | None] = mapped_column(LongText(), nullable=True)
     created_at: Mapped[dt.datetime] = _time()
     granted_at: Mapped[dt.datetime | None] = _time(nullable=True)
 
@@ -459,8 +458,8 @@ class Hosted(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
     org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
-    kind: Mapped[str] = mapped_column(String(16))  # HostedKind
-    name: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(Chars(16))  # HostedKind
+    name: Mapped[str] = mapped_column(Chars(64))
     stopped: Mapped[bool] = mapped_column(Boolean, default=False)
     settings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     settings_rev: Mapped[int] = mapped_column(Integer, default=0)
@@ -480,13 +479,13 @@ class HostedVersion(Base):
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
     hosted_id: Mapped[int] = mapped_column(ForeignKey("hosted.id", ondelete="CASCADE"), index=True)
     number: Mapped[int] = mapped_column(Integer)
-    code_sha256: Mapped[str] = mapped_column(String(64))
-    handler_ref: Mapped[str] = mapped_column(String(300))
-    folder: Mapped[str] = mapped_column(String(500))  # the unpacked code, relative to the hosted root
+    code_sha256: Mapped[str] = mapped_column(Chars(64))
+    handler_ref: Mapped[str] = mapped_column(Chars(300))
+    folder: Mapped[str] = mapped_column(Chars(500))  # the unpacked code, relative to the hosted root
     declared: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     checked: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    status: Mapped[str] = mapped_column(String(16))
-    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    status: Mapped[str] = mapped_column(Chars(16))
+    error: Mapped[str | None] = mapped_column(LongText(), nullable=True)
     created_at: Mapped[dt.datetime] = _time()
     built_at: Mapped[dt.datetime | None] = _time(nullable=True)
 
@@ -500,8 +499,12 @@ class Secret(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
     org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
-    name: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(Chars(64))
     env_keys: Mapped[list[Any]] = mapped_column(JSON, default=list)
-    sealed: Mapped[str] = mapped_column(Text)
+    sealed: Mapped[str] = mapped_column(LongText())
     created_at: Mapped[dt.datetime] = _time()
     last_used_at: Mapped[dt.datetime | None] = _time(nullable=True)
+
+
+# Every text column refuses, by rule and on both databases, what it cannot hold (`store.text`).
+name_columns(Base.metadata.tables.values())

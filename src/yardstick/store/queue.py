@@ -198,6 +198,33 @@ class EpisodeQueue:
                 )
             )
 
+    def release_all(self, owner: str) -> int:
+        """Hand back every episode `owner` holds, unplayed (a worker stopped before it could say which):
+        queued again, the attempt not counted. Returns how many."""
+        with self.db.writing() as session:
+            held = session.execute(
+                update(RunEpisode)
+                .where(RunEpisode.lease_owner == owner, RunEpisode.state == EpisodeState.LEASED)
+                .values(
+                    state=EpisodeState.QUEUED,
+                    lease_owner=None,
+                    lease_expires_at=None,
+                    attempt=RunEpisode.attempt - 1,
+                )
+            )
+            return int(held.rowcount)  # type: ignore[attr-defined]
+
+    def expire(self, owner: str) -> int:
+        """End `owner`'s leases now (a worker that died): the next lease puts its episodes back, the attempt
+        counted, as a lease that ran out would — without waiting for it to run out. Returns how many."""
+        with self.db.writing() as session:
+            held = session.execute(
+                update(RunEpisode)
+                .where(RunEpisode.lease_owner == owner, RunEpisode.state == EpisodeState.LEASED)
+                .values(lease_expires_at=utcnow() - dt.timedelta(seconds=1))
+            )
+            return int(held.rowcount)  # type: ignore[attr-defined]
+
     def complete(
         self,
         owner: str,

@@ -1,0 +1,79 @@
+"""What a process needs to know of the processes around it, so that stopping one stops all it started:
+its descendants (read from /proc), dying with its parent (Linux `PR_SET_PDEATHSIG`, and a watch on the
+parent's pid where that is missing or came too late), and adopting its orphaned descendants
+(`PR_SET_CHILD_SUBREAPER`), so a supervisor can end what its workers left behind."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, value: int) -> bool:
+    """prctl(2) on Linux; False where there is none (another system) or it refused."""
+    if not os.path.exists("/proc/self"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return int(libc.prctl(option, value, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def adopt_orphans() -> bool:
+    """Make this process the reaper of its descendants' orphans: a grandchild whose parent died becomes our
+    child rather than init's, so we can still find and stop it."""
+    return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def die_with_parent(parent: int, on_parent_death: Callable[[], None], every_s: float = 1.0) -> None:
+    """Have `on_parent_death` run when `parent` dies: the kernel sends SIGTERM at once where it can (its
+    handler is this process's own), and a thread that watches the parent's pid covers the rest (no prctl,
+    or a parent that died before it was set)."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            threading.Event().wait(every_s)
+        on_parent_death()
+
+    threading.Thread(target=watch, name="yardstick-parent-watch", daemon=True).start()
+
+
+def children(pid: int) -> list[int]:
+    """The pids whose parent is `pid` (empty where there is no /proc)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # The state and parent follow the command's name, which may hold spaces and parentheses.
+            stat = (entry / "stat").read_text()
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`, children first."""
+    found: list[int] = []
+    frontier = [pid]
+    while frontier:
+        below = [child for parent in frontier for child in children(parent)]
+        found += below
+        frontier = below
+    return found
+
+
+def kill_all(pids: list[int]) -> None:
+    """SIGKILL each of `pids` that is still there."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)

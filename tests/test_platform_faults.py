@@ -1,0 +1,326 @@
+"""The platform under faults, as `yardstick server` runs it (its own process, its workers its children):
+stopping it stops all it started; a worker that dies or wedges is replaced and the runs go on; the database's
+connections cut, the artifact folder full, a policy server that hangs — nothing lost, nothing counted twice,
+every run ends with a reason. Real processes, real signals, real PostgreSQL."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from platform_client.eval_plan import EvalPlan
+from sqlalchemy import select
+
+from conftest import PG_URL, fresh_database
+from platform_harness import TOYS, ServerProcess, free_port, server_process, toy_plan, wait_for
+from yardstick.core.artifacts import LocalArtifactStore
+from yardstick.core.processes import descendants
+from yardstick.store.db import Database
+from yardstick.store.models import Artifact, RunEpisode, WorkerBeat
+from yardstick.store.states import EpisodeState
+
+# Short enough that a wedged call is found quickly (its limit, then the worker's grace), long enough that a
+# healthy call (the slow policies below take up to 1 s) never is.
+CALL_LIMIT_S = 1.5
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie is not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def _episodes(db: Database, submission_id: Any) -> list[RunEpisode]:
+    with db.reading() as session:
+        return list(
+            session.execute(
+                select(RunEpisode)
+                .where(RunEpisode.submission_id == int(submission_id))
+                .order_by(RunEpisode.index)
+            ).scalars()
+        )
+
+
+def _until(what: Any, timeout: float = 60.0, every: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = what()
+        if found:
+            return found
+        time.sleep(every)
+    raise TimeoutError(f"{what} did not come true in {timeout} s")
+
+
+def _slow_plan(key: str, episodes: int = 2, spec: str = "slower") -> EvalPlan:
+    return toy_plan(key, spec=spec, episodes=episodes)
+
+
+def _add_slower_policy(served: ServerProcess, delay: float) -> None:
+    from yardstick.store.models import ServedPolicy
+
+    db = Database(served.settings.database)
+    with db.writing() as session:
+        session.add(ServedPolicy(name="slower", reference=f"{TOYS}:SlowRows", params={"delay": delay}))
+    db.close()
+
+
+@pytest.fixture
+def fault_server(tmp_path: Path, database_url: str) -> Iterator[ServerProcess]:
+    with server_process(tmp_path, database_url, call_timeout_s=CALL_LIMIT_S) as served:
+        yield served
+
+
+def test_sigterm_stops_every_process_the_server_started_and_a_restart_plays_every_episode_once(
+    fault_server: ServerProcess,
+) -> None:
+    served = fault_server
+    _add_slower_policy(served, 0.1)
+    server = served.start()
+    alice = served.client()
+    created = alice.create_submission(_slow_plan("stopped", episodes=4))
+    _until(lambda: alice.get_submission(created.submission_id).episodes.done >= 2)
+    started = descendants(server.pid)
+    assert served.workers(), started
+
+    stopped_at = time.monotonic()
+    assert served.stop(signal.SIGTERM) == 0
+    _until(lambda: not any(alive(pid) for pid in started), timeout=5)
+    assert time.monotonic() - stopped_at < 10
+    db = Database(served.settings.database)
+    # The batch in hand, the episode in play included, went back to the queue: nothing is left leased.
+    assert {e.state for e in _episodes(db, created.submission_id)} <= {EpisodeState.DONE, EpisodeState.QUEUED}
+
+    restarted = served.start()
+    view = wait_for(alice, created.submission_id)
+    assert view.status.name == "finished" and view.episodes.done == 8
+    [worker] = served.workers()  # exactly one worker, and none of the first server's left
+    assert not any(alive(pid) for pid in started) and worker in descendants(restarted.pid)
+    episodes = _episodes(db, created.submission_id)
+    # Every episode played once: each done with one result, none counted as a second attempt.
+    assert [e.state for e in episodes] == [EpisodeState.DONE] * 8
+    assert [e.attempt for e in episodes] == [1] * 8
+    assert served.stop(signal.SIGINT) == 0
+    db.close()
+
+
+def test_a_worker_beats_while_it_plays_and_one_killed_is_replaced_and_the_run_finishes_by_itself(
+    fault_server: ServerProcess,
+) -> None:
+    served = fault_server
+    _add_slower_policy(served, 1.0)  # an episode of "ten" takes 5 s, a batch of them 10 s
+    served.start()
+    alice = served.client()
+    db = Database(served.settings.database)
+
+    def beat() -> Any:
+        with db.reading() as session:
+            return session.execute(select(WorkerBeat.seen_at).order_by(WorkerBeat.seen_at.desc())).scalar()
+
+    created = alice.create_submission(_slow_plan("beats"))
+    _until(lambda: alice.get_submission(created.submission_id).status.name == "running")
+    first = beat()
+    time.sleep(7)  # one batch, still playing: the worker's main thread is inside it all along
+    assert alice.get_submission(created.submission_id).episodes.done < 4
+    assert beat() > first
+
+    [doomed] = served.workers()
+    os.kill(doomed, signal.SIGKILL)
+    view = wait_for(alice, created.submission_id, timeout=90)  # no one restarts anything
+    assert view.status.name == "finished" and view.episodes.done == 4
+    [successor] = served.workers()
+    assert successor != doomed
+    episodes = _episodes(db, created.submission_id)
+    assert [e.state for e in episodes] == [EpisodeState.DONE] * 4
+    db.close()
+
+
+def test_a_call_wedged_past_the_alarm_fails_its_run_with_its_timeout_and_the_worker_is_replaced(
+    fault_server: ServerProcess,
+) -> None:
+    served = fault_server
+    served.start()
+    alice = served.client()
+    [first] = served.workers()
+    wedged = alice.create_submission(toy_plan("wedged", spec="wedge", episodes=1))
+    view = wait_for(alice, wedged.submission_id, timeout=60)
+    assert view.status.name == "errored"
+    assert view.reason_code.name == "latency_budget_exceeded", view.reason
+    assert "did not yield to the alarm" in (view.reason or "")
+    diagnostics = httpx.get(view.artifacts.diagnostics).json()
+    assert (diagnostics["failure"], diagnostics["charged"]) == ("policy_timeout", True)
+    _until(lambda: [pid for pid in served.workers() if pid != first])
+    assert not alive(first)
+    later = wait_for(alice, alice.create_submission(toy_plan("after-wedge", episodes=1)).submission_id)
+    assert later.status.name == "finished"
+
+
+def test_postgresql_connections_terminated_mid_run_lose_nothing_and_count_nothing_twice(
+    tmp_path: Path,
+) -> None:
+    with fresh_database("postgresql", tmp_path) as url:
+        name = f"ys-faults-{secrets.token_hex(4)}"
+        tagged = f"{url}&application_name={name}"
+        with server_process(tmp_path, tagged, call_timeout_s=CALL_LIMIT_S) as served:
+            _add_slower_policy(served, 0.1)
+            served.start()
+            alice = served.client()
+            created = alice.create_submission(_slow_plan("cut", episodes=4))
+            terminated = 0
+            with psycopg.connect(PG_URL, autocommit=True) as admin:
+                for _ in range(8):
+                    time.sleep(0.5)
+                    # Only this test's connections (the server's and its worker's), never anyone else's.
+                    rows = admin.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                        (name,),
+                    ).fetchall()
+                    terminated += len(rows)
+            assert terminated > 0
+            view = _until(lambda: _ended(alice, created.submission_id), timeout=120, every=0.5)
+            assert view.status.name == "finished" and view.episodes.done == 8
+            db = Database(tagged)
+            episodes = _episodes(db, created.submission_id)
+            assert [e.state for e in episodes] == [EpisodeState.DONE] * 8
+            db.close()
+            assert served.stop() == 0
+
+
+def _ended(client: Any, submission_id: Any) -> Any:
+    with contextlib.suppress(Exception):  # the gateway's own connections are being cut too
+        view = client.get_submission(submission_id)
+        if view.status.name in ("finished", "errored", "cancelled"):
+            return view
+    return None
+
+
+@contextlib.contextmanager
+def _small_filesystem(folder: Path, size: str) -> Iterator[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], check=False
+    )
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a small filesystem here (needs root)")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def _fill(folder: Path) -> Path:
+    """Fill `folder`'s filesystem to the last byte; the file that does it."""
+    filler = folder / "filler"
+    out = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while True:
+            os.write(out, b"\0" * 65536)
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(out)
+    return filler
+
+
+def test_a_full_artifact_folder_errors_the_run_as_the_platforms_fault_refunded_and_serves_no_part_file(
+    fault_server: ServerProcess,
+) -> None:
+    served = fault_server
+    _add_slower_policy(served, 0.1)
+    with _small_filesystem(served.settings.artifact_root, "4m") as artifacts:
+        served.start()
+        alice = served.client()
+        used = alice.me().quota_for("submissions.day").used  # type: ignore[union-attr]
+        created = alice.create_submission(_slow_plan("full", episodes=4))
+        _until(lambda: alice.get_submission(created.submission_id).episodes.done >= 1)
+        filler = _fill(artifacts)
+        view = wait_for(alice, created.submission_id)
+        assert view.status.name == "errored" and view.reason_code.name == "internal_error", view.reason
+        assert "could not be stored" in (view.reason or "")
+        assert alice.me().quota_for("submissions.day").used == used  # type: ignore[union-attr]
+        # What the run recorded is whole; nothing half-written is left where a link could reach it.
+        db = Database(served.settings.database)
+        with db.reading() as session:
+            recorded = session.execute(
+                select(Artifact.key, Artifact.size).where(
+                    Artifact.submission_id == int(created.submission_id)
+                )
+            ).all()
+        db.close()
+        assert recorded  # the episodes that landed before the folder filled
+        store = LocalArtifactStore(artifacts)
+        for key, size in recorded:
+            assert store.path(int(created.submission_id), key).stat().st_size == size
+        if view.artifacts is not None:
+            for url in filter(None, (view.artifacts.result, view.artifacts.diagnostics)):
+                assert httpx.get(url).json()["failure"] == "storage_failed"
+        assert list((artifacts / ".tmp").glob("*")) == []
+        filler.unlink()
+        later = wait_for(alice, alice.create_submission(toy_plan("room-again", episodes=1)).submission_id)
+        assert later.status.name == "finished"
+        assert served.stop() == 0
+
+
+def test_a_policy_server_that_hangs_fails_its_run_with_a_reason_and_the_worker_goes_on(
+    fault_server: ServerProcess,
+) -> None:
+    served = fault_server
+    port = free_port()
+    policy = subprocess.Popen(
+        [sys.executable, "-m", "yardstick.cli", "policy", "serve", f"{TOYS}:SlowRows", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _until(lambda: _healthy(port))
+        served.start()
+        alice = served.client()
+        plan = EvalPlan.model_validate(
+            {
+                "request_type": {"type": "private_eval", "org": "acme"},
+                "eval": "toys.tally",
+                "endpoints": [
+                    {
+                        "name": "remote",
+                        "wire": "websocket",
+                        "address": {"host": "127.0.0.1", "port": port, "path": "/api/v1/session"},
+                    }
+                ],
+                "episodes_per_endpoint": 4,
+                "transaction_key": "hung",
+            }
+        )
+        created = alice.create_submission(plan)
+        _until(lambda: alice.get_submission(created.submission_id).episodes.done >= 1)
+        policy.send_signal(signal.SIGSTOP)  # hung: the process is there, the socket open, nothing answers
+        view = wait_for(alice, created.submission_id, timeout=60)
+        assert view.status.name == "errored" and view.reason_code.name == "latency_budget_exceeded", (
+            view.reason
+        )
+        later = wait_for(alice, alice.create_submission(toy_plan("after-hang", episodes=1)).submission_id)
+        assert later.status.name == "finished"
+    finally:
+        policy.send_signal(signal.SIGCONT)
+        policy.kill()
+        policy.wait(timeout=10)
+
+
+def _healthy(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False

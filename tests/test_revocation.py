@@ -1,0 +1,52 @@
+"""What a revocation promises: a key revoked by the admin CLI — another process, straight in the database —
+stops working in a running gateway within `AUTH_CACHE_S` (a second), as one revoked through the API stops
+at once in the gateway that revoked it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from platform_harness import running_platform
+from yardstick.core import keys
+from yardstick.core.accounts import AUTH_CACHE_S
+
+
+def test_a_key_revoked_by_the_admin_cli_stops_working_in_a_running_gateway_within_a_second(
+    tmp_path: Path, database_url: str
+) -> None:
+    assert AUTH_CACHE_S <= 1.0
+    with running_platform(tmp_path, database_url, workers=0) as platform:
+        key = platform.keys["alice"]
+        headers = {"Authorization": f"Bearer {key}"}
+        assert httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code == 200  # cached now
+        settings = platform.settings
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "yardstick.cli",
+                "admin",
+                "key",
+                "revoke",
+                key[: keys.PREFIX_LEN],
+                "--data-dir",
+                str(settings.data_dir),
+                "--database",
+                settings.database,
+            ],
+            check=True,
+            capture_output=True,
+        )
+        revoked_at = time.monotonic()
+        while httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code == 200:
+            assert time.monotonic() - revoked_at < AUTH_CACHE_S + 0.5, "the revoked key still works"
+            time.sleep(0.05)
+        assert httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code == 401
+        # Another user's key, never revoked, goes on working.
+        bob = {"Authorization": f"Bearer {platform.keys['bob']}"}
+        assert httpx.get(f"{platform.url}/v1/users.me", headers=bob).status_code == 200
