@@ -78,7 +78,12 @@ def setting(
                     admin.create_eval(
                         session, slug, f"{TOYS}:{benchmark}", choice=admin.EvalTasks(tasks, trials=1)
                     )
-                for name, cls in (("hang", "HangOnTen"), ("garbled", "Garbled"), ("unbuilt", "Unbuildable")):
+                for name, cls in (
+                    ("hang", "HangOnTen"),
+                    ("garbled", "Garbled"),
+                    ("unbuilt", "Unbuildable"),
+                    ("absent", "NeedsAbsentSimulator"),
+                ):
                     session.add(ServedPolicy(name=name, reference=f"{TOYS}:{cls}"))
             yield harness, Servers(slow, guarded, port)
         threads.close()
@@ -119,6 +124,7 @@ CASES: list[tuple[str, str, Any, str, bool]] = [
     ("benchmark_crash", "toys.broken", lambda s: served("rows"), "internal_error", False),
     ("benchmark_timeout", "toys.stuck", lambda s: served("rows"), "internal_error", False),
     ("benchmark_setup_crash", "toys.unbuilt", lambda s: served("rows"), "internal_error", False),
+    ("install_incomplete", "toys.tally", lambda s: served("absent"), "internal_error", False),
 ]
 
 

@@ -283,3 +283,17 @@ class UnbuildableBench:
     @ys.step
     def play(self, action: Any) -> tuple[Any, bool, bool]:
         return {}, True, True
+
+
+@ys.policy(hz=10)
+class NeedsAbsentSimulator:
+    """Its constructor needs a simulator no install has."""
+
+    def __init__(self) -> None:
+        from yardstick.catalog.extras import Simulator, require
+
+        require(Simulator("yardstick_no_such_simulator", "nowhere", "Nowhere"), "NeedsAbsentSimulator")
+
+    @ys.infer
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        return np.zeros((1, 1))

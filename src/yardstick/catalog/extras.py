@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
-from yardstick.sdk.errors import AuthoringError
+from yardstick.sdk.errors import InstallIncomplete
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ NEEDS: dict[str, Simulator] = {
 }
 
 
-class MissingExtra(AuthoringError):
+class MissingExtra(InstallIncomplete):
     """A built-in whose simulator this install lacks. The caller's to fix, by installing the extra."""
 
     def __init__(self, what: str, simulator: Simulator) -> None:

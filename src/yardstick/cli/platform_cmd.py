@@ -352,6 +352,29 @@ def eval_create(
     console.print(f"eval {slug} created, with its board")
 
 
+@eval_admin_app.command("from-benchmark")
+def eval_from_benchmark(
+    owner: str = typer.Argument(..., help="The org that registered the benchmark."),
+    name: str = typer.Argument(..., help="The benchmark's name (as `seq deploy` registered it)."),
+    slug: str = typer.Argument(..., help="The eval's slug."),
+    trials: int = typer.Option(10, min=1, help="Trials per task when a plan names the eval."),
+    public: bool = typer.Option(False, "--public", help="A public board (default: the owner's own)."),
+    title: str = "",
+    data_dir: Path | None = DataDir,
+    database: str | None = DatabaseUrl,
+) -> None:
+    """Make an org's registered benchmark a catalogue eval with a board: Positronic plans and Sequences evals
+    then share it, and rank on its board."""
+    from yardstick.core import admin
+
+    _do(
+        data_dir,
+        database,
+        lambda s: admin.eval_of_hosted(s, slug, owner, name, trials=trials, public=public, title=title),
+    )
+    console.print(f"eval {slug} created over {owner}'s {name}, with its board")
+
+
 @baseline_app.command("add")
 def baseline_add(
     board: str,

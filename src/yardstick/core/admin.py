@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -15,8 +16,20 @@ from sqlalchemy.orm import Session
 
 from yardstick.core import keys
 from yardstick.core.catalog import check_task_id
-from yardstick.store.models import ApiKey, Baseline, Board, Eval, Membership, Org, Run, Task, User
-from yardstick.store.states import BillingMode, BoardVisibility, OnExhausted
+from yardstick.store.models import (
+    ApiKey,
+    Baseline,
+    Board,
+    Eval,
+    Hosted,
+    HostedVersion,
+    Membership,
+    Org,
+    Run,
+    Task,
+    User,
+)
+from yardstick.store.states import BillingMode, BoardVisibility, BuildStatus, HostedKind, OnExhausted
 
 
 class AdminError(ValueError):
@@ -183,6 +196,83 @@ def create_eval(
             )
         )
     return row
+
+
+def eval_of_hosted(
+    session: Session,
+    slug: str,
+    owner: str,
+    name: str,
+    *,
+    trials: int = 10,
+    public: bool = False,
+    title: str = "",
+) -> Eval:
+    """A catalogue eval, with its board, over the newest ready version of a benchmark org `owner` registered
+    (Sequences' `seq deploy`): Positronic plans may name it, Sequences evals too, and both rank on its board
+    (the owner's, or with `public` everyone's). Its tasks keep the benchmark's names; their catalogue ids are
+    those names made task ids (lowercase words and hyphens)."""
+    if session.execute(select(Eval).where(Eval.slug == slug)).scalar_one_or_none() is not None:
+        raise AdminError(f"eval {slug!r} exists already")
+    owner_org = org(session, owner)
+    found = session.execute(
+        select(HostedVersion)
+        .join(Hosted, Hosted.id == HostedVersion.hosted_id)
+        .where(
+            Hosted.org_id == owner_org.id,
+            Hosted.kind == HostedKind.BENCHMARK,
+            Hosted.name == name,
+            HostedVersion.status == BuildStatus.READY,
+        )
+        .order_by(HostedVersion.number.desc())
+        .limit(1)
+    ).scalar_one_or_none()
+    if found is None:
+        raise AdminError(f"org {owner!r} has no ready benchmark {name!r} (seq deploy registers one)")
+    declaration = (found.checked or {}).get("declaration") or {}
+    ids = {task: task_id_of(task) for task in declaration.get("tasks", {})}
+    if len(set(ids.values())) != len(ids):
+        raise AdminError(f"benchmark {name!r}: two of its tasks make the same task id ({ids})")
+    row = Eval(
+        slug=slug,
+        title=title or slug,
+        description=f"{owner}'s benchmark {name}, v{found.number}",
+        benchmark=f"hosted:{found.id}",
+        embodiment="sim",
+        trials_per_task=trials,
+        org_id=None if public else owner_org.id,
+        record_video=True,
+    )
+    session.add(row)
+    session.flush()
+    for position, (task, description) in enumerate(declaration["tasks"].items()):
+        session.add(
+            Task(
+                eval_id=row.id,
+                task_id=ids[task],
+                benchmark_task=task,
+                description=description,
+                position=position,
+                default_cap_sec=math.ceil(float(declaration["max_seconds"][task])),
+                seeds=list(declaration["seeds"]),
+            )
+        )
+    session.add(
+        Board(
+            slug=slug,
+            title=row.title,
+            eval_id=row.id,
+            visibility=BoardVisibility.PUBLIC if public else BoardVisibility.TENANT,
+            org_id=None if public else owner_org.id,
+        )
+    )
+    return row
+
+
+def task_id_of(name: str) -> str:
+    """A task's name made a task id: lowercase, each run of other characters one hyphen."""
+    made = "-".join(part for part in re.split(r"[^a-z0-9]+", name.lower()) if part)
+    return check_task_id(made or "task")
 
 
 def add_baseline(session: Session, board_slug: str, run_id: int, publisher: str, name: str) -> None:

@@ -14,7 +14,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from yardstick.core.accounts import Caller
-from yardstick.store.models import Eval, Org, ServedPolicy, Task
+from yardstick.store.models import Eval, Hosted, HostedVersion, Org, ServedPolicy, Task
+from yardstick.store.states import BuildStatus, HostedKind
 
 # A task id, as the contracts carry one: lowercase words joined by single hyphens (Meta-World's `reach-v3`).
 MAX_TASK_ID_WORDS = 16
@@ -87,9 +88,17 @@ class Catalog:
     tasks: Mapping[str, tuple[CatalogEval, CatalogTask]] = field(hash=False)
     served_policies: frozenset[str]
     may_compose: bool
+    # The org's deployed policies (served in a box), by name: the id of each one's newest ready version.
+    deployments: Mapping[str, int] = field(default_factory=dict, hash=False)
 
 
-def catalog_of(evals: Iterable[CatalogEval], *, served_policies: Iterable[str], may_compose: bool) -> Catalog:
+def catalog_of(
+    evals: Iterable[CatalogEval],
+    *,
+    served_policies: Iterable[str],
+    may_compose: bool,
+    deployments: Mapping[str, int] | None = None,
+) -> Catalog:
     """A `Catalog` over `evals`, its task map built from the composable ones.
 
     A task id in two composable evals maps to the one with more tasks (MT10's tasks are MT50's too: composed,
@@ -106,6 +115,7 @@ def catalog_of(evals: Iterable[CatalogEval], *, served_policies: Iterable[str], 
         tasks=tasks,
         served_policies=frozenset(served_policies),
         may_compose=may_compose,
+        deployments=dict(deployments or {}),
     )
 
 
@@ -149,4 +159,25 @@ def read_catalog(session: Session, caller: Caller, org: Org | None = None) -> Ca
     ]
     served = session.execute(select(ServedPolicy.name)).scalars()
     may_compose = org.may_compose if org is not None else any(o.may_compose for o in caller.orgs)
-    return catalog_of(evals, served_policies=served, may_compose=may_compose)
+    owner = org or (caller.orgs[0] if caller.orgs else None)
+    deployed = _deployments(session, owner.id) if owner is not None else {}
+    return catalog_of(evals, served_policies=served, may_compose=may_compose, deployments=deployed)
+
+
+def _deployments(session: Session, org_id: int) -> dict[str, int]:
+    """The org's deployed policies that are running, each by its newest ready version."""
+    found: dict[str, int] = {}
+    for name, version_id in session.execute(
+        select(Hosted.name, HostedVersion.id)
+        .join(HostedVersion, HostedVersion.hosted_id == Hosted.id)
+        .where(
+            Hosted.org_id == org_id,
+            Hosted.kind == HostedKind.POLICY,
+            Hosted.removed_at.is_(None),
+            Hosted.stopped.is_(False),
+            HostedVersion.status == BuildStatus.READY,
+        )
+        .order_by(Hosted.name, HostedVersion.number)
+    ).all():
+        found[name] = version_id  # the last of each name is its newest
+    return found

@@ -7,6 +7,7 @@ from yardstick.core.accounts import Authenticator, Caller
 from yardstick.core.artifacts import UrlSigner
 from yardstick.core.boards import Boards
 from yardstick.core.catalog import Catalog, read_catalog
+from yardstick.core.hosting import Hosting
 from yardstick.core.install import Install
 from yardstick.core.ledger import NO_CREDITS, Ledger
 from yardstick.core.lifecycle import Lifecycle
@@ -35,6 +36,7 @@ class Platform:
         self.boards = Boards(self.db, self.secret)
         self.links = Links(self.db, self.signer)
         self.secrets = Secrets(self.db, self.secret)
+        self.hosting = Hosting(self.db, self.settings.hosted_root, self.secrets)
 
     def catalog(self, caller: Caller, org: Org | None = None) -> Catalog:
         """What `caller` may name (for `org`, else for any org of theirs)."""
@@ -42,4 +44,5 @@ class Platform:
             return read_catalog(session, caller, org)
 
     def close(self) -> None:
+        self.hosting.close()
         self.install.close()

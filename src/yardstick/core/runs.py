@@ -29,6 +29,10 @@ from yardstick.store.states import ACTIVE_RUNS, Audience, Contract, RunStatus, T
 WORKER_ALIVE_S = 30.0
 
 
+# A benchmark reference that names a hosted version (an org's registered benchmark): `hosted:<version id>`.
+HOSTED_REF = "hosted:"
+
+
 @dataclass(frozen=True)
 class BenchmarkTarget:
     """What a run's episodes play: the reference the engine builds, its constructor's parameters, and what is

@@ -84,5 +84,10 @@ class Settings:
         return self.data_dir / "artifacts"
 
     @property
+    def hosted_root(self) -> Path:
+        """Where the code an org registers is unpacked, with its environments (shared with the workers)."""
+        return self.data_dir / "hosted"
+
+    @property
     def secret_file(self) -> Path:
         return self.data_dir / "secret.key"

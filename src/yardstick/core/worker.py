@@ -26,7 +26,6 @@ import socket
 import tempfile
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,17 +36,17 @@ from sqlalchemy.exc import OperationalError
 from yardstick.core import lifecycle
 from yardstick.core.artifacts import LocalArtifactStore
 from yardstick.core.ledger import Ledger
+from yardstick.core.players import Players
 from yardstick.core.settings import Settings
 from yardstick.engine.failures import FailureKind
 from yardstick.engine.guard import Call, CallBeacon
 from yardstick.engine.recording import Recording, describe_video, episode_folder
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
-from yardstick.engine.runtime import BuildError, Component, Runtime, Work
+from yardstick.engine.runtime import BuildError, Component
 from yardstick.store.db import Database
-from yardstick.store.models import Run, ServedPolicy, WorkerBeat, utcnow
+from yardstick.store.models import Run, WorkerBeat, utcnow
 from yardstick.store.queue import EpisodeQueue, LeasedEpisode
-from yardstick.store.states import ACTIVE_RUNS, TargetKind
-from yardstick.wire.address import format_url, parse_address
+from yardstick.store.states import ACTIVE_RUNS
 
 log = logging.getLogger("yardstick.worker")
 T = TypeVar("T")
@@ -97,13 +96,13 @@ class PlatformWorker:
         self.poll_s = poll_s
         self.call_timeout_s = settings.call_timeout_s
         self.stopping = threading.Event()
-        self._runtimes: OrderedDict[str, Runtime] = OrderedDict()
-        self._warm: set[str] = set()  # tasks this worker has played: their worlds are built
+                self._warm: set[str] = set()  # tasks this worker has played: their worlds are built
         # Episodes record here, then their files go to the artifact store and leave this folder.
         self._recordings = Path(tempfile.mkdtemp(prefix="yardstick-recording-"))
         self._beaten_at = -math.inf
         # What the vigil reads: the engine's deadline (and its call), the batch in hand and what is in play.
         self.beacon = CallBeacon()
+        self.players = Players(settings, self.db, call_timeout_s=settings.call_timeout_s, beacon=self.beacon)
         self._run_id: int | None = None
         self._pending: dict[int, LeasedEpisode] = {}
         self._playing: dict[int, LeasedEpisode] = {}
@@ -128,9 +127,7 @@ class PlatformWorker:
             pass
         finally:
             self.stopping.set()
-            for runtime in self._runtimes.values():
-                runtime.close()
-            self._runtimes.clear()
+            self.players.close()
             vigil.join(timeout=5)
             self.db.close()
             shutil.rmtree(self._recordings, ignore_errors=True)
@@ -263,54 +260,13 @@ class PlatformWorker:
             run_id, Component(run.benchmark, dict(run.benchmark_params)), dict(run.endpoints), recording
         )
 
-    def _policy(self, endpoint: dict[str, Any]) -> Component:
-        if endpoint["kind"] == TargetKind.SERVED:
-            with self.db.reading() as session:
-                served = session.get(ServedPolicy, endpoint["spec"])
-            if served is None:
-                raise BuildError(
-                    f"the served policy {endpoint['spec']!r} is no longer offered",
-                    FailureKind.POLICY_SETUP_CRASH,
-                )
-            return Component(served.reference, {**served.params, **endpoint.get("params", {})})
-        wire = endpoint["wire"]
-        return Component(
-            format_url(wire, parse_address(wire, endpoint["address"])), dict(endpoint.get("params", {}))
-        )
-
-    def _runtime(self, batch: BatchWork, endpoint: str) -> Runtime:
-        target = batch.endpoints[endpoint]
-        benchmark = batch.benchmark
-        if target.get("benchmark_params"):
-            benchmark = Component(benchmark.ref, {**benchmark.params, **target["benchmark_params"]})
-        work = Work(
-            benchmark=benchmark,
-            policy=self._policy(target),
-            call_timeout_s=self.call_timeout_s,
-            recording=batch.recording,
-        )
-        key = json.dumps(
-            [
-                work.benchmark.ref,
-                work.benchmark.params,
-                work.policy.ref,
-                work.policy.params,
-                repr(work.recording),
-            ],
-            sort_keys=True,
-        )
-        runtime = self._runtimes.pop(key, None) or self._engine(lambda: Runtime(work, self.beacon))
-        self._runtimes[key] = runtime
-        while len(self._runtimes) > KEPT_RUNTIMES:
-            self._runtimes.popitem(last=False)[1].close()
-        return runtime
-
     def _play_endpoint(
         self, batch: BatchWork, episodes: list[LeasedEpisode], pending: dict[int, LeasedEpisode]
     ) -> bool:
         """Play one endpoint's episodes of the batch; False once the run has ended (failed or cancelled)."""
         try:
-            runtime = self._runtime(batch, episodes[0].endpoint)
+            target = batch.endpoints[episodes[0].endpoint]
+            player = self._engine(lambda: self.players.player(batch.benchmark, target, batch.recording))
         except BuildError as exc:
             self.lifecycle.fail(
                 batch.run_id, exc.kind, f"endpoint {episodes[0].endpoint!r} could not be started: {exc}"
@@ -323,7 +279,7 @@ class PlatformWorker:
             EpisodeSpec(index=e.index, task=e.benchmark_task, trial=e.trial, seed=e.seed, cap_s=e.cap_s)
             for e in episodes
         ]
-        results = runtime.run(self._until(specs, by_index))
+        results = player.run(self._until(specs, by_index))
         while (result := self._engine(lambda: next(results, None))) is not None:
             episode = by_index[result.index]
             self._playing.pop(result.index, None)

@@ -38,6 +38,7 @@ class FailureKind(StrEnum):
     WORKER_LOST = "worker_lost"  # the process playing it died, or hung where no alarm reaches
     PLATFORM_LOST = "platform_lost"  # its leases ran out too often: the workers playing it were lost
     STORAGE_FAILED = "storage_failed"  # its results could not be stored (the artifact store full or failing)
+    INSTALL_INCOMPLETE = "install_incomplete"  # the worker lacks what building it needs (a simulator's extra)
 
     @property
     def party(self) -> Party:

@@ -21,6 +21,7 @@ from types import FrameType
 from typing import Any, Protocol, TypeVar
 
 from yardstick.engine.failures import Failed, FailureKind
+from yardstick.sdk.errors import InstallIncomplete
 
 _T = TypeVar("_T")
 _OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -155,6 +156,8 @@ class Guard:
             raise
         except Failed as exc:
             raise CallFailed(describe(call.name, exc), exc.kind) from exc
+        except InstallIncomplete as exc:
+            raise CallFailed(describe(call.name, exc), FailureKind.INSTALL_INCOMPLETE) from exc
         except Exception as exc:
             raise CallFailed(describe(call.name, exc), call.crash) from exc
         finally:

@@ -17,7 +17,7 @@ from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.worlds import ManyWorlds, SingleWorld, Worlds
 from yardstick.sdk.calls import InProcessPolicy, PolicyDriver, instantiate
 from yardstick.sdk.decorators import benchmark_spec, policy_spec
-from yardstick.sdk.errors import AuthoringError
+from yardstick.sdk.errors import AuthoringError, InstallIncomplete
 from yardstick.sdk.load import load_object
 from yardstick.sdk.specs import BenchmarkSpec, PolicySpec
 from yardstick.wire.address import endpoint_from_ref
@@ -77,6 +77,8 @@ def _loaded(work: Work, kind: Kind) -> type:
     plays episodes reports it like any other failure to build."""
     try:
         return class_of(work, kind)
+    except InstallIncomplete as exc:
+        raise BuildError(str(exc), FailureKind.INSTALL_INCOMPLETE) from None
     except AuthoringError as exc:
         setup = FailureKind.POLICY_SETUP_CRASH if kind == "policy" else FailureKind.BENCHMARK_SETUP_CRASH
         raise BuildError(f"{kind} {getattr(work, kind).ref}: {exc}", setup) from None

@@ -25,6 +25,7 @@ from yardstick.gateway.services import Services
 from yardstick.http.routing import Door, answer_refused, refusals, refused_input
 from yardstick.positronic import routes as positronic
 from yardstick.positronic.errors import POSITRONIC
+from yardstick.sequences import registry as sequence_registry
 from yardstick.sequences import routes as sequences
 from yardstick.sequences import secrets as sequence_secrets
 from yardstick.sequences.errors import SEQUENCES
@@ -58,6 +59,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(positronic.router(services.sign_in, services.purchases))
     app.include_router(sequences.router(services.purchases))
     app.include_router(sequence_secrets.router())
+    app.include_router(sequence_registry.router(platform.hosting))
     app.include_router(oauth.router(services.sign_in))
     app.include_router(site_router(platform))
     app.include_router(signin_pages.router(services.sign_in))

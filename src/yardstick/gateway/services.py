@@ -37,4 +37,5 @@ def open_services(settings: Settings) -> Services:
     terms = BillingTerms.locate(settings.data_dir)
     install = open_install(settings)
     platform = Platform(install, CreditLedger(terms.tariff()))
+    platform.hosting.resume()
     return Services(platform, SignIn(platform), Purchases(install.db, terms, AdminSettles()))

@@ -50,6 +50,7 @@ REASONS: dict[FailureKind, ReasonCode] = {
     FailureKind.WORKER_LOST: ReasonCode.runner_unresponsive,
     FailureKind.PLATFORM_LOST: ReasonCode.runner_unresponsive,
     FailureKind.STORAGE_FAILED: ReasonCode.internal_error,
+    FailureKind.INSTALL_INCOMPLETE: ReasonCode.internal_error,
 }
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from platform_client.enums import CameraVantage, EndpointKind, Placement, RigShape, StartPose
@@ -148,6 +148,8 @@ class Resolution:
     eval: CatalogEval | None
     endpoints: Mapping[str, Endpoint]
     sampled: bool
+    # The deployed policies a served endpoint may name (its spec): the version each one plays.
+    deployments: Mapping[str, int] = field(default_factory=dict)
 
     def with_quote(self, quote: object) -> Resolution:
         """The resolution with the credit quote its org is held to (a pay-as-you-go org's)."""
@@ -160,7 +162,7 @@ class Resolution:
         assert self.eval is not None  # a plan names an eval, or composes one eval's tasks
         return RunPlan(
             episodes=self.episodes,
-            endpoints={name: _target(entry) for name, entry in self.endpoints.items()},
+            endpoints={name: _target(entry, self.deployments) for name, entry in self.endpoints.items()},
             benchmark=BenchmarkTarget.of(self.eval),
             eval=self.eval,
             sampled=self.sampled,
@@ -168,8 +170,14 @@ class Resolution:
         )
 
 
-def _target(entry: Endpoint) -> EndpointTarget:
+def _target(entry: Endpoint, deployments: Mapping[str, int]) -> EndpointTarget:
+    """How the core reaches an endpoint: a served spec the org deployed is its version, served in a box."""
     assert entry.wire is not None  # every entry that names a locator names its wire
+    deployed = deployments.get(entry.spec or "") if entry.kind is EndpointKind.served else None
+    if deployed is not None:
+        return EndpointTarget(
+            name=entry.name, kind=TargetKind.HOSTED, wire=slug_of(entry.wire), spec=str(deployed)
+        )
     return EndpointTarget(
         name=entry.name,
         kind=TargetKind.SERVED if entry.kind is EndpointKind.served else TargetKind.REMOTE,
@@ -249,6 +257,7 @@ def resolve(plan: EvalPlan, catalog: Catalog, *, transaction_key: str | None) ->
         eval=evaluation,
         endpoints={name: entry for name, entry in definitions.items() if name in used},
         sampled=plan.sample is not None,
+        deployments=catalog.deployments,
     )
 
 
@@ -445,9 +454,9 @@ def _definitions(plan: EvalPlan, catalog: Catalog) -> dict[str, Endpoint]:
                 "which this platform does not run yet; use a remote or served endpoint"
             )
         elif entry.kind is EndpointKind.served:
-            if entry.spec not in catalog.served_policies:
+            if entry.spec not in catalog.served_policies and entry.spec not in catalog.deployments:
                 specs = True
-                known = ", ".join(sorted(catalog.served_policies)) or "none"
+                known = ", ".join(sorted({*catalog.served_policies, *catalog.deployments})) or "none"
                 problems.append(
                     f"endpoint {entry.name!r} is served from spec {entry.spec!r}, "
                     f"which this platform does not serve; the specs it serves: {known}"
@@ -459,7 +468,8 @@ def _definitions(plan: EvalPlan, catalog: Catalog) -> dict[str, Endpoint]:
                     "state no provider"
                 )
     if problems:
-        raise bad_request("; ".join(problems), specs=sorted(catalog.served_policies) if specs else None)
+        offered = sorted({*catalog.served_policies, *catalog.deployments})
+        raise bad_request("; ".join(problems), specs=offered if specs else None)
     return found
 
 

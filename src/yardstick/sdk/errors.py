@@ -7,6 +7,11 @@ class AuthoringError(ValueError):
     """A benchmark or policy that cannot be used as written. The caller's fault."""
 
 
+class InstallIncomplete(AuthoringError):
+    """Something this install lacks (a simulator a built-in needs). Fixing it is the user's in a local run, and
+    the platform's when a platform's worker lacks it."""
+
+
 class SpecError(AuthoringError):
     """A declaration that breaks a rule: `field` names what is wrong, the message says the rule."""
 

@@ -11,6 +11,7 @@ may name.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -57,6 +58,8 @@ class OfferedPolicy:
     spec: str
     params: Mapping[str, InferParam]
     wire: str = "websocket"
+    # What its owner set for every episode (`seq policy set NAME params.x=...`), under an eval's own.
+    defaults: Mapping[str, Scalar] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,11 @@ class Resolved:
             "arms": [{"arm": a.number, "model": self.policy.name, "params": a.shown()} for a in self.arms],
         }
 
+    def unrecorded(self) -> Resolved:
+        """The same eval, recording nothing of its episodes (`replay: none`)."""
+        target = dataclasses.replace(self.plan.benchmark, recording=None)
+        return dataclasses.replace(self, plan=dataclasses.replace(self.plan, benchmark=target))
+
     def limits(self) -> dict[str, Any]:
         """How long an episode may run, each arm's beside the benchmark's own (one figure where its tasks
         agree): an arm that sets `eval.max_seconds` is not a standard eval."""
@@ -154,7 +162,7 @@ def resolve(
             kind=policy.kind,
             wire=policy.wire,
             spec=policy.spec,
-            params=arm.policy_params,
+            params={**policy.defaults, **arm.policy_params},
             benchmark_params=arm.benchmark_params,
         )
     for pos, chosen in enumerate(selection):

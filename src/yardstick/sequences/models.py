@@ -451,6 +451,15 @@ class EvalReport(BaseModel):
     yardstick: dict[str, Any] | None = None
 
 
+class SettingsChange(BaseModel):
+    """`PATCH /v1/deployments/{name}/settings`: keys to change at once, all or none (a None value puts one
+    back to what the code says); `rev` the settings the change was made from."""
+
+    model_config = _REQUEST
+    changes: dict[str, Scalar | list[str] | None] = Field(min_length=1, max_length=64)
+    rev: int | None = Field(default=None, ge=0)
+
+
 # --- secrets -----------------------------------------------------------------------------------------------
 
 

@@ -26,8 +26,8 @@ from yardstick.core.accounts import Caller
 from yardstick.core.catalog import CatalogEval
 from yardstick.core.lifecycle import ATTEMPT
 from yardstick.core.platform import Platform
-from yardstick.core.refusals import Refusal, bad_request, not_found
-from yardstick.core.runs import BenchmarkTarget, Filing, org_for
+from yardstick.core.refusals import Refusal, RefusalKind, bad_request, not_found
+from yardstick.core.runs import HOSTED_REF, BenchmarkTarget, Filing, org_for
 from yardstick.engine.failures import FailureKind
 from yardstick.engine.recording import TRAJECTORY, episode_folder
 from yardstick.http.auth import Plat, Who
@@ -42,8 +42,8 @@ from yardstick.sequences.models import (
     EvalResponse,
     InferParam,
 )
-from yardstick.store.models import Run, RunEpisode, ServedPolicy
-from yardstick.store.states import ACTIVE_RUNS, Contract, EpisodeState, RunStatus, TargetKind
+from yardstick.store.models import Hosted, HostedVersion, Run, RunEpisode, ServedPolicy
+from yardstick.store.states import ACTIVE_RUNS, Contract, EpisodeState, HostedKind, RunStatus, TargetKind
 
 PAGE, PAGE_CAP = 50, 500
 # How long a report waits for a playing run to end before answering that it still runs.
@@ -59,12 +59,35 @@ Outcome = Annotated[str | None, Query(pattern=f"^({'|'.join(OUTCOMES)})$")]
 
 
 def offered_benchmark(platform: Platform, caller: Caller, name: str) -> evals.OfferedBenchmark:
-    """The benchmark an eval names: one of the catalogue's evals the caller may name."""
+    """The benchmark an eval names: the org's own (its newest ready version), else one of the catalogue's
+    evals the caller may name."""
+    org = org_for(caller, None)
+    hosted = platform.hosting.ready(org.id, HostedKind.BENCHMARK, name)
+    if hosted is not None:
+        return _from_hosted(*hosted)
     catalog = platform.catalog(caller)
     found = catalog.evals.get(name)
     if found is None:
-        raise evals.unknown("benchmark", name, sorted(catalog.evals))
+        own = [h.name for h, _ in platform.hosting.listed(org.id, HostedKind.BENCHMARK)]
+        raise evals.unknown("benchmark", name, sorted({*own, *catalog.evals}))
     return _from_catalog(found)
+
+
+def _from_hosted(hosted: Hosted, version: HostedVersion) -> evals.OfferedBenchmark:
+    declaration = (version.checked or {}).get("declaration") or {}
+    return evals.OfferedBenchmark(
+        name=hosted.name,
+        version=version.number,
+        tasks=dict(declaration["tasks"]),
+        seeds=tuple(declaration["seeds"]),
+        max_seconds={task: float(limit) for task, limit in declaration["max_seconds"].items()},
+        params=_params(declaration.get("params") or {}),
+        target=BenchmarkTarget(f"{HOSTED_REF}{version.id}", {}, {"video": True, "trajectory": True}),
+    )
+
+
+def _params(declared: Mapping[str, Any]) -> dict[str, InferParam]:
+    return {name: InferParam.model_validate(param) for name, param in declared.items()}
 
 
 def _from_catalog(evaluation: CatalogEval) -> evals.OfferedBenchmark:
@@ -83,11 +106,31 @@ def _from_catalog(evaluation: CatalogEval) -> evals.OfferedBenchmark:
 
 
 def offered_policy(platform: Platform, caller: Caller, name: str) -> evals.OfferedPolicy:
-    """The policy an eval names: one the platform serves, its parameters those of its constructor that the
-    platform leaves open (with a default of a plain type)."""
+    """The policy an eval names: a deployment of the org's (its newest ready version, served in a box), else
+    one the platform serves, its parameters those of its constructor that the platform leaves open (with a
+    default of a plain type)."""
+    org = org_for(caller, None)
+    deployed = platform.hosting.ready(org.id, HostedKind.POLICY, name)
+    if deployed is not None:
+        hosted, version = deployed
+        if hosted.stopped:
+            raise Refusal(
+                RefusalKind.CONFLICT, f"model: deployment {name!r} is stopped (seq policy start {name})"
+            )
+        declaration = (version.checked or {}).get("declaration") or {}
+        settings = {k[len("params.") :]: v for k, v in hosted.settings.items() if k.startswith("params.")}
+        return evals.OfferedPolicy(
+            name=name,
+            version=version.number,
+            kind=TargetKind.HOSTED,
+            spec=str(version.id),
+            params=_params(declaration.get("params") or {}),
+            defaults=settings,
+        )
     served = platform.catalog(caller).served_policies
     if name not in served:
-        raise evals.unknown("model", name, sorted(served))
+        own = [h.name for h, _ in platform.hosting.listed(org.id, HostedKind.POLICY)]
+        raise evals.unknown("model", name, sorted({*own, *served}))
     with platform.db.reading() as session:
         row = session.get(ServedPolicy, name)
     params = _open_params(row.reference, row.params) if row is not None else {}
@@ -131,6 +174,8 @@ def router(purchases: Purchases) -> APIRouter:
             offered_policy(plat, who, asked.model),
             only=only,
         )
+        if asked.replay == "none":
+            resolved = resolved.unrecorded()
         quote = plat.ledger.quote(plat.runs.billing_mode(org), resolved.plan.priced())
         cost = credits_value(getattr(quote, "total_units", 0)) if quote is not None else 0.0
         estimate = Estimate(

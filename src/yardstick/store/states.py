@@ -63,6 +63,7 @@ class TargetKind(StrEnum):
 
     SERVED = "served"  # the platform builds a policy it serves, in the worker
     REMOTE = "remote"  # someone's policy server, over a wire
+    HOSTED = "hosted"  # a policy an org deployed with its code, served in a box (`spec`: its version's id)
 
 
 class QuotaKind(StrEnum):

@@ -1,0 +1,387 @@
+"""Code the platform hosts for an org: benchmarks and policies registered with their code, in versions.
+
+- The same code (by its bundle's sha256) is the same version; other code is the next version, the earlier kept
+  for the evals that ran on it.
+- Registering unpacks the bundle at once (a bad one is refused with the field and the rule, and nothing is
+  stored), then builds the version in the background: its environment prepared, its class imported and tried
+  in a box (`hosted.check`). `building` becomes `ready`, or `failed` with the reason and where it was raised.
+- Builds run in the gateway's process, a few at a time; one the gateway did not finish (it stopped) is
+  started again when it opens.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from yardstick.core.refusals import Refusal, RefusalKind, bad_request, not_found
+from yardstick.core.secrets import Secrets
+from yardstick.hosted.bundle import unpack
+from yardstick.hosted.check import check_benchmark, check_policy
+from yardstick.hosted.environments import PrepareFailed, prepare
+from yardstick.hosted.environments import plan as image_plan
+from yardstick.hosted.errors import BundleRefused, ImageRefused
+from yardstick.store.db import Database
+from yardstick.store.models import Hosted, HostedVersion, utcnow
+from yardstick.store.states import BuildStatus, HostedKind
+
+BUILDERS = 2
+CHECK_TIMEOUT_S = 300.0
+State = Literal["new", "version", "same", "replace"]
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A registration: what it names, its code (`format`, base64 `data`, `sha256`), the image its code runs
+    on, the secrets it is handed, and what the registration declares (kept, and checked against the code)."""
+
+    kind: HostedKind
+    name: str
+    handler_ref: str
+    code_format: str
+    code_data: str
+    code_sha256: str
+    image: Mapping[str, Any] | None
+    secrets: tuple[str, ...]
+    declared: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Located:
+    """A hosted version as a worker plays it: its code's folder, the reference, the interpreter, the secrets
+    its process is handed (names)."""
+
+    version_id: int
+    org_id: int
+    kind: HostedKind
+    name: str
+    number: int
+    folder: Path
+    handler_ref: str
+    python: str
+    secrets: tuple[str, ...]
+    checked: Mapping[str, Any]
+
+
+class Hosting:
+    def __init__(self, db: Database, root: Path, secrets: Secrets) -> None:
+        self.db = db
+        self.root = Path(root)
+        self.secrets = secrets
+        self._builds = ThreadPoolExecutor(max_workers=BUILDERS, thread_name_prefix="yardstick-build")
+        self._built: dict[int, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._builds.shutdown(wait=False, cancel_futures=True)
+
+    # --- registering ---------------------------------------------------------------------------------
+
+    def would(self, org_id: int, upload: Upload) -> tuple[State, int]:
+        """What registering `upload` would do, changing nothing (every refusal it would meet, met now)."""
+        self._checked_upload(org_id, upload)
+        with self.db.reading() as session:
+            hosted = _hosted(session, org_id, upload.kind, upload.name)
+            if hosted is None:
+                return "new", 1
+            latest = _latest(session, hosted.id)
+        if latest is not None and latest.code_sha256 == upload.code_sha256:
+            return "same", latest.number
+        return "version", (latest.number + 1 if latest is not None else 1)
+
+    def register(self, org_id: int, upload: Upload) -> HostedVersion:
+        """Register `upload`: the same code answers its version as it is (rebuilt if it failed); other code
+        is the next version, building."""
+        self._checked_upload(org_id, upload)
+        with self.db.writing() as session:
+            hosted = _hosted(session, org_id, upload.kind, upload.name)
+            if hosted is None:
+                hosted = Hosted(org_id=org_id, kind=upload.kind, name=upload.name)
+                session.add(hosted)
+                session.flush()
+            elif hosted.removed_at is not None:
+                hosted.removed_at = None
+            latest = _latest(session, hosted.id)
+            if latest is not None and latest.code_sha256 == upload.code_sha256:
+                if latest.status in (BuildStatus.FAILED, BuildStatus.CANCELED):
+                    latest.status, latest.error = BuildStatus.BUILDING, None
+                    latest.declared = dict(upload.declared)
+                    self._start(latest.id)
+                return latest
+            number = (latest.number + 1) if latest is not None else 1
+            folder = f"{org_id:x}/{upload.kind}/{upload.name}/v{number}-{upload.code_sha256[:12]}"
+            try:
+                unpack(upload.code_format, upload.code_data, upload.code_sha256, self.root / folder / "code")
+            except BundleRefused as refused:
+                raise bad_request(str(refused), field=refused.field) from None
+            version = HostedVersion(
+                hosted_id=hosted.id,
+                number=number,
+                code_sha256=upload.code_sha256,
+                handler_ref=upload.handler_ref,
+                folder=folder,
+                declared={
+                    **upload.declared,
+                    "image": dict(upload.image or {}),
+                    "secrets": list(upload.secrets),
+                },
+                status=BuildStatus.BUILDING,
+            )
+            session.add(version)
+            session.flush()
+            self._start(version.id)
+            return version
+
+    def _checked_upload(self, org_id: int, upload: Upload) -> None:
+        try:
+            image_plan(upload.image)
+        except ImageRefused as refused:
+            raise bad_request(str(refused), field=refused.field) from None
+        missing = self.secrets.missing(org_id, upload.secrets)
+        if missing:
+            raise bad_request(
+                f"secrets: {', '.join(map(repr, missing))} is no secret of your organization:"
+                " set it first (seq secret set NAME --env KEY)"
+            )
+
+    # --- building --------------------------------------------------------------------------------------
+
+    def resume(self) -> None:
+        """Start again every build a gateway left unfinished."""
+        with self.db.reading() as session:
+            unfinished = session.execute(
+                select(HostedVersion.id).where(HostedVersion.status == BuildStatus.BUILDING)
+            ).scalars()
+            for version_id in list(unfinished):
+                self._start(version_id)
+
+    def _start(self, version_id: int) -> None:
+        with self._lock:
+            event = self._built.setdefault(version_id, threading.Event())
+            event.clear()
+        self._builds.submit(self._build, version_id)
+
+    def wait(self, version_id: int, timeout_s: float) -> HostedVersion:
+        """The version, once its build ended or `timeout_s` passed."""
+        with self._lock:
+            event = self._built.get(version_id)
+        if event is not None:
+            event.wait(timeout_s)
+        with self.db.reading() as session:
+            found = session.get(HostedVersion, version_id)
+        assert found is not None
+        return found
+
+    def _build(self, version_id: int) -> None:
+        try:
+            located = self.located(version_id, building=True)
+            try:
+                environment = prepare(
+                    located.checked.get("image") or None, self.root / _folder(self.db, version_id) / "env"
+                )
+            except (ImageRefused, PrepareFailed) as exc:
+                self._ended(version_id, None, f"image: {exc}")
+                return
+            env = self.secrets.unsealed(located.org_id, located.secrets)
+            check = check_benchmark if located.kind == HostedKind.BENCHMARK else check_policy
+            checked = check(
+                located.folder,
+                located.handler_ref,
+                env=env,
+                timeout_s=CHECK_TIMEOUT_S,
+                python=environment.python,
+            )
+            if not checked.ready:
+                where = f" (at {checked.stage})" if checked.stage else ""
+                self._ended(version_id, checked.to_dict(), f"{checked.error}{where}")
+                return
+            mismatch = _mismatch(located.kind, located.checked, checked.declaration or {})
+            if mismatch:
+                self._ended(version_id, checked.to_dict(), mismatch)
+                return
+            self._ended(version_id, {**checked.to_dict(), "python": environment.python}, None)
+        except Exception as exc:  # a build's own fault must end it, not leave it building for ever
+            self._ended(version_id, None, f"the build itself failed: {type(exc).__name__}: {exc}")
+        finally:
+            with self._lock:
+                event = self._built.get(version_id)
+            if event is not None:
+                event.set()
+
+    def _ended(self, version_id: int, checked: dict[str, Any] | None, error: str | None) -> None:
+        with self.db.writing() as session:
+            version = session.get(HostedVersion, version_id)
+            if version is None or version.status != BuildStatus.BUILDING:
+                return  # cancelled meanwhile
+            version.checked = checked
+            version.status = BuildStatus.FAILED if error else BuildStatus.READY
+            version.error = error[:4000] if error else None
+            version.built_at = utcnow()
+
+    # --- reading -----------------------------------------------------------------------------------------
+
+    def located(self, version_id: int, *, building: bool = False) -> Located:
+        """A version as a worker (or its build) finds it. Refused unless it is ready (or being built)."""
+        with self.db.reading() as session:
+            found = session.execute(
+                select(HostedVersion, Hosted)
+                .join(Hosted, Hosted.id == HostedVersion.hosted_id)
+                .where(HostedVersion.id == version_id)
+            ).one_or_none()
+        if found is None:
+            raise not_found(f"no hosted version {version_id:x}")
+        version, hosted = found
+        if not building and version.status != BuildStatus.READY:
+            raise Refusal(
+                RefusalKind.CONFLICT, f"{hosted.kind} {hosted.name} v{version.number} is {version.status}"
+            )
+        declared = dict(version.declared)
+        checked = {**declared, **(version.checked or {})} if not building else declared
+        return Located(
+            version_id=version.id,
+            org_id=hosted.org_id,
+            kind=HostedKind(hosted.kind),
+            name=hosted.name,
+            number=version.number,
+            folder=self.root / version.folder / "code",
+            handler_ref=version.handler_ref,
+            python=str((version.checked or {}).get("python") or ""),
+            secrets=tuple(declared.get("secrets") or ()),
+            checked=checked,
+        )
+
+    def current(self, org_id: int, kind: HostedKind, name: str) -> tuple[Hosted, HostedVersion]:
+        with self.db.reading() as session:
+            hosted = _hosted(session, org_id, kind, name)
+            latest = _latest(session, hosted.id) if hosted is not None and hosted.removed_at is None else None
+        if hosted is None or latest is None:
+            raise not_found(f"{kind}: no {kind} {name!r} in your organization")
+        return hosted, latest
+
+    def ready(self, org_id: int, kind: HostedKind, name: str) -> tuple[Hosted, HostedVersion] | None:
+        """The newest ready version of a hosted benchmark or policy, or None where it has none."""
+        with self.db.reading() as session:
+            hosted = _hosted(session, org_id, kind, name)
+            if hosted is None or hosted.removed_at is not None:
+                return None
+            version = session.execute(
+                select(HostedVersion)
+                .where(HostedVersion.hosted_id == hosted.id, HostedVersion.status == BuildStatus.READY)
+                .order_by(HostedVersion.number.desc())
+                .limit(1)
+            ).scalar_one_or_none()
+        return None if version is None else (hosted, version)
+
+    def listed(self, org_id: int, kind: HostedKind) -> list[tuple[Hosted, HostedVersion]]:
+        with self.db.reading() as session:
+            rows = session.execute(
+                select(Hosted)
+                .where(Hosted.org_id == org_id, Hosted.kind == kind, Hosted.removed_at.is_(None))
+                .order_by(Hosted.created_at.desc(), Hosted.id)
+            ).scalars()
+            out = []
+            for hosted in rows:
+                latest = _latest(session, hosted.id)
+                if latest is not None:
+                    out.append((hosted, latest))
+        return out
+
+    # --- changing ---------------------------------------------------------------------------------------
+
+    def cancel(self, org_id: int, kind: HostedKind, name: str) -> HostedVersion:
+        """Cancel the newest version's build (it is left `canceled`)."""
+        with self.db.writing() as session:
+            hosted = _hosted(session, org_id, kind, name)
+            latest = _latest(session, hosted.id) if hosted is not None else None
+            if hosted is None or latest is None:
+                raise not_found(f"{kind}: no {kind} {name!r} in your organization")
+            if latest.status != BuildStatus.BUILDING:
+                raise Refusal(
+                    RefusalKind.CONFLICT,
+                    f"{kind} {name} v{latest.number} is {latest.status}: no build to cancel",
+                )
+            latest.status, latest.error, latest.built_at = (
+                BuildStatus.CANCELED,
+                "canceled: by request",
+                utcnow(),
+            )
+            return latest
+
+    def remove(self, org_id: int, kind: HostedKind, name: str) -> None:
+        """Take it off the org's list; its versions stay for the evals that ran on them."""
+        with self.db.writing() as session:
+            hosted = _hosted(session, org_id, kind, name)
+            if hosted is None or hosted.removed_at is not None:
+                raise not_found(f"{kind}: no {kind} {name!r} in your organization")
+            hosted.removed_at = utcnow()
+
+    def set_stopped(self, org_id: int, name: str, stopped: bool) -> Hosted:
+        with self.db.writing() as session:
+            hosted = _hosted(session, org_id, HostedKind.POLICY, name)
+            if hosted is None or hosted.removed_at is not None:
+                raise not_found(f"deployment: no deployment {name!r} in your organization")
+            hosted.stopped = stopped
+            return hosted
+
+    def change_settings(self, org_id: int, name: str, changes: Mapping[str, Any], rev: int | None) -> Hosted:
+        """Lay `changes` over a policy's settings (a None value takes one back to its default). With `rev`, a
+        change made from a view older than the settings is refused."""
+        with self.db.writing() as session:
+            hosted = _hosted(session, org_id, HostedKind.POLICY, name)
+            if hosted is None or hosted.removed_at is not None:
+                raise not_found(f"deployment: no deployment {name!r} in your organization")
+            if rev is not None and rev != hosted.settings_rev:
+                raise Refusal(
+                    RefusalKind.CONFLICT,
+                    f"rev: the settings are at rev {hosted.settings_rev}, the change was made from {rev}:"
+                    " read them again and change from there",
+                )
+            settings = dict(hosted.settings)
+            for key, value in changes.items():
+                if value is None:
+                    settings.pop(key, None)
+                else:
+                    settings[key] = value
+            hosted.settings, hosted.settings_rev = settings, hosted.settings_rev + 1
+            return hosted
+
+
+def _hosted(session: Session, org_id: int, kind: HostedKind, name: str) -> Hosted | None:
+    return session.execute(
+        select(Hosted).where(Hosted.org_id == org_id, Hosted.kind == kind, Hosted.name == name)
+    ).scalar_one_or_none()
+
+
+def _latest(session: Session, hosted_id: int) -> HostedVersion | None:
+    return session.execute(
+        select(HostedVersion)
+        .where(HostedVersion.hosted_id == hosted_id)
+        .order_by(HostedVersion.number.desc())
+        .limit(1)
+    ).scalar_one_or_none()
+
+
+def _folder(db: Database, version_id: int) -> str:
+    with db.reading() as session:
+        version = session.get(HostedVersion, version_id)
+    assert version is not None
+    return version.folder
+
+
+def _mismatch(kind: HostedKind, declared: Mapping[str, Any], found: Mapping[str, Any]) -> str | None:
+    """Where what the registration says and what the code declares differ (the same SDK wrote both, so a
+    difference is an edit after the registration was made, or a request written by hand)."""
+    fields: Sequence[str] = ("tasks", "seeds") if kind == HostedKind.BENCHMARK else ("hz",)
+    problems = []
+    for name in fields:
+        said, has = declared.get(name), found.get(name)
+        if said is not None and has is not None and said != has:
+            problems.append(f"{name}: the registration says {said!r}, the code declares {has!r}")
+    return "; ".join(problems) or None

@@ -1,0 +1,170 @@
+"""What a worker plays a batch with, kept warm for the next batch of the same run: the engine's `Runtime` in
+the worker's own process for the catalogue's benchmarks, a box (`hosted.player.BoxedExecutor`) for an org's
+hosted benchmark, and for a hosted policy its server in a box of its own, reached over a unix socket.
+Untrusted code never runs in the worker's process."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from yardstick.core.artifacts import load_secret
+from yardstick.core.hosting import Hosting
+from yardstick.core.refusals import Refusal
+from yardstick.core.runs import HOSTED_REF
+from yardstick.core.secrets import Secrets
+from yardstick.core.settings import Settings
+from yardstick.engine.failures import Failed, FailureKind
+from yardstick.engine.guard import CallBeacon
+from yardstick.engine.recording import Recording
+from yardstick.engine.results import EpisodeResult, EpisodeSpec
+from yardstick.engine.runtime import BuildError, Component, Runtime, Work
+from yardstick.hosted.player import BoxedExecutor
+from yardstick.hosted.server import BoxedPolicyServer
+from yardstick.store.db import Database
+from yardstick.store.models import ServedPolicy
+from yardstick.store.states import TargetKind
+from yardstick.wire.address import format_url, parse_address
+
+KEPT = 2  # players (and, apart, policy servers) a worker keeps warm
+
+
+class Player(Protocol):
+    def run(self, episodes: Iterable[EpisodeSpec]) -> Iterator[EpisodeResult]: ...
+
+    def close(self) -> None: ...
+
+
+class BoxedPlayer:
+    """A hosted benchmark's episodes, played in its box."""
+
+    def __init__(self, executor: BoxedExecutor, work: Work) -> None:
+        self.executor = executor
+        self.work = work
+
+    def run(self, episodes: Iterable[EpisodeSpec]) -> Iterator[EpisodeResult]:
+        yield from self.executor.run(self.work, list(episodes))
+
+    def close(self) -> None:
+        self.executor.close()
+
+
+class Players:
+    def __init__(
+        self, settings: Settings, db: Database, *, call_timeout_s: float, beacon: CallBeacon | None = None
+    ) -> None:
+        self.db = db
+        self.beacon = beacon  # the worker's vigil watches the in-process engine's calls through it
+        self.call_timeout_s = call_timeout_s
+        secrets = Secrets(db, load_secret(settings.secret_file)) if settings.secret_file.exists() else None
+        self.hosting = Hosting(db, settings.hosted_root, secrets) if secrets is not None else None
+        self._players: OrderedDict[str, Player] = OrderedDict()
+        self._servers: OrderedDict[str, BoxedPolicyServer] = OrderedDict()
+        # Unix socket paths are short (~100 bytes): the servers' sockets live in a short folder of their own.
+        self._sockets = Path(tempfile.mkdtemp(prefix="ys-sock-", dir="/tmp"))
+
+    def player(
+        self,
+        benchmark: Component,
+        target: Mapping[str, Any],
+        recording: Recording | None,
+    ) -> Player:
+        """The player of one endpoint of a run: built (or kept from an earlier batch) for its benchmark, with
+        the endpoint's benchmark parameters laid over the run's, and its policy."""
+        if target.get("benchmark_params"):
+            benchmark = Component(benchmark.ref, {**benchmark.params, **target["benchmark_params"]})
+        policy = self._policy(target)
+        key = json.dumps(
+            [benchmark.ref, benchmark.params, policy.ref, policy.params, repr(recording)],
+            sort_keys=True,
+            default=str,
+        )
+        found = self._players.pop(key, None)
+        if found is None:
+            found = self._build(benchmark, policy, recording)
+        self._players[key] = found
+        while len(self._players) > KEPT:
+            self._players.popitem(last=False)[1].close()
+        return found
+
+    def _build(self, benchmark: Component, policy: Component, recording: Recording | None) -> Player:
+        if not benchmark.ref.startswith(HOSTED_REF):
+            return Runtime(
+                Work(benchmark, policy, call_timeout_s=self.call_timeout_s, recording=recording), self.beacon
+            )
+        located = self._located(benchmark.ref[len(HOSTED_REF) :], FailureKind.BENCHMARK_SETUP_CRASH)
+        assert self.hosting is not None
+        env = self.hosting.secrets.unsealed(located.org_id, located.secrets)
+        work = Work(
+            Component(located.handler_ref, dict(benchmark.params)),
+            policy,
+            call_timeout_s=self.call_timeout_s,
+            recording=recording,
+        )
+        executor = BoxedExecutor(located.folder, env=env, python=located.python or None)
+        return BoxedPlayer(executor, work)
+
+    def _policy(self, target: Mapping[str, Any]) -> Component:
+        params = dict(target.get("params") or {})
+        if target["kind"] == TargetKind.SERVED:
+            with self.db.reading() as session:
+                served = session.get(ServedPolicy, target["spec"])
+            if served is None:
+                raise BuildError(
+                    f"the served policy {target['spec']!r} is no longer offered",
+                    FailureKind.POLICY_SETUP_CRASH,
+                )
+            return Component(served.reference, {**served.params, **params})
+        if target["kind"] == TargetKind.HOSTED:
+            return Component(self._server(str(target["spec"]), params).url)
+        wire = target["wire"]
+        return Component(format_url(wire, parse_address(wire, target["address"])), params)
+
+    def _server(self, version_id: str, params: Mapping[str, Any]) -> BoxedPolicyServer:
+        key = json.dumps([version_id, params], sort_keys=True, default=str)
+        found = self._servers.pop(key, None)
+        if found is None or not found.alive():
+            if found is not None:
+                found.close()
+            located = self._located(version_id, FailureKind.POLICY_SETUP_CRASH)
+            assert self.hosting is not None
+            env = self.hosting.secrets.unsealed(located.org_id, located.secrets)
+            try:
+                found = BoxedPolicyServer(
+                    located.folder,
+                    located.handler_ref,
+                    env,
+                    self._sockets,
+                    params=params,
+                    python=located.python or None,
+                )
+            except Failed as failed:
+                raise BuildError(failed.reason, failed.kind) from None
+        self._servers[key] = found
+        while len(self._servers) > KEPT:
+            self._servers.popitem(last=False)[1].close()
+        return found
+
+    def _located(self, version_id: str, setup: FailureKind) -> Any:
+        if self.hosting is None:
+            raise BuildError("this worker cannot read the install's secret: hosted code needs it", setup)
+        try:
+            return self.hosting.located(int(version_id))
+        except (Refusal, ValueError) as exc:
+            raise BuildError(f"the hosted version {version_id} cannot be played: {exc}", setup) from None
+
+    def close(self) -> None:
+        for player in self._players.values():
+            player.close()
+        self._players.clear()
+        for server in self._servers.values():
+            server.close()
+        self._servers.clear()
+        if self.hosting is not None:
+            self.hosting.close()
+        shutil.rmtree(self._sockets, ignore_errors=True)

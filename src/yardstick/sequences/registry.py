@@ -1,0 +1,384 @@
+"""`/v1/benchmarks` and `/v1/deployments`: an org's benchmarks and policies, registered with their code.
+
+A registration is checked (its bundle unpacked safely, its image honoured, its secrets named) and answered
+with the version's status: the build (the class imported and tried in a box) is waited for a while, so a quick
+one answers `ready` at once, a slow one `building` (the SDK then polls). A deployment is a policy the platform
+serves in a box of its own: an eval names it as its `model`, a Positronic plan as a `served` endpoint.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+
+from yardstick.core.accounts import Caller
+from yardstick.core.hosting import Hosting, Upload
+from yardstick.core.platform import Platform
+from yardstick.core.refusals import bad_request
+from yardstick.core.runs import org_for
+from yardstick.http.auth import Plat, Who
+from yardstick.http.routing import door_router
+from yardstick.sequences import report
+from yardstick.sequences.errors import SEQUENCES
+from yardstick.sequences.models import (
+    BenchmarkRegisterRequest,
+    BenchmarkStatusResponse,
+    BenchmarkValidateResponse,
+    DeploymentAccepted,
+    DeploymentRequest,
+    DeploymentStatusResponse,
+    SettingsChange,
+)
+from yardstick.store.models import Hosted, HostedVersion
+from yardstick.store.states import BuildStatus, Contract, HostedKind, RunStatus
+
+CONTRACT = "0.5.35"
+# How long a registration waits for its build before answering `building`.
+BUILD_WAIT_S = 20.0
+PAGE = 50
+PARAMS = "params."
+
+
+def _benchmark_upload(body: BenchmarkRegisterRequest) -> Upload:
+    if body.code is None:
+        raise bad_request("code: a registration sends its code (the deployed folder, a tar.gz bundle)")
+    declared = body.model_dump(mode="json", exclude={"code", "image_context", "image", "secrets"})
+    return Upload(
+        kind=HostedKind.BENCHMARK,
+        name=body.name,
+        handler_ref=body.handler_ref,
+        code_format=body.code.format,
+        code_data=body.code.data,
+        code_sha256=body.code.sha256,
+        image=body.image.model_dump(mode="json", exclude_none=True),
+        secrets=tuple(s.name for s in body.secrets),
+        declared=declared,
+    )
+
+
+def _policy_upload(body: DeploymentRequest) -> Upload:
+    if body.code is None:
+        raise bad_request("code: a deployment sends its code (the deployed folder, a tar.gz bundle)")
+    declared = body.policy.model_dump(mode="json", exclude={"secrets"}, exclude_none=True)
+    return Upload(
+        kind=HostedKind.POLICY,
+        name=body.name,
+        handler_ref=body.policy.handler_ref,
+        code_format=body.code.format,
+        code_data=body.code.data,
+        code_sha256=body.code.sha256,
+        image=body.image.model_dump(mode="json", exclude_none=True),
+        secrets=tuple(s.name for s in body.policy.secrets),
+        declared=declared,
+    )
+
+
+def _status(version: HostedVersion) -> Literal["building", "ready", "failed"]:
+    """A build as the SDK reads it: building, ready, or failed (a canceled build too, its error saying
+    `canceled: ...`)."""
+    if version.status == BuildStatus.READY:
+        return "ready"
+    if version.status == BuildStatus.BUILDING:
+        return "building"
+    return "failed"
+
+
+def _benchmark_status(name: str, version: HostedVersion) -> BenchmarkStatusResponse:
+    status = _status(version)
+    return BenchmarkStatusResponse(
+        name=name, status=status, error=version.error if status == "failed" else None
+    )
+
+
+def _deployment_status(hosted: Hosted, version: HostedVersion) -> DeploymentStatusResponse:
+    status = "stopped" if hosted.stopped and version.status == BuildStatus.READY else _status(version)
+    return DeploymentStatusResponse(
+        status=status,
+        model=hosted.name,
+        error=version.error if status == "failed" else None,
+    )
+
+
+def _org(caller: Caller) -> int:
+    return org_for(caller, None).id
+
+
+def router(hosting: Hosting) -> APIRouter:
+    door = door_router(SEQUENCES, tags=["sequences: benchmarks and deployments"])
+
+    # --- benchmarks ---------------------------------------------------------------------------------------
+
+    @door.post("/v1/benchmarks/validate", response_model=BenchmarkValidateResponse)
+    def validate_benchmark(body: BenchmarkRegisterRequest, who: Who) -> JSONResponse:
+        """What registering would do: a new benchmark, a new version, or the same code again."""
+        state, version = hosting.would(_org(who), _benchmark_upload(body))
+        shown = BenchmarkValidateResponse(
+            ok=True, name=body.name, state=state, version=version, contract=CONTRACT
+        )
+        return JSONResponse(shown.model_dump(mode="json"))
+
+    @door.post("/v1/benchmarks", response_model=BenchmarkStatusResponse, status_code=202)
+    def register_benchmark(body: BenchmarkRegisterRequest, who: Who) -> JSONResponse:
+        version = hosting.register(_org(who), _benchmark_upload(body))
+        version = hosting.wait(version.id, BUILD_WAIT_S)
+        shown = _benchmark_status(body.name, version)
+        return JSONResponse(shown.model_dump(mode="json", exclude_none=True), status_code=202)
+
+    @door.get("/v1/benchmarks", tags=["sequences: benchmarks and deployments"])
+    def list_benchmarks(
+        who: Who,
+        limit: Annotated[int, Query(ge=1, le=500)] = PAGE,
+        cursor: Annotated[str | None, Query()] = None,
+    ) -> JSONResponse:
+        rows = hosting.listed(_org(who), HostedKind.BENCHMARK)
+        offset = _offset(cursor)
+        page = rows[offset : offset + limit]
+        return JSONResponse(
+            {
+                "benchmarks": [_benchmark_row(hosted, version) for hosted, version in page],
+                "total": len(rows),
+                "offset": offset,
+                "next_cursor": str(offset + limit) if offset + limit < len(rows) else None,
+            }
+        )
+
+    @door.get("/v1/benchmarks/{name}", response_model=BenchmarkStatusResponse)
+    def benchmark_status(name: str, who: Who) -> JSONResponse:
+        _, version = hosting.current(_org(who), HostedKind.BENCHMARK, name)
+        return JSONResponse(_benchmark_status(name, version).model_dump(mode="json", exclude_none=True))
+
+    @door.get("/v1/benchmarks/{name}/tasks")
+    def benchmark_tasks(name: str, who: Who) -> JSONResponse:
+        _, version = hosting.current(_org(who), HostedKind.BENCHMARK, name)
+        declaration = (version.checked or {}).get("declaration") or {}
+        tasks = declaration.get("tasks") or version.declared.get("tasks") or {}
+        seeds = list(declaration.get("seeds") or version.declared.get("seeds") or [])
+        limits = declaration.get("max_seconds") or {}
+        return JSONResponse(
+            {
+                "benchmark": name,
+                "version": version.number,
+                "template": None,
+                "replay": None,
+                "tasks": [
+                    {
+                        "task": task,
+                        "description": description,
+                        "max_seconds": limits.get(task),
+                        "seeds": _span(seeds),
+                        "seed_count": len(seeds),
+                        "episodes": len(seeds),
+                    }
+                    for task, description in tasks.items()
+                ],
+            }
+        )
+
+    @door.get("/v1/benchmarks/{name}/evals")
+    def benchmark_evals(
+        name: str, plat: Plat, who: Who, limit: Annotated[int, Query(ge=1, le=500)] = PAGE
+    ) -> JSONResponse:
+        hosting.current(_org(who), HostedKind.BENCHMARK, name)
+        evals = [row for row in _evals(plat, who) if row["benchmark"] == name][:limit]
+        return JSONResponse(
+            {"benchmark": name, "evals": evals, "total": len(evals), "offset": 0, "next_cursor": None}
+        )
+
+    @door.post("/v1/benchmarks/{name}/cancel")
+    def cancel_benchmark(name: str, who: Who) -> JSONResponse:
+        version = hosting.cancel(_org(who), HostedKind.BENCHMARK, name)
+        return JSONResponse({"name": name, "version": version.number, "status": "canceled", "runs": 0})
+
+    @door.delete("/v1/benchmarks/{name}")
+    def remove_benchmark(name: str, who: Who) -> JSONResponse:
+        hosting.remove(_org(who), HostedKind.BENCHMARK, name)
+        return JSONResponse({"name": name, "removed": True})
+
+    # --- deployments ----------------------------------------------------------------------------------------
+
+    @door.post("/v1/deployments/validate")
+    def validate_deployment(body: DeploymentRequest, who: Who) -> JSONResponse:
+        state, version = hosting.would(_org(who), _policy_upload(body))
+        return JSONResponse(
+            {"ok": True, "name": body.name, "state": state, "version": version, "contract": CONTRACT}
+        )
+
+    @door.post("/v1/deployments", response_model=DeploymentAccepted, status_code=202)
+    def deploy(body: DeploymentRequest, who: Who) -> JSONResponse:
+        version = hosting.register(_org(who), _policy_upload(body))
+        hosting.wait(version.id, BUILD_WAIT_S)
+        shown = DeploymentAccepted(deployment_id=body.name)
+        return JSONResponse(shown.model_dump(mode="json"), status_code=202)
+
+    @door.get("/v1/deployments")
+    def list_deployments(who: Who) -> JSONResponse:
+        rows = hosting.listed(_org(who), HostedKind.POLICY)
+        return JSONResponse({"data": [_deployment_row(hosted, version) for hosted, version in rows]})
+
+    @door.get("/v1/deployments/{name}", response_model=DeploymentStatusResponse)
+    def deployment_status(name: str, who: Who) -> JSONResponse:
+        hosted, version = hosting.current(_org(who), HostedKind.POLICY, name)
+        return JSONResponse(_deployment_status(hosted, version).model_dump(mode="json", exclude_none=True))
+
+    @door.delete("/v1/deployments/{name}")
+    def remove_deployment(name: str, who: Who) -> JSONResponse:
+        hosting.remove(_org(who), HostedKind.POLICY, name)
+        return JSONResponse({"name": name, "removed": True})
+
+    @door.post("/v1/deployments/{name}/stop")
+    def stop_deployment(name: str, who: Who) -> JSONResponse:
+        hosting.set_stopped(_org(who), name, True)
+        return JSONResponse({"name": name, "status": "stopped"})
+
+    @door.post("/v1/deployments/{name}/start")
+    def start_deployment(name: str, who: Who) -> JSONResponse:
+        hosting.set_stopped(_org(who), name, False)
+        return JSONResponse({"name": name, "status": "ready"})
+
+    @door.get("/v1/deployments/{name}/settings")
+    def deployment_settings(name: str, who: Who) -> JSONResponse:
+        """The settings Yardstick honours: each inference parameter (`params.<name>`, what every episode begun
+        after a change runs with) and `timeouts.request` (how long one inference may take)."""
+        hosted, version = hosting.current(_org(who), HostedKind.POLICY, name)
+        declaration = (version.checked or {}).get("declaration") or {}
+        rows = []
+        for key, param in (declaration.get("params") or {}).items():
+            rows.append(_setting(f"{PARAMS}{key}", hosted.settings, param.get("default"), "episodes"))
+        rows.append(_setting("timeouts.request", hosted.settings, None, "workers"))
+        return JSONResponse({"deployment": name, "rev": hosted.settings_rev, "settings": rows})
+
+    @door.patch("/v1/deployments/{name}/settings")
+    def change_deployment_settings(name: str, body: SettingsChange, who: Who) -> JSONResponse:
+        hosted, version = hosting.current(_org(who), HostedKind.POLICY, name)
+        declaration = (version.checked or {}).get("declaration") or {}
+        declared = {f"{PARAMS}{key}": param for key, param in (declaration.get("params") or {}).items()}
+        problems = []
+        for key, value in body.changes.items():
+            if key == "timeouts.request":
+                if value is not None and (
+                    isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 3600
+                ):
+                    problems.append(f"changes[{key!r}]: a whole number of seconds, 1 to 3600")
+            elif key.startswith(PARAMS):
+                if key not in declared:
+                    known = ", ".join(declared) or "none"
+                    problems.append(
+                        f"changes[{key!r}]: the policy declares no such parameter (it declares {known})"
+                    )
+            else:
+                problems.append(
+                    f"changes[{key!r}]: not a setting this platform honours (it honours params.<name> and"
+                    " timeouts.request)"
+                )
+        if problems:
+            raise bad_request("; ".join(problems))
+        before = dict(hosted.settings)
+        changed = hosting.change_settings(_org(who), name, body.changes, body.rev)
+        return JSONResponse(
+            {
+                "deployment": name,
+                "rev": changed.settings_rev,
+                "changed": [
+                    {
+                        "key": key,
+                        "before": before.get(key),
+                        "after": changed.settings.get(key),
+                        "reads": "episodes" if key.startswith(PARAMS) else "workers",
+                    }
+                    for key in body.changes
+                ],
+                "version": None,
+            }
+        )
+
+    @door.get("/v1/deployments/{name}/evals")
+    def deployment_evals(
+        name: str, plat: Plat, who: Who, limit: Annotated[int, Query(ge=1, le=500)] = PAGE
+    ) -> JSONResponse:
+        hosting.current(_org(who), HostedKind.POLICY, name)
+        evals = [row for row in _evals(plat, who) if row["policy"] == name][:limit]
+        return JSONResponse(
+            {"deployment": name, "evals": evals, "total": len(evals), "offset": 0, "next_cursor": None}
+        )
+
+    return door
+
+
+def _setting(key: str, settings: dict[str, Any], code: Any, reads: str) -> dict[str, Any]:
+    value = settings.get(key, code)
+    return {
+        "key": key,
+        "value": value,
+        "code": code,
+        "source": "set" if key in settings else "code",
+        "reads": reads,
+    }
+
+
+def _benchmark_row(hosted: Hosted, version: HostedVersion) -> dict[str, Any]:
+    declared = version.declared
+    return {
+        "name": hosted.name,
+        "version": version.number,
+        "versions": version.number,
+        "status": _status(version),
+        "gpu": declared.get("gpu"),
+        "worlds": declared.get("worlds"),
+        "created_at": hosted.created_at.isoformat(),
+        "error": version.error,
+        "template": None,
+        "replay": None,
+        "last_eval": None,
+    }
+
+
+def _deployment_row(hosted: Hosted, version: HostedVersion) -> dict[str, Any]:
+    return {
+        "name": hosted.name,
+        "version": version.number,
+        "status": _deployment_status(hosted, version).status,
+        "created_at": hosted.created_at.isoformat(),
+        "error": version.error,
+    }
+
+
+def _evals(platform: Platform, caller: Caller) -> list[dict[str, Any]]:
+    """The caller's evals, newest first, as the listings show them."""
+    rows, _ = platform.runs.page(caller, Contract.SEQUENCES, None, 200)
+    listed = []
+    for run in reversed(rows):
+        answer = run.resolved or {}
+        listed.append(
+            {
+                "eval_id": report.eval_id(run.id),
+                "status": report.STATUS[RunStatus(run.status)],
+                "created_at": run.received_at.isoformat(),
+                "policy": answer.get("model"),
+                "model_version": answer.get("model_version"),
+                "benchmark": answer.get("benchmark"),
+                "benchmark_version": answer.get("benchmark_version"),
+                "adapter": None,
+                "episodes": run.episodes_total,
+                "metric": "success",
+                "value": (run.scores or {}).get("primary"),
+                "cost_usd": 0.0,
+            }
+        )
+    return listed
+
+
+def _offset(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    if not cursor.isdigit() or len(cursor) > 12:
+        raise bad_request(f"cursor: {cursor!r} is not a cursor this list handed out")
+    return int(cursor)
+
+
+def _span(seeds: list[int]) -> str:
+    """Seeds as the SDK prints them: `0-49` for a run, else the list."""
+    if seeds and seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
+    return ",".join(map(str, seeds))

@@ -1,0 +1,255 @@
+"""Registering code through the Sequences front door with the real `seq` CLI: `seq deploy <folder>` of a
+benchmark and of a policy (imported and tried in a box: building -> ready, or failed and why), evals of a
+deployed policy on a registered benchmark, vectorized worlds, a deployment's settings, and bundles refused
+with the error body and nothing stored. The same classes played by `yardstick eval run` in process give the
+same episodes as through the door."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from conftest import fresh_database
+from platform_harness import Harness, running_platform
+from yardstick.store.models import Hosted, HostedVersion
+
+ROOT = Path(__file__).parent.parent
+SEQ = ROOT / ".venv-seq" / "bin" / "seq"
+EXAMPLES = Path(__file__).parent / "seq_examples"
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def platform(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    assert SEQ.exists(), f"{SEQ} is missing: `make env` installs the Sequences CLI in a venv apart"
+    folder = tmp_path_factory.mktemp(request.param)
+    with fresh_database(request.param, folder) as url, running_platform(folder, url, per_day=200) as harness:
+        deadline = time.monotonic() + 60
+        while not httpx.get(f"{harness.url}/healthz").json()["workers_alive"]:
+            assert time.monotonic() < deadline, "no worker came up"
+            time.sleep(0.2)
+        yield harness
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Each example in a folder of its own, as a user keeps one to `seq deploy`."""
+    root = tmp_path_factory.mktemp("code")
+    for example in EXAMPLES.iterdir():
+        shutil.copytree(example, root / example.name)
+    return root
+
+
+def seq(platform: Harness, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEQUENCES_")}
+    env.update(SEQUENCES_BASE_URL=platform.url, SEQUENCES_API_KEY=platform.keys["alice"])
+    return subprocess.run([str(SEQ), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def deployed(platform: Harness, folders: Path, name: str) -> subprocess.CompletedProcess[str]:
+    done = seq(platform, "deploy", str(folders / name))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def csv_rows(platform: Harness, eval_id: str) -> list[dict[str, str]]:
+    shown = seq(platform, "eval", "report", eval_id, "--csv")
+    assert shown.returncode == 0, shown.stderr
+    return list(csv.DictReader(io.StringIO(shown.stdout)))
+
+
+def eval_id_of(output: str) -> str:
+    found = re.search(r"eval (ev-[0-9a-f]+)", output)
+    assert found, output
+    return found.group(1)
+
+
+def test_a_benchmark_and_a_policy_deploy_and_an_eval_meets_its_gate(platform: Harness, folders: Path) -> None:
+    bench = deployed(platform, folders, "reach-bench")
+    assert "reach-bench: ready" in bench.stdout or "ready:" in bench.stdout, bench.stdout
+    deployed(platform, folders, "reach-policy")
+    assert "ready" in seq(platform, "policy", "status", "reach-policy").stdout
+    met = seq(platform, "eval", "run", "reach-policy", "--benchmark", "reach-bench", "--trials", "2",
+              "--gate", "success>=0.8")  # fmt: skip
+    assert met.returncode == 0, met.stdout + met.stderr
+    assert "success: overall 100.0% (n=4)" in met.stdout
+    assert "task left: 100.0% (n=2)" in met.stdout and "task right: 100.0% (n=2)" in met.stdout
+    missed = seq(platform, "eval", "run", "reach-policy", "--benchmark", "reach-bench", "--trials", "1",
+                 "--gate", "distance<=0.0")  # fmt: skip
+    assert missed.returncode == 8, missed.stdout + missed.stderr
+
+
+def test_benchmark_ls_and_tasks_show_what_was_registered(platform: Harness, folders: Path) -> None:
+    deployed(platform, folders, "reach-bench")
+    listed = seq(platform, "benchmark", "ls")
+    assert listed.returncode == 0 and "reach-bench" in listed.stdout and "ready" in listed.stdout
+    tasks = seq(platform, "benchmark", "tasks", "reach-bench")
+    assert tasks.returncode == 0, tasks.stderr
+    assert "left" in tasks.stdout and "right" in tasks.stdout and "0-3" in tasks.stdout
+
+
+def test_the_same_code_is_the_same_version_and_other_code_the_next(platform: Harness, folders: Path) -> None:
+    deployed(platform, folders, "reach-bench")
+    again = seq(platform, "deploy", str(folders / "reach-bench"), "--dry-run")
+    assert again.returncode == 0, again.stdout + again.stderr
+    changed = folders / "reach-bench-2"
+    shutil.copytree(folders / "reach-bench", changed)
+    source = changed / "benchmark.py"
+    source.write_text(source.read_text().replace("self.noise = noise", "self.noise = noise  # v2"))
+    deployed(platform, changed.parent, changed.name)
+    with platform.platform.db.reading() as session:
+        numbers = (
+            session.execute(
+                select(HostedVersion.number)
+                .join(Hosted)
+                .where(Hosted.name == "reach-bench")
+                .order_by(HostedVersion.number)
+            )
+            .scalars()
+            .all()
+        )
+    assert numbers == [1, 2]
+
+
+def test_a_vectorized_benchmark_plays_its_worlds(platform: Harness, folders: Path) -> None:
+    deployed(platform, folders, "vec-bench")
+    deployed(platform, folders, "vec-policy")
+    ran = seq(platform, "eval", "run", "vec-policy", "--benchmark", "vec-bench")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    rows = csv_rows(platform, eval_id_of(ran.stdout))
+    assert sorted((r["task"], r["seed"], r["steps"]) for r in rows) == sorted(
+        [("a", s, "3") for s in ("3", "5", "7")] + [("b/1", s, "5") for s in ("3", "5", "7")]
+    )
+
+
+def test_a_benchmark_whose_reset_raises_is_failed_with_its_reason(platform: Harness, folders: Path) -> None:
+    broken = seq(platform, "deploy", str(folders / "broken-bench"))
+    assert broken.returncode != 0
+    shown = seq(platform, "benchmark", "status", "broken-bench")
+    said = shown.stdout + shown.stderr
+    assert "failed" in said and "FileNotFoundError" in said and "benchmark.py:" in said, said
+
+
+def test_a_deployments_settings_are_read_and_changed(platform: Harness, folders: Path) -> None:
+    deployed(platform, folders, "reach-policy")
+    shown = seq(platform, "policy", "settings", "reach-policy")
+    assert shown.returncode == 0, shown.stderr
+    assert "params.gain" in shown.stdout
+    changed = seq(platform, "policy", "set", "reach-policy", "params.gain=0.5")
+    assert changed.returncode == 0, changed.stdout + changed.stderr
+    assert "params.gain" in changed.stdout and "0.5" in changed.stdout
+    assert "0.5" in seq(platform, "policy", "settings", "reach-policy").stdout
+    refused = seq(platform, "policy", "set", "reach-policy", "min_workers=2")
+    assert refused.returncode == 2 and "not a setting this platform honours" in refused.stderr
+
+
+def test_the_same_classes_give_the_same_episodes_in_process(
+    platform: Harness, folders: Path, tmp_path: Path
+) -> None:
+    deployed(platform, folders, "reach-bench")
+    deployed(platform, folders, "reach-policy")
+    ran = seq(platform, "eval", "run", "reach-policy", "--benchmark", "reach-bench", "--trials", "3")
+    door = sorted(
+        (r["task"], r["seed"], r["success"], r["steps"]) for r in csv_rows(platform, eval_id_of(ran.stdout))
+    )
+    local = subprocess.run(
+        [sys.executable, "-m", "yardstick.cli", "eval", "run",
+         "-b", f"{folders / 'reach-bench' / 'benchmark.py'}:ReachBench",
+         "-p", f"{folders / 'reach-policy' / 'policy.py'}:ReachPolicy",
+         "--trials", "3", "--workers", "0", "--out", str(tmp_path / "local")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert local.returncode == 0, local.stdout + local.stderr
+    with (tmp_path / "local" / "episodes.csv").open() as table:
+        mine = sorted(
+            (e["task"], e["seed"], "true" if e["success"] == "True" else "false", e["steps"])
+            for e in csv.DictReader(table)
+        )
+    assert door == mine
+
+
+# --- bundles refused ---------------------------------------------------------------------------------------
+
+
+def _bundle(members: dict[str, bytes], *, symlink: str | None = None) -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        if symlink is not None:
+            link = tarfile.TarInfo(symlink)
+            link.type = tarfile.SYMTYPE
+            link.linkname = "/etc/passwd"
+            tar.addfile(link)
+    return raw.getvalue()
+
+
+def _registration(data: bytes, *, sha256: str | None = None) -> dict[str, object]:
+    return {
+        "name": "refused-bench",
+        "image": {"base": "debian:12-slim", "steps": []},
+        "tasks": {"only": "nothing"},
+        "seeds": [0],
+        "max_seconds": 1.0,
+        "handler_ref": "benchmark:Bench",
+        "code": {
+            "format": "tar.gz",
+            "data": base64.b64encode(data).decode(),
+            "sha256": sha256 or hashlib.sha256(data).hexdigest(),
+        },
+    }
+
+
+GOOD = (EXAMPLES / "reach-bench" / "benchmark.py").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (_registration(_bundle({"benchmark.py": GOOD}), sha256="0" * 64), "sha256"),
+        (_registration(_bundle({"../escape.py": GOOD})), ".."),
+        (_registration(_bundle({"/etc/cron.d/x": GOOD})), "absolute"),
+        (_registration(_bundle({"benchmark.py": GOOD}, symlink="link.py")), "link"),
+        (_registration(b"plain text, not gzip"), "gzip"),
+        (_registration(os.urandom(9 * 1024 * 1024)), "8"),
+    ],
+    ids=["wrong-sha256", "dotdot", "absolute", "symlink", "not-gzip", "over-8-mib"],
+)
+def test_a_bad_bundle_is_refused_by_rule_and_nothing_is_stored(
+    platform: Harness, body: dict[str, object], words: str
+) -> None:
+    answer = httpx.post(
+        f"{platform.url}/v1/benchmarks",
+        json=body,
+        headers={"Authorization": f"Bearer {platform.keys['alice']}"},
+        timeout=60,
+    )
+    assert 400 <= answer.status_code < 500, answer.text
+    refused = answer.json()
+    assert refused["code"] in ("invalid_request", "payload_too_large") and refused["retryable"] is False
+    assert words in refused["detail"], refused["detail"]
+    with platform.platform.db.reading() as session:
+        assert (
+            session.execute(
+                select(func.count()).select_from(Hosted).where(Hosted.name == "refused-bench")
+            ).scalar_one()
+            == 0
+        )
+    hosted = platform.settings.hosted_root
+    assert not any("refused-bench" in str(p) for p in hosted.rglob("*")) if hosted.exists() else True
