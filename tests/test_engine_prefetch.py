@@ -40,7 +40,9 @@ def numbered(rows: int, **declared: Any) -> type:
     return Numbered
 
 
-def played(policy_cls: type, task: str = "ten", playback: Playback = Playback()) -> tuple[list[float], EpisodeResult]:
+def played(
+    policy_cls: type, task: str = "ten", playback: Playback = Playback()
+) -> tuple[list[float], EpisodeResult]:
     bench = toys.Tally()
     spec = benchmark_spec(toys.Tally)
     driver = InProcessPolicy(policy_cls(), policy_spec(policy_cls))
@@ -114,7 +116,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def test_a_prefetching_policy_over_a_unix_socket_plays_as_in_process(served: str) -> None:
     def outcomes(policy_ref: str) -> list[dict[str, Any]]:
-        work = Work(Component(toy("Tally")), Component(policy_ref), call_timeout_s=10.0, startup_timeout_s=5.0)
+        work = Work(
+            Component(toy("Tally")), Component(policy_ref), call_timeout_s=10.0, startup_timeout_s=5.0
+        )
         outcome = evaluate(RunRequest(work=work, workers=0, tasks=["ten"], trials=2))
         return [r.outcome() for r in outcome.results]
 

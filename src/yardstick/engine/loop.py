@@ -9,8 +9,9 @@ policy is asked again `action_chunk_exec_len` steps after the last request (neve
 arrived). A policy that prefetches (`PolicySpec.prefetch`, the Sequences contract's playback) is asked
 `action_chunk_exec_len` steps into the chunk playing, and its answer's row 0 plays once that chunk's valid
 rows (at most `action_chunk_len`) have played; it is asked again `action_chunk_exec_len` steps into the
-new chunk. With exec_len equal to the chunk's rows that is the same playback as without. An episode ends when the benchmark says done, or when max_seconds of robot time have passed
-(the task's own, or the run's cap on the episode where that is tighter).
+new chunk. With exec_len equal to the chunk's rows that is the same playback as without. An episode
+ends when the benchmark says done, or when max_seconds of robot time have passed (the task's own, or the
+run's cap on the episode where that is tighter).
 
 A run that records (`Recording`) gives each episode an EpisodeRecorder at its reset: the reset's
 observation is frame 0, every step adds the action played and the new observation, and the episode's end

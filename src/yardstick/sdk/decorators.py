@@ -218,7 +218,8 @@ def policy(
                     owner, roles["on_episode"], "@on_episode takes the episode: def start(self, episode)"
                 )
         if "on_episode_end" in roles and not (
-            _takes(getattr(cls, roles["on_episode_end"]), 1) or _takes(getattr(cls, roles["on_episode_end"]), 0)
+            _takes(getattr(cls, roles["on_episode_end"]), 1)
+            or _takes(getattr(cls, roles["on_episode_end"]), 0)
         ):
             raise SpecError(
                 owner,
@@ -248,19 +249,28 @@ def policy(
     return decorate
 
 
+# What the Sequences SDK's own decorators leave on a class: a `seq` other than Yardstick's was imported.
+_REAL_SEQ = {"@benchmark": "__seq_benchmark__", "@policy": "__seq_registration__"}
+
+
+def _not_ours(cls: type, mark: str, rule: str) -> SpecError:
+    if _REAL_SEQ[mark] in cls.__dict__:
+        rule = (
+            "is decorated by an installed sequence-ai's seq, imported before Yardstick's: load the file "
+            "through Yardstick (yardstick eval run -b file.py:Class), which imports its own seq"
+        )
+    return SpecError(f"class {cls.__qualname__}", mark, rule)
+
+
 def benchmark_spec(cls: type) -> BenchmarkSpec:
     spec = cls.__dict__.get(_SPEC)
     if not isinstance(spec, BenchmarkSpec):
-        raise SpecError(
-            f"class {cls.__qualname__}", "@benchmark", "is not a benchmark: decorate it with @benchmark(...)"
-        )
+        raise _not_ours(cls, "@benchmark", "is not a benchmark: decorate it with @benchmark(...)")
     return spec
 
 
 def policy_spec(cls: type) -> PolicySpec:
     spec = cls.__dict__.get(_SPEC)
     if not isinstance(spec, PolicySpec):
-        raise SpecError(
-            f"class {cls.__qualname__}", "@policy", "is not a policy: decorate it with @policy(hz=...)"
-        )
+        raise _not_ours(cls, "@policy", "is not a policy: decorate it with @policy(hz=...)")
     return spec
