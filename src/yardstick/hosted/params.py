@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -120,6 +120,27 @@ def keyword_params(
                     continue
                 raise ParamError(field, f"its default {default!r} is not a {kind}")
         found[p.name] = checked(field, _bounded(kind, default, marks))
+    return found
+
+
+def constructor_params(
+    cls: type, args: Sequence[Any], kwargs: Mapping[str, Any], owner: str
+) -> dict[str, Param]:
+    """The keyword arguments with a default of `cls`'s own constructor that init= (`args` by position,
+    `kwargs` by name) leaves for an eval to set; {} for a class with no constructor of its own."""
+    init = getattr(cls, "__init__", object.__init__)
+    if init is object.__init__ or not inspect.isfunction(init):
+        return {}
+    given = set(kwargs)
+    if args:
+        positional = [
+            p.name
+            for p in list(inspect.signature(init).parameters.values())[1:]
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        given |= set(positional[: len(args)])
+    found = keyword_params(init, f"{cls.__name__}.__init__", skip=given, loose=True)
+    check_names(found, owner)
     return found
 
 

@@ -8,13 +8,12 @@ as it was given in `cls.__seq__`, for the registry, and enforced nowhere here.
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
 import yardstick.sdk.decorators as ys
-from yardstick.hosted.params import ParamError, check_names, keyword_params
+from yardstick.hosted.params import Param, ParamError, constructor_params
 from yardstick.hosted.seq_api import forms
 from yardstick.hosted.seq_api.declarations import Replay, plain
 from yardstick.hosted.seq_api.errors import BenchmarkDefinitionError
@@ -220,22 +219,9 @@ def _max_seconds(given: Any, tasks: dict[str, str], owner: str) -> float | dict[
     return {str(task): seconds(limit, f"max_seconds[{task!r}]") for task, limit in given.items()}
 
 
-def _params(cls: type, args: list[Any], kwargs: dict[str, Any], owner: str) -> dict[str, Any]:
+def _params(cls: type, args: list[Any], kwargs: dict[str, Any], owner: str) -> dict[str, Param]:
     """The constructor's keyword arguments with a default that init= leaves to an eval."""
-    init = cls.__dict__.get("__init__") or getattr(cls, "__init__", object.__init__)
-    if init is object.__init__ or not inspect.isfunction(init):
-        return {}
-    given = set(kwargs)
-    if args:
-        positional = [
-            p.name
-            for p in list(inspect.signature(init).parameters.values())[1:]
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        ]
-        given |= set(positional[: len(args)])
     try:
-        found = keyword_params(init, f"{cls.__name__}.__init__", skip=given, loose=True)
-        check_names(found, owner)
+        return constructor_params(cls, args, kwargs, owner)
     except ParamError as exc:
         raise BenchmarkDefinitionError(owner, exc.field, exc.rule) from None
-    return found
