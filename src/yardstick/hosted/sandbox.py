@@ -35,6 +35,7 @@ INSTALL_HINT: Final = (
 BASE_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
 # What a box's output may hold before the rest is dropped (a box that prints without end fills nothing).
 MAX_OUTPUT_BYTES: Final = 1024 * 1024
+PIPE: Final = subprocess.PIPE
 
 
 @dataclass(frozen=True)
@@ -42,11 +43,13 @@ class Box:
     """How a boxed process sees the machine. `readable` folders are bound read-only and `writable` ones
     read-write, each at its own path; `hidden` ones are masked by an empty folder; `env` is its whole
     environment beside a few neutral defaults (PATH, HOME, LANG); `network` opens the machine's network to
-    it (only for installing packages); `cwd` is where it starts (default: its first writable folder)."""
+    it (only for installing packages); `cwd` is where it starts (default: its first writable folder);
+    `devices` are device files it may use (a GPU's /dev/dri/renderD128), beside /dev's null, zero, random."""
 
     readable: tuple[Path, ...] = ()
     writable: tuple[Path, ...] = ()
     hidden: tuple[Path, ...] = ()
+    devices: tuple[Path, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     network: bool = False
     cwd: Path | None = None
@@ -73,6 +76,8 @@ def command(box: Box, argv: Sequence[str]) -> list[str]:
     binds += [("--bind", _absolute(p, "writable")) for p in box.writable]
     for how, path in sorted(binds, key=lambda bind: len(bind[1].parts)):
         args += [how, str(path), str(path)]
+    for device in box.devices:
+        args += ["--dev-bind", str(_absolute(device, "devices")), str(device)]
     home = str(box.writable[0]) if box.writable else "/tmp"
     env = {"PATH": BASE_PATH, "HOME": home, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", **box.env}
     args.append("--clearenv")
@@ -192,3 +197,31 @@ def _absolute(path: Path | str, what: str) -> Path:
     if not resolved.is_absolute():
         raise ValueError(f"{what}: {path!r} is relative; a box binds absolute paths")
     return resolved
+
+
+class Tail:
+    """The end of a stream, read on a thread: what a box last printed (its last KEEP bytes)."""
+
+    KEEP: Final = 64 * 1024
+
+    def __init__(self, stream: IO[bytes] | None) -> None:
+        self._kept = bytearray()
+        self._lock = threading.Lock()
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream: IO[bytes] | None) -> None:
+        if stream is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            while chunk := stream.read1(65536):  # type: ignore[attr-defined]
+                with self._lock:
+                    self._kept += chunk
+                    del self._kept[: max(0, len(self._kept) - self.KEEP)]
+
+    def text(self) -> str:
+        with self._lock:
+            return self._kept.decode("utf-8", "replace")
+
+    def last_line(self) -> str:
+        lines = [line for line in self.text().splitlines() if line.strip()]
+        return lines[-1][:300] if lines else ""
