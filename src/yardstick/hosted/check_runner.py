@@ -162,8 +162,14 @@ def main(argv: list[str]) -> int:
     try:
         result = check(kind, handler_ref, root)
     except BaseException as exc:  # a SystemExit or worse from the user's code: still an answer
-        result = {"status": "failed", "kind": kind, "handler_ref": handler_ref, "stage": "import",
-                  "error": inbox.said(f"checking {handler_ref}", exc, root), "warnings": []}  # fmt: skip
+        result = {
+            "status": "failed",
+            "kind": kind,
+            "handler_ref": handler_ref,
+            "stage": "import",
+            "error": inbox.said(f"checking {handler_ref}", exc, root),
+            "warnings": [],
+        }
     channel.write(json.dumps(result, default=repr) + "\n")
     channel.flush()
     return 0

@@ -51,10 +51,23 @@ IMAGE_KEYS: Final = ("base", "dockerfile", "steps", "python", "clear_entrypoint"
 INSTALL_TIMEOUT_S: Final = 900.0
 # The machine's own package-index settings, handed to the install (its box's environment is otherwise empty).
 INDEX_ENV: Final = (
-    "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_TRUSTED_HOST", "PIP_CERT",
-    "PIP_CONSTRAINT", "PIP_DEFAULT_TIMEOUT", "PIP_CONFIG_FILE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
-    "http_proxy", "https_proxy", "no_proxy", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
-)  # fmt: skip
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_FIND_LINKS",
+    "PIP_TRUSTED_HOST",
+    "PIP_CERT",
+    "PIP_CONSTRAINT",
+    "PIP_DEFAULT_TIMEOUT",
+    "PIP_CONFIG_FILE",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+)
 MARKER: Final = ".yardstick-environment.json"
 
 
@@ -211,8 +224,17 @@ def _make(dest: Path, requirements: tuple[str, ...], timeout_s: float, env: Mapp
             cwd=scratch,
         )
         # The worker's pip installs into the environment's interpreter: the environment needs none of its own.
-        argv = [sys.executable, "-m", "pip", "--python", str(_python_of(dest)), "install",
-                "--disable-pip-version-check", "--no-warn-script-location", *requirements]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(_python_of(dest)),
+            "install",
+            "--disable-pip-version-check",
+            "--no-warn-script-location",
+            *requirements,
+        ]
         finished = sandbox.run(box, argv, timeout_s=timeout_s)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -27,6 +27,12 @@ def python_path(folder: Path) -> str:
     return os.pathsep.join([str(folder), SEQ_SHIM])
 
 
+def interpreter_folder(python: str) -> Path:
+    """The folder an interpreter lives in (a virtual environment's root for its bin/python), which a box
+    running it must see even where the box hides the machine's own (a fresh /tmp)."""
+    return Path(os.path.abspath(python)).parent.parent
+
+
 def import_root(folder: Path) -> None:
     for path in (SEQ_SHIM, str(folder)):
         if path in sys.path:

@@ -239,7 +239,7 @@ class BoxedExecutor:
         if work.recording is not None and work.recording.active:
             boxed = replace(work, recording=replace(work.recording, folder=str(scratch / "recording")))
         box = sandbox.Box(
-            readable=(self.folder, *self.readable, *_sockets(work)),
+            readable=(self.folder, inbox.interpreter_folder(self.python), *self.readable, *_sockets(work)),
             writable=(scratch,),
             hidden=self.hidden,
             devices=self.devices,

@@ -74,12 +74,13 @@ class BoxedPolicyServer:
         self.endpoint = RemoteEndpoint(
             wire="websocket_unix", address=UnixSocket(uds=PurePosixPath(str(self.socket)))
         )
-        argv = [python or sys.executable, "-c", _SERVE, "policy", "serve", handler_ref, "--no-port"]
+        interpreter = python or sys.executable
+        argv = [interpreter, "-c", _SERVE, "policy", "serve", handler_ref, "--no-port"]
         argv += ["--uds", str(self.socket)]
         for key, value in (params or {}).items():
             argv += ["--param", f"policy.{key}={json.dumps(value)}"]
         box = sandbox.Box(
-            readable=(self.folder,),
+            readable=(self.folder, inbox.interpreter_folder(interpreter)),
             writable=(socket_dir,),
             hidden=tuple(hidden),
             devices=tuple(devices),

@@ -40,9 +40,25 @@ OWNER: Final = "@seq.policy"
 # The contract's bound on a chunk length: what "all of its rows" plays as when valid_len is unset.
 MAX_CHUNK: Final = 100_000
 DEPLOYMENT: Final = (
-    "gpu", "image", "weights", "secrets", "deps", "freeze", "min_workers", "buffer_workers", "max_gpus",
-    "cpu", "memory", "timeouts", "io", "models", "family", "gpus_per_replica", "replica_start", "tensors",
-)  # fmt: skip
+    "gpu",
+    "image",
+    "weights",
+    "secrets",
+    "deps",
+    "freeze",
+    "min_workers",
+    "buffer_workers",
+    "max_gpus",
+    "cpu",
+    "memory",
+    "timeouts",
+    "io",
+    "models",
+    "family",
+    "gpus_per_replica",
+    "replica_start",
+    "tensors",
+)
 ALLOWED: Final = frozenset(
     {"name", "hz", "action_chunk_valid_len", "action_chunk_replan_at", "init", *DEPLOYMENT}
 )
