@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: demo test bench lint env clean browser
+.PHONY: demo test bench lint env clean browser sandbox
 
 env: $(STAMP)
 
@@ -30,7 +30,14 @@ browser:
 		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
 
-test: $(STAMP) browser
+# Uploaded code runs boxed in Debian's bubblewrap (yardstick.hosted.sandbox); its tests make real boxes.
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { \
+		echo "installing Debian's bubblewrap for boxing uploaded code"; \
+		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq bubblewrap; }
+
+test: $(STAMP) browser sandbox
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports

@@ -129,6 +129,27 @@ def test_each_benchmark_rule_names_its_field(overrides: dict[str, Any], field: s
     assert isinstance(refused.value, SpecError)  # Yardstick's CLI shows it as any bad declaration
 
 
+def test_a_reset_or_step_may_take_more_arguments_with_defaults() -> None:
+    @seq.benchmark(tasks={"a": ""}, seeds=[0], max_seconds=1.0)
+    class Gymish:
+        @seq.reset
+        def reset(self, task: str, seed: int, options: Any = None) -> None: ...
+
+        @seq.step
+        def step(self, action: Any, *, render: bool = False) -> Any: ...
+
+    assert benchmark_spec(Gymish).reset_method == "reset"
+    with pytest.raises(seq.BenchmarkDefinitionError, match="takes"):
+
+        @seq.benchmark(tasks={"a": ""}, seeds=[0], max_seconds=1.0)
+        class Needy:
+            @seq.reset
+            def reset(self, task: str, seed: int, scene: Any) -> None: ...
+
+            @seq.step
+            def step(self, action: Any) -> Any: ...
+
+
 def test_params_are_public_identifiers_and_at_most_32() -> None:
     with pytest.raises(seq.BenchmarkDefinitionError) as refused:
 

@@ -29,8 +29,9 @@ from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
+from yardstick.engine.executors import Executor
 from yardstick.engine.failures import Failed, FailureKind
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.runtime import BUILD_TIMEOUT_S, BuildError, Work
@@ -352,3 +353,7 @@ def _move(source: Path, target: Path, relative: str) -> str | None:
     destination.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(str(origin), str(destination))
     return None
+
+
+if TYPE_CHECKING:  # the engine's executor protocol, checked where it is kept
+    _EXECUTOR: Executor = BoxedExecutor(Path())
