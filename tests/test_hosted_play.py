@@ -4,6 +4,7 @@ or a hang in it fails its episode alone; closing a box or a server leaves nothin
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,9 +84,7 @@ def sockets() -> Iterator[Path]:
     # Short: a unix socket's path is at most 107 bytes.
     folder = Path(tempfile.mkdtemp(prefix="ys-sock-"))
     yield folder
-    for leftover in folder.iterdir():
-        leftover.unlink()
-    folder.rmdir()
+    shutil.rmtree(folder)
 
 
 def outcomes(results: Any) -> list[dict[str, Any]]:
@@ -118,6 +117,7 @@ def test_boxed_episodes_are_those_played_in_process(tmp_path: Path, sockets: Pat
     finally:
         server.close()
     assert processes_mentioning(str(server.socket)) == [] and not server.alive()
+    assert list(sockets.iterdir()) == []  # its socket and its folder went with it
 
 
 def test_a_boxed_benchmark_reaches_no_network_and_writes_nothing_outside(tmp_path: Path) -> None:

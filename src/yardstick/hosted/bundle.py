@@ -80,8 +80,9 @@ def unpack(format: str, data_b64: str, sha256: str, dest: Path) -> Bundle:
             os.rename(temporary, dest)
         except OSError:
             # Another process unpacked the same bytes first: theirs stands.
-            found = _existing(dest, sha256)
+            found = _existing(dest, sha256) if dest.exists() else None
             if found is None:
+                _record(dest).unlink(missing_ok=True)
                 raise
             shutil.rmtree(temporary, ignore_errors=True)
             return found

@@ -47,6 +47,15 @@ def private_channel() -> TextIO:
     return os.fdopen(kept, "w", buffering=1, encoding="utf-8")
 
 
+def private_input() -> TextIO:
+    """This process's stdin, kept for the messages it is handed; fd 0 now reads nothing."""
+    kept = os.dup(0)
+    nothing = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(nothing, 0)
+    os.close(nothing)
+    return os.fdopen(kept, "r", encoding="utf-8")
+
+
 def load_class(handler_ref: str) -> type:
     """The class "module:Class" names, its module imported from the import root."""
     if not HANDLER_REF.fullmatch(handler_ref):

@@ -64,8 +64,8 @@ def _beat(channel: _Channel, beacon: _Beacon, stopping: threading.Event) -> None
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what stops
     out = _Channel(inbox.private_channel())
+    read = inbox.private_input().readline
     inbox.import_root(Path(argv[0]))
-    read = sys.stdin.readline
     first = json.loads(read())
     work: Work = pickle.loads(base64.b64decode(first["work"]))
     beacon = _Beacon()

@@ -2,9 +2,10 @@
 
 It starts Yardstick's own policy server (`yardstick policy serve <module:Class> --no-port --uds <socket>`,
 the bundle's folder its import root, Yardstick's `seq` importable) in a box with no network, whose only
-writable folder is the socket's, waits until the policy answers a session, and gives the address the
-engine dials (`endpoint`, a `websocket_unix` RemoteEndpoint; `url` the same as text). A boxed benchmark
-reaches it through that socket, bound into its own box. `close()` stops it and everything it started.
+writable folder is its socket's own (a folder in `socket_dir` for this server alone, so no box touches
+another's socket), waits until the policy answers a session, and gives the address the engine dials
+(`endpoint`, a `websocket_unix` RemoteEndpoint; `url` the same as text). A boxed benchmark reaches it
+through that socket, whose folder alone is bound into its own box. `close()` stops it and everything it started.
 
 A policy that cannot be served (its file does not import, its constructor raises, the server does not come
 up in time) raises `ServerFailed`, a `Failed` of kind POLICY_SETUP_CRASH, with what it said.
@@ -64,7 +65,10 @@ class BoxedPolicyServer:
         socket_dir = Path(socket_dir).resolve()
         socket_dir.mkdir(parents=True, exist_ok=True)
         name = hashlib.sha256(f"{self.folder}:{handler_ref}".encode()).hexdigest()[:12]
-        self.socket = socket_dir / f"policy-{name}.sock"
+        # A folder of its own: the box writes there alone, and cannot touch another server's socket.
+        own = socket_dir / f"policy-{name}"
+        own.mkdir(exist_ok=True)
+        self.socket = own / "policy.sock"
         if len(str(self.socket).encode()) > MAX_SOCKET_PATH:
             raise ValueError(
                 f"socket_dir: {socket_dir} is too long for a unix socket path (at most ~90 bytes)"
@@ -81,7 +85,7 @@ class BoxedPolicyServer:
             argv += ["--param", f"policy.{key}={json.dumps(value)}"]
         box = sandbox.Box(
             readable=(self.folder, inbox.interpreter_folder(interpreter)),
-            writable=(socket_dir,),
+            writable=(own,),
             hidden=tuple(hidden),
             devices=tuple(devices),
             env={**(env or {}), "PYTHONPATH": inbox.python_path(self.folder), "COLUMNS": "200"},
@@ -112,6 +116,8 @@ class BoxedPolicyServer:
         sandbox.stop(self._process)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.socket)
+        with contextlib.suppress(OSError):
+            self.socket.parent.rmdir()
 
     def __enter__(self) -> BoxedPolicyServer:
         return self
