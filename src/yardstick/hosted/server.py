@@ -5,7 +5,8 @@ the bundle's folder its import root, Yardstick's `seq` importable) in a box with
 writable folder is its socket's own (a folder in `socket_dir` for this server alone, so no box touches
 another's socket), waits until the policy answers a session, and gives the address the engine dials
 (`endpoint`, a `websocket_unix` RemoteEndpoint; `url` the same as text). A boxed benchmark reaches it
-through that socket, whose folder alone is bound into its own box. `close()` stops it and everything it started.
+through that socket, whose folder alone is bound into its own box. `close()` stops it and everything
+it started.
 
 A policy that cannot be served (its file does not import, its constructor raises, the server does not come
 up in time) raises `ServerFailed`, a `Failed` of kind POLICY_SETUP_CRASH, with what it said.
