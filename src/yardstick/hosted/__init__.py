@@ -10,6 +10,12 @@ played in boxes with no network, their images prepared, their policies served on
     player        BoxedExecutor: a benchmark's episodes played in a box, kept warm across batches
     server        BoxedPolicyServer: a deployed policy served in a box on a unix socket
 
+    errors        the refusals (field and rule), and a machine that cannot box
+    params        the parameters an eval may set, read from how the code is written
+    declaration   what a class declares, as plain data for the registry
+    inbox         what every boxed process does first (import root, private channels, where it raised)
+    check_runner, play_runner   the two programs that run inside a box
+
 Nothing here imports the store, the core or a front door: the platform calls these with folders and
 references and keeps what they return.
 """
