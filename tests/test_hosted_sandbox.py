@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -53,6 +55,7 @@ def test_a_box_writes_only_its_scratch_and_sees_a_fresh_tmp(tmp_path: Path) -> N
         probe = f"""
 import json
 import os
+import shutil
 for path in [{str(scratch / "ok")!r}, {str(code / "evil.py")!r}, {str(outside / "evil")!r}, "/etc/evil",
              "/tmp/box-own"]:
     try:
@@ -72,6 +75,23 @@ print("reads-code", open({str(code / "benchmark.py")!r}).read().strip())
     assert said["False"] == "sees-host-tmp" and said["x = 1"] == "reads-code"
     assert (scratch / "ok").exists() and not (code / "evil.py").exists() and not (outside / "evil").exists()
     assert not Path("/tmp/box-own").exists()
+
+
+def test_a_hidden_folder_is_empty_in_the_box_but_what_it_was_given_inside_it_shows(tmp_path: Path) -> None:
+    install = Path(tempfile.mkdtemp(prefix="ys-install-", dir="/var/tmp"))
+    try:
+        (install / "versions" / "v1").mkdir(parents=True)
+        (install / "versions" / "v1" / "benchmark.py").write_text("x = 1\n")
+        (install / "secret").write_text("the install's key")
+        finished = sandbox.run(
+            sandbox.Box(readable=(install / "versions" / "v1",), hidden=(install,)),
+            ["/bin/sh", "-c", f"cat {install}/versions/v1/benchmark.py; ls {install}; cat {install}/secret"],
+            timeout_s=10,
+        )
+    finally:
+        shutil.rmtree(install)
+    assert finished.stdout.decode().split() == ["x", "=", "1", "versions"]
+    assert b"key" not in finished.stdout
 
 
 def test_a_box_cannot_remount_what_it_was_given_read_only(tmp_path: Path) -> None:
@@ -96,6 +116,7 @@ def test_a_box_has_its_own_processes_and_only_the_environment_it_is_given(
     probe = f"""
 import json
 import os
+import shutil
 print(sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
 print(os.environ.get("YARDSTICK_HOST_SECRET"), os.environ.get("LAB_TOKEN"))
 try:
