@@ -11,7 +11,7 @@ SEQ_STAMP := $(SEQ_VENV)/.installed
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: demo test bench lint env clean browser
+.PHONY: demo test bench lint env clean browser sandbox
 
 env: $(STAMP)
 
@@ -39,7 +39,14 @@ browser:
 		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
 
-test: $(STAMP) $(SEQ_STAMP) browser
+# Uploaded code runs boxed in Debian's bubblewrap (yardstick.hosted.sandbox); its tests make real boxes.
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { \
+		echo "installing Debian's bubblewrap for boxing uploaded code"; \
+		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq bubblewrap; }
+
+test: $(STAMP) $(SEQ_STAMP) browser sandbox
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports

@@ -85,6 +85,12 @@ class Rows:
         return np.array([[obs["t"] * 100 + i] for i in range(4)], dtype=np.float64)
 
 
+@ys.policy(hz=10, action_chunk_len=4, action_chunk_exec_len=2, prefetch=True)
+class PrefetchRows(Rows):
+    """Rows, asked for its next chunk 2 steps into the one playing and played once its 4 rows have (the
+    Sequences contract's playback)."""
+
+
 @ys.policy(hz=10, action_chunk_len=4, action_chunk_exec_len=2)
 class Painter:
     """Rows, after drawing on the camera image it was handed (as Meta-World's own experts write into their

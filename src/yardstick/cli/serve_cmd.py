@@ -81,6 +81,7 @@ def serve(
         console.print(
             f"[bold]{model_id}[/bold]: {spec.name}, {spec.hz:g} Hz, chunks of {spec.action_chunk_len}, "
             f"asked every {spec.replan_every} steps"
+            + (", each answer played after the chunk's rows" if spec.prefetch else "")
         )
     if server.port is not None:
         at = HostPort(host, server.port)

@@ -6,8 +6,12 @@ while the policy thinks (the answer arrives at the step it was asked); with `Pla
 the answer arrives `ceil(latency × hz)` steps later and the previous chunk plays on meanwhile, holding its
 last row if it runs out, as a robot's controller does; the stale head of the new chunk is skipped. The
 policy is asked again `action_chunk_exec_len` steps after the last request (never before its answer
-arrived). An episode ends when the benchmark says done, or when max_seconds of robot time have passed
-(the task's own, or the run's cap on the episode where that is tighter).
+arrived). A policy that prefetches (`PolicySpec.prefetch`, the Sequences contract's playback) is asked
+`action_chunk_exec_len` steps into the chunk playing, and its answer's row 0 plays once that chunk's valid
+rows (at most `action_chunk_len`) have played; it is asked again `action_chunk_exec_len` steps into the
+new chunk. With exec_len equal to the chunk's rows that is the same playback as without. An episode
+ends when the benchmark says done, or when max_seconds of robot time have passed (the task's own, or the
+run's cap on the episode where that is tighter).
 
 A run that records (`Recording`) gives each episode an EpisodeRecorder at its reset: the reset's
 observation is frame 0, every step adds the action played and the new observation, and the episode's end
@@ -130,6 +134,7 @@ def _play(
     hz = pspec.hz
     replan = pspec.replan_every
     valid_rows = pspec.action_chunk_len
+    prefetch = pspec.prefetch
     fixed_delay = (
         math.ceil(playback.latency_ms / 1000 * hz - 1e-9)
         if playback.charge_inference and playback.latency_ms is not None
@@ -196,9 +201,13 @@ def _play(
                 slot.episode.inferences += 1
                 # The first answer of an episode finds the robot at rest: nothing plays while it comes.
                 wait = delay if slot.chunk is not None else 0
-                slot.pending, slot.pending_len, slot.pending_sent = chunk, rows, slot.step
-                slot.arrival = slot.step + wait
-                slot.next_request = slot.step + max(min(replan, rows), wait)
+                starts = slot.step
+                if prefetch and slot.chunk is not None:
+                    # Asked ahead: its rows play once the chunk playing has played all of its own.
+                    starts = max(starts, slot.chunk_sent + slot.chunk_len)
+                slot.pending, slot.pending_len, slot.pending_sent = chunk, rows, starts
+                slot.arrival = max(starts, slot.step + wait)
+                slot.next_request = max(starts + min(replan, rows), slot.arrival)
 
         # Each world plays the row its clock has reached.
         slots_now: list[int] = []

@@ -44,6 +44,7 @@ def remote_spec(info: ServerInfo, endpoint: RemoteEndpoint, overrides: Mapping[s
         action_chunk_len=chunk,
         action_chunk_exec_len=min(int(replan), chunk) if replan else None,
         infer_keywords=frozenset({"seed", "episode"}),
+        prefetch=info.prefetch,
     )
     return spec
 

@@ -5,6 +5,7 @@ the policy server hands it the requests of every session waiting at once."""
 from __future__ import annotations
 
 import bisect
+import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -60,6 +61,12 @@ def instantiate(
     )
 
 
+def _takes_one(bound: Callable[..., Any]) -> bool:
+    """Whether a bound method takes a positional argument (an end hook is handed the episode or nothing)."""
+    params = inspect.signature(bound).parameters.values()
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params)
+
+
 _MASK64 = (1 << 64) - 1
 
 
@@ -89,6 +96,11 @@ class InProcessPolicy:
         self._on_episode: Callable[[Episode], Any] | None = (
             getattr(instance, spec.on_episode_method) if spec.on_episode_method else None
         )
+        self._on_end: Callable[..., Any] | None = None
+        self._end_takes_episode = False
+        if spec.on_episode_end_method:
+            self._on_end = getattr(instance, spec.on_episode_end_method)
+            self._end_takes_episode = _takes_one(self._on_end)
         self._instance = instance
 
     def start(self, episode: Episode) -> None:
@@ -96,7 +108,14 @@ class InProcessPolicy:
             self._on_episode(episode)
 
     def finish(self, episode: Episode) -> None:
-        episode.state.clear()
+        try:
+            if self._on_end is not None:
+                if self._end_takes_episode:
+                    self._on_end(episode)
+                else:
+                    self._on_end()
+        finally:
+            episode.state.clear()
 
     def close(self) -> None:
         close = getattr(self._instance, "close", None)

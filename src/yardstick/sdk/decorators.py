@@ -36,7 +36,7 @@ _SIZES = "__yardstick_sizes__"
 _SPEC = "__yardstick_spec__"
 
 BENCHMARK_ROLES = ("reset", "step")
-POLICY_ROLES = ("infer", "on_episode")
+POLICY_ROLES = ("infer", "on_episode", "on_episode_end")
 
 
 def _mark(role: str) -> Callable[[_F], _F]:
@@ -55,6 +55,8 @@ reset = _mark("reset")
 step = _mark("step")
 infer = _mark("infer")
 on_episode = _mark("on_episode")
+# Called when an episode ends, handed the episode or nothing: where a policy frees what it kept for it.
+on_episode_end = _mark("on_episode_end")
 
 
 def concurrent(*, sizes: Iterable[int]) -> Callable[[_F], _F]:
@@ -102,6 +104,17 @@ def _positional(fn: Callable[..., Any]) -> int | None:
     return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
+def _takes(fn: Callable[..., Any], count: int) -> bool:
+    """Whether `fn` (a method) can be called with exactly `count` positional arguments after self: extra
+    parameters with defaults are fine, a required one it would not be handed is not."""
+    params = list(inspect.signature(fn).parameters.values())[1:]
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    keyword_required = [p for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    star = any(p.kind is p.VAR_POSITIONAL for p in params)
+    return (len(positional) >= count or star) and len(required) <= count and not keyword_required
+
+
 def benchmark(
     *,
     tasks: dict[str, str],
@@ -133,11 +146,13 @@ def benchmark(
             else {"reset": "(task, seed)", "step": "(action)"}
         )
         for role in BENCHMARK_ROLES:
-            taken = _positional(getattr(cls, roles[role]))
-            if taken is not None and taken != expected[role]:
+            method = getattr(cls, roles[role])
+            if not _takes(method, expected[role]):
                 kind = "a vectorized benchmark's" if sizes else "its"
                 raise SpecError(
-                    owner, roles[role], f"{kind} @{role} takes {shapes[role]}, not {taken} arguments"
+                    owner,
+                    roles[role],
+                    f"{kind} @{role} takes {shapes[role]}, not {_positional(method)} arguments",
                 )
         space = None
         if action_space is not None:
@@ -173,11 +188,14 @@ def policy(
     session_params: dict[str, Any] | None = None,
     image_sizes: dict[str, tuple[int, int]] | None = None,
     name: str | None = None,
+    prefetch: bool = False,
 ) -> Callable[[_C], _C]:
     """Declare a class a policy. `weights` is where its weights are (a directory, or {part: directory}),
     which init= hands its constructor as "{weights}" or "{weights.<part>}". `session_params` are the
     settings a session may choose, with their defaults (each episode reads its own in `episode.params`);
-    `image_sizes` ({observation key: (height, width)}) tells remote clients what to send."""
+    `image_sizes` ({observation key: (height, width)}) tells remote clients what to send. `prefetch`: the
+    policy is asked `action_chunk_exec_len` steps into a chunk and its answer plays once that chunk's
+    `action_chunk_len` rows have played (the Sequences way), rather than at once."""
 
     def decorate(cls: _C) -> _C:
         owner = f"policy {name or cls.__name__}"
@@ -199,6 +217,15 @@ def policy(
                 raise SpecError(
                     owner, roles["on_episode"], "@on_episode takes the episode: def start(self, episode)"
                 )
+        if "on_episode_end" in roles and not (
+            _takes(getattr(cls, roles["on_episode_end"]), 1)
+            or _takes(getattr(cls, roles["on_episode_end"]), 0)
+        ):
+            raise SpecError(
+                owner,
+                roles["on_episode_end"],
+                "@on_episode_end takes the episode or nothing: def end(self, episode) or def end(self)",
+            )
         spec = validated(
             PolicySpec,
             name=name or cls.__name__,
@@ -212,7 +239,9 @@ def policy(
             image_sizes=dict(image_sizes or {}),
             infer_method=roles["infer"],
             on_episode_method=roles.get("on_episode"),
+            on_episode_end_method=roles.get("on_episode_end"),
             infer_keywords=keywords,
+            prefetch=prefetch,
         )
         setattr(cls, _SPEC, spec)
         return cls
@@ -220,19 +249,28 @@ def policy(
     return decorate
 
 
+# What the Sequences SDK's own decorators leave on a class: a `seq` other than Yardstick's was imported.
+_REAL_SEQ = {"@benchmark": "__seq_benchmark__", "@policy": "__seq_registration__"}
+
+
+def _not_ours(cls: type, mark: str, rule: str) -> SpecError:
+    if _REAL_SEQ[mark] in cls.__dict__:
+        rule = (
+            "is decorated by an installed sequence-ai's seq, imported before Yardstick's: load the file "
+            "through Yardstick (yardstick eval run -b file.py:Class), which imports its own seq"
+        )
+    return SpecError(f"class {cls.__qualname__}", mark, rule)
+
+
 def benchmark_spec(cls: type) -> BenchmarkSpec:
     spec = cls.__dict__.get(_SPEC)
     if not isinstance(spec, BenchmarkSpec):
-        raise SpecError(
-            f"class {cls.__qualname__}", "@benchmark", "is not a benchmark: decorate it with @benchmark(...)"
-        )
+        raise _not_ours(cls, "@benchmark", "is not a benchmark: decorate it with @benchmark(...)")
     return spec
 
 
 def policy_spec(cls: type) -> PolicySpec:
     spec = cls.__dict__.get(_SPEC)
     if not isinstance(spec, PolicySpec):
-        raise SpecError(
-            f"class {cls.__qualname__}", "@policy", "is not a policy: decorate it with @policy(hz=...)"
-        )
+        raise _not_ours(cls, "@policy", "is not a policy: decorate it with @policy(hz=...)")
     return spec

@@ -13,6 +13,14 @@ from yardstick.sdk.errors import LoadError
 
 REFERENCE_RULE = '"package.module:Name" or "path/to/file.py:Name"'
 
+# Yardstick's own `seq` (the Sequences SDK's authoring API, in yardstick/hosted/shim), found by its place in
+# this package rather than imported: authoring imports nothing above it. A file written for that SDK
+# (`import seq`) loads with it. It goes on the path after the file's own folder (a `seq.py` of the user's
+# wins, as it would for `python file.py`) and before site-packages, so it wins over an installed sequence-ai:
+# the real SDK's decorators build registrations only its own platform reads, and the same file must mean the
+# same benchmark here, in a pool worker and in a box, whatever else the machine has installed.
+SEQ_SHIM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hosted", "shim")
+
 
 def load_object(reference: str) -> Any:
     """The object `reference` names. A file path is imported as a module of its own, its folder first on
@@ -52,6 +60,8 @@ def _module_of_file(path: str) -> Any:
     if name in sys.modules:
         return sys.modules[name]
     folder = os.path.dirname(full)
+    if SEQ_SHIM not in sys.path and os.path.isdir(SEQ_SHIM):
+        sys.path.insert(0, SEQ_SHIM)
     if folder not in sys.path:
         sys.path.insert(0, folder)
     spec = importlib.util.spec_from_file_location(name, full)

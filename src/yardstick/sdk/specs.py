@@ -149,8 +149,9 @@ class BenchmarkSpec(BaseModel):
 
 class PolicySpec(BaseModel):
     """A policy: the rate its actions play at (`hz`), the rows of a chunk that may play open-loop
-    (`action_chunk_len`), the step of a chunk at which it is asked again (`action_chunk_exec_len`), the
-    batch sizes its infer accepts (None: one observation a call), and how its class is built."""
+    (`action_chunk_len`), the step of a chunk at which it is asked again (`action_chunk_exec_len`), whether
+    that answer plays at once or after the chunk's rows (`prefetch`), the batch sizes its infer accepts
+    (None: one observation a call), and how its class is built."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -169,8 +170,13 @@ class PolicySpec(BaseModel):
     image_sizes: dict[str, tuple[int, int]] = Field(default_factory=dict)
     infer_method: str = "infer"
     on_episode_method: str | None = None
+    on_episode_end_method: str | None = None
     # The keywords its infer takes beside the observation: "episode", "seed".
     infer_keywords: frozenset[str] = frozenset()
+    # How an answer meets the chunk playing: False, it plays at once (asked at action_chunk_exec_len);
+    # True, it is asked for at action_chunk_exec_len and swapped in once action_chunk_len rows have played
+    # (the Sequences contract's action_chunk_replan_at / action_chunk_valid_len).
+    prefetch: bool = False
 
     @model_validator(mode="after")
     def _rules(self) -> PolicySpec:

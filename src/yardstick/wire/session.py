@@ -41,6 +41,9 @@ class ServerInfo:
     name: str
     next_session: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    # Whether the policy's answers are asked ahead and swapped in after the chunk's rows (Yardstick's own
+    # servers say so; every other server plays its answers at once).
+    prefetch: bool = False
 
 
 def headers_for(endpoint: RemoteEndpoint) -> dict[str, str] | None:
@@ -143,6 +146,7 @@ def _info_from_meta(meta: Mapping[str, Any], fallback_name: str) -> ServerInfo:
         name=str(ours.get("name") or fallback_name),
         next_session=bool(ours.get(p.NEXT_SESSION)),
         meta=dict(meta),
+        prefetch=ours.get("prefetch") is True,
     )
 
 

@@ -151,6 +151,9 @@ class PolicyHost:
             "reference": self.reference,
             "state": self.state.value,
             **spec.fields(),
+            # Whether its answers are asked for ahead and played after the chunk's rows (the engine's
+            # PolicySpec.prefetch): a client that plays the chunks must know, or it plays another policy.
+            "prefetch": spec.prefetch,
             "batch_sizes": list(spec.batch_sizes) if spec.batch_sizes else None,
             "session_params": spec.session_params,
         }

@@ -1,0 +1,143 @@
+"""The build check of a registration, in a box: does the uploaded class import, declare what it must, build,
+and (a benchmark) reset every task at its first seed and step it?
+
+`check_benchmark` and `check_policy` run `yardstick.hosted.check_runner` boxed (no network, the bundle's
+folder read-only, a scratch folder of its own) and return a `Checked`, a plain record the registry stores
+as JSON: `ready` with the declaration read, or `failed` with the reason — the exception and where in the
+user's files it was raised, or that the check was cut at its time limit. Nothing the user's code does can
+fail the caller: a crash, a hang or garbage on its channel all come back as `failed`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from yardstick.hosted import inbox, sandbox
+
+DEFAULT_TIMEOUT_S: Final = 120.0
+Status = Literal["ready", "failed"]
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What a build check came to. `declaration` is what the class declares (see `declaration.py`), when
+    the check got as far as reading it; `stage` where a failure happened (import, declaration, build, reset,
+    step, close, or "box" for the box itself: cut, crashed, or said nothing readable); `warnings` what
+    passed with a doubt; `timing` seconds per stage; `log` the end of what the code printed."""
+
+    status: Status
+    kind: Literal["benchmark", "policy"]
+    handler_ref: str
+    error: str | None = None
+    stage: str | None = None
+    declaration: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+    timing: dict[str, float] = field(default_factory=dict)
+    log: str = ""
+
+    @property
+    def ready(self) -> bool:
+        return self.status == "ready"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Checked:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def check_benchmark(
+    folder: Path,
+    handler_ref: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    python: str | None = None,
+    hidden: tuple[Path, ...] = (),
+) -> Checked:
+    """Check a benchmark class of an unpacked bundle (`folder`, its import root). `env` is the box's
+    environment (secrets arrive so); `python` the interpreter of its prepared environment (default: this
+    one's); `hidden` folders the box must not see."""
+    return _check("benchmark", folder, handler_ref, env, timeout_s, python, hidden)
+
+
+def check_policy(
+    folder: Path,
+    handler_ref: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    python: str | None = None,
+    hidden: tuple[Path, ...] = (),
+) -> Checked:
+    """Check a policy class: import, declaration, build (its constructor)."""
+    return _check("policy", folder, handler_ref, env, timeout_s, python, hidden)
+
+
+def _check(
+    kind: Literal["benchmark", "policy"],
+    folder: Path,
+    handler_ref: str,
+    env: Mapping[str, str] | None,
+    timeout_s: float,
+    python: str | None,
+    hidden: tuple[Path, ...],
+) -> Checked:
+    def failed(stage: str, error: str, log: str = "") -> Checked:
+        return Checked(status="failed", kind=kind, handler_ref=handler_ref, stage=stage, error=error, log=log)
+
+    if not inbox.HANDLER_REF.fullmatch(handler_ref):
+        return failed("import", f"handler_ref: {handler_ref!r} is not {inbox.HANDLER_RULE}")
+    root = Path(folder).resolve()
+    scratch = Path(tempfile.mkdtemp(prefix="yardstick-check-"))
+    try:
+        box = sandbox.Box(
+            readable=(root, inbox.interpreter_folder(python or sys.executable)),
+            writable=(scratch,),
+            hidden=hidden,
+            env={**(env or {}), "PYTHONPATH": inbox.python_path(root)},
+        )
+        argv = [python or sys.executable, "-m", "yardstick.hosted.check_runner", kind, handler_ref, str(root)]
+        finished = sandbox.run(box, argv, timeout_s=timeout_s)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    log = finished.stderr.decode("utf-8", "replace")[-4000:]
+    if finished.timed_out:
+        return failed("box", f"the check did not finish within {timeout_s:g} s and was cut", log)
+    lines = finished.stdout.decode("utf-8", "replace").strip().splitlines()
+    try:
+        answer = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict) or answer.get("status") not in ("ready", "failed"):
+        how = (
+            f"exited with status {finished.returncode}"
+            if finished.returncode >= 0
+            else (f"was killed by signal {-finished.returncode}")
+        )
+        return failed("box", f"the check's process {how} without an answer", log)
+    return Checked(
+        status=answer["status"],
+        kind=kind,
+        handler_ref=handler_ref,
+        error=_text(answer.get("error")),
+        stage=_text(answer.get("stage")),
+        declaration=answer.get("declaration") if isinstance(answer.get("declaration"), dict) else None,
+        warnings=[str(w) for w in answer.get("warnings") or [] if isinstance(w, str)],
+        timing={
+            str(k): float(v) for k, v in (answer.get("timing") or {}).items() if isinstance(v, int | float)
+        },
+        log=log,
+    )
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)

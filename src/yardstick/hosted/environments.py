@@ -1,0 +1,263 @@
+"""A registration's `image` (the Sequences contract's ImageSpec `{base?, dockerfile?, steps: [...], python?}`)
+made into the Python its code runs with.
+
+Yardstick builds no container images yet. The default image (`{"base": "debian:12-slim", "steps": []}`, or
+no base at all) runs on the worker's own Python. `uv_pip_install` steps install their requirements into a
+virtual environment of the version's own, made from the worker's interpreter with its packages visible
+(`--system-site-packages`, and the worker's own site folder, where yardstick and numpy are) and filled by
+pip from the package index this machine reaches, in a box whose network is open for that install alone.
+Every other step — apt_install, run_commands, env, add_local, project, template_files — a Dockerfile, a
+base other than the default and a Python other than the worker's are refused with `ImageRefused`, saying
+which: building images from a spec comes with policy images.
+
+`plan` says what an image needs (or refuses it) without doing anything, for a registration to answer at
+once; `prepare` makes it, once per version folder (a second call finds it made).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from yardstick.hosted import sandbox
+from yardstick.hosted.errors import ImageRefused
+
+DEFAULT_BASE: Final = "debian:12-slim"
+LATER: Final = "building images from a spec comes with policy images"
+KNOWN_STEPS: Final = (
+    "uv_pip_install",
+    "apt_install",
+    "run_commands",
+    "env",
+    "add_local",
+    "project",
+    "template_files",
+)
+IMAGE_KEYS: Final = ("base", "dockerfile", "steps", "python", "clear_entrypoint")
+INSTALL_TIMEOUT_S: Final = 900.0
+# The machine's own package-index settings, handed to the install (its box's environment is otherwise empty).
+INDEX_ENV: Final = (
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_FIND_LINKS",
+    "PIP_TRUSTED_HOST",
+    "PIP_CERT",
+    "PIP_CONSTRAINT",
+    "PIP_DEFAULT_TIMEOUT",
+    "PIP_CONFIG_FILE",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+)
+MARKER: Final = ".yardstick-environment.json"
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The Python a version runs with: `python` the interpreter, `folder` its virtual environment (None:
+    the worker's own Python), `requirements` what was installed into it."""
+
+    python: str
+    folder: Path | None = None
+    requirements: tuple[str, ...] = ()
+
+
+class PrepareFailed(RuntimeError):
+    """An environment whose install did not succeed (a package the index does not have, a build that
+    failed): the message ends with what pip said."""
+
+
+def worker_python() -> str:
+    """The worker's Python version, as ImageSpec.python writes one ("3.11")."""
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def plan(image: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The requirements `image` installs (() for the default image), or ImageRefused naming the first
+    field Yardstick cannot honour yet."""
+    if image is None:
+        return ()
+    if not isinstance(image, Mapping):
+        raise ImageRefused("image", f"is an ImageSpec object, not {type(image).__name__}")
+    for key in image:
+        if key not in IMAGE_KEYS:
+            raise ImageRefused(
+                f"image.{key}", f"is not a field of an image; they are {', '.join(IMAGE_KEYS)}"
+            )
+    if image.get("dockerfile") is not None:
+        raise ImageRefused("image.dockerfile", f"a Dockerfile cannot be built yet: {LATER}")
+    base = image.get("base")
+    if base not in (None, DEFAULT_BASE):
+        raise ImageRefused(
+            "image.base", f"{base!r} cannot be honoured yet ({LATER}); the default {DEFAULT_BASE!r} runs here"
+        )
+    python = image.get("python")
+    if python is not None and python != worker_python():
+        raise ImageRefused(
+            "image.python",
+            f"{python!r} cannot be honoured yet: this worker runs Python {worker_python()} ({LATER})",
+        )
+    steps = image.get("steps") or []
+    if not isinstance(steps, list):
+        raise ImageRefused("image.steps", f"is a list of steps, not {type(steps).__name__}")
+    requirements: list[str] = []
+    for index, step in enumerate(steps):
+        field = f"image.steps[{index}]"
+        if not isinstance(step, Mapping) or len(step) == 0:
+            raise ImageRefused(field, 'is a step object, e.g. {"uv_pip_install": ["gymnasium"]}')
+        kind = next((k for k in step if k in KNOWN_STEPS), None)
+        if kind is None:
+            raise ImageRefused(field, f"is no known step; the steps are {', '.join(KNOWN_STEPS)}")
+        if kind != "uv_pip_install":
+            raise ImageRefused(f"{field}.{kind}", f"cannot be honoured yet: {LATER}")
+        packages = step[kind]
+        if not isinstance(packages, list):
+            raise ImageRefused(f"{field}.uv_pip_install", "is a list of requirements")
+        for number, text in enumerate(packages):
+            requirements.append(_requirement(text, f"{field}.uv_pip_install[{number}]"))
+    return tuple(requirements)
+
+
+def prepare(
+    image: Mapping[str, Any] | None,
+    dest: Path,
+    *,
+    timeout_s: float = INSTALL_TIMEOUT_S,
+    env: Mapping[str, str] | None = None,
+) -> Environment:
+    """The Environment `image` runs in, made in `dest` (the version's environment folder) when it installs
+    anything. Idempotent: a folder already made for the same requirements is returned as it is; one left
+    half-made (a crash, a failed install) is made again. Raises ImageRefused, or PrepareFailed."""
+    requirements = plan(image)
+    if not requirements:
+        return Environment(python=sys.executable)
+    dest = Path(dest).resolve()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    wanted = {"python": worker_python(), "requirements": list(requirements)}
+    with _locked(dest):
+        if _made(dest) == wanted:
+            return Environment(python=str(_python_of(dest)), folder=dest, requirements=requirements)
+        shutil.rmtree(dest, ignore_errors=True)
+        try:
+            _make(dest, requirements, timeout_s, env)
+        except BaseException:
+            shutil.rmtree(dest, ignore_errors=True)
+            raise
+        # Written last: a folder with its record is a folder whose install finished.
+        (dest / MARKER).write_text(json.dumps(wanted))
+    return Environment(python=str(_python_of(dest)), folder=dest, requirements=requirements)
+
+
+def _requirement(text: Any, field: str) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise ImageRefused(field, "is a requirement string, e.g. 'gymnasium==1.0'")
+    if text.lstrip().startswith("-"):
+        raise ImageRefused(field, f"{text!r} is a pip option; a step lists requirements only")
+    try:
+        Requirement(text)
+    except InvalidRequirement as exc:
+        raise ImageRefused(field, f"{text!r} is not a requirement ({exc})") from None
+    return text.strip()
+
+
+def _python_of(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def _made(dest: Path) -> Any:
+    try:
+        return json.loads((dest / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def _locked(dest: Path) -> Iterator[None]:
+    """One prepare of a folder at a time, across processes."""
+    lock = dest.with_name(dest.name + ".lock")
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _make(dest: Path, requirements: tuple[str, ...], timeout_s: float, env: Mapping[str, str] | None) -> None:
+    # The worker's own interpreter behind the environment (not a venv's: a venv of a venv is of its base).
+    base = getattr(sys, "_base_executable", sys.executable)
+    made = subprocess.run(
+        [base, "-m", "venv", "--system-site-packages", "--without-pip", str(dest)],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    if made.returncode != 0:
+        raise PrepareFailed(f"making the environment failed: {made.stderr.decode(errors='replace')[-2000:]}")
+    _see_worker_packages(dest)
+    scratch = Path(tempfile.mkdtemp(prefix="yardstick-install-"))
+    try:
+        index = {k: v for k, v in os.environ.items() if k in INDEX_ENV}
+        box = sandbox.Box(
+            writable=(scratch, dest),
+            network=True,
+            env={**index, **(env or {}), "TMPDIR": str(scratch), "PIP_NO_INPUT": "1"},
+            cwd=scratch,
+        )
+        # The worker's pip installs into the environment's interpreter: the environment needs none of its own.
+        argv = [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(_python_of(dest)),
+            "install",
+            "--disable-pip-version-check",
+            "--no-warn-script-location",
+            *requirements,
+        ]
+        finished = sandbox.run(box, argv, timeout_s=timeout_s)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    said = (finished.stderr or finished.stdout).decode("utf-8", "replace").strip()[-2000:]
+    if finished.timed_out:
+        raise PrepareFailed(
+            f"installing {', '.join(requirements)} took more than {timeout_s:g} s and was cut"
+        )
+    if finished.returncode != 0:
+        raise PrepareFailed(f"installing {', '.join(requirements)} failed: {said}")
+
+
+def _see_worker_packages(dest: Path) -> None:
+    """Make the worker's own site folders (a virtual environment's, where yardstick is) visible to the new
+    environment, after its own: its own installs win for the user's code, yardstick and numpy are there."""
+    own = [Path(p) for p in site.getsitepackages() if Path(p).is_dir()]
+    found = sorted((dest / "lib").glob("python*/site-packages"))
+    if not found:
+        raise PrepareFailed(f"{dest}: the new environment has no site-packages folder")
+    lines = [f"import site; site.addsitedir({str(path)!r})" for path in own]
+    (found[0] / "zz-yardstick-worker.pth").write_text("\n".join(lines) + "\n")
+
+
+def digest(image: Mapping[str, Any] | None) -> str:
+    """A short name for what an image installs, for callers that share environments between versions."""
+    return hashlib.sha256(json.dumps([worker_python(), list(plan(image))]).encode()).hexdigest()[:16]

@@ -1,0 +1,157 @@
+"""A deployed policy, served in a box: `BoxedPolicyServer`.
+
+It starts Yardstick's own policy server (`yardstick policy serve <module:Class> --no-port --uds <socket>`,
+the bundle's folder its import root, Yardstick's `seq` importable) in a box with no network, whose only
+writable folder is its socket's own (a folder in `socket_dir` for this server alone, so no box touches
+another's socket), waits until the policy answers a session, and gives the address the engine dials
+(`endpoint`, a `websocket_unix` RemoteEndpoint; `url` the same as text). A boxed benchmark reaches it
+through that socket, whose folder alone is bound into its own box. `close()` stops it and everything
+it started.
+
+A policy that cannot be served (its file does not import, its constructor raises, the server does not come
+up in time) raises `ServerFailed`, a `Failed` of kind POLICY_SETUP_CRASH, with what it said.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any, Final
+
+from yardstick.engine.failures import Failed, FailureKind
+from yardstick.engine.remote import RemotePolicyError, probe_spec
+from yardstick.hosted import inbox, sandbox
+from yardstick.sdk.specs import PolicySpec
+from yardstick.wire.address import RemoteEndpoint, UnixSocket
+from yardstick.wire.errors import ConnectRefused, Refusal
+
+START_TIMEOUT_S: Final = 120.0
+# A unix socket's path is at most 107 bytes (sun_path less its NUL).
+MAX_SOCKET_PATH: Final = 107
+_SERVE: Final = "from yardstick.cli.main import main; main()"
+
+
+class ServerFailed(Failed):
+    """A boxed policy server that did not come up: the reason says what it said."""
+
+
+class BoxedPolicyServer:
+    """Serve `handler_ref` ("module:Class") of the unpacked bundle `folder` on a unix socket in
+    `socket_dir`. `env` is the box's environment (secrets arrive so), `params` laid over the policy's
+    constructor arguments, `python` the interpreter of its prepared environment."""
+
+    def __init__(
+        self,
+        folder: Path,
+        handler_ref: str,
+        env: Mapping[str, str] | None,
+        socket_dir: Path,
+        *,
+        params: Mapping[str, Any] | None = None,
+        python: str | None = None,
+        hidden: Sequence[Path] = (),
+        devices: Sequence[Path] = (),
+        start_timeout_s: float = START_TIMEOUT_S,
+    ) -> None:
+        if not inbox.HANDLER_REF.fullmatch(handler_ref):
+            raise ValueError(f"handler_ref: {handler_ref!r} is not {inbox.HANDLER_RULE}")
+        self.folder = Path(folder).resolve()
+        self.handler_ref = handler_ref
+        socket_dir = Path(socket_dir).resolve()
+        socket_dir.mkdir(parents=True, exist_ok=True)
+        name = hashlib.sha256(f"{self.folder}:{handler_ref}".encode()).hexdigest()[:12]
+        # A folder of its own: the box writes there alone, and cannot touch another server's socket.
+        own = socket_dir / f"policy-{name}"
+        own.mkdir(exist_ok=True)
+        self.socket = own / "policy.sock"
+        if len(str(self.socket).encode()) > MAX_SOCKET_PATH:
+            raise ValueError(
+                f"socket_dir: {socket_dir} is too long for a unix socket path (at most ~90 bytes)"
+            )
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.socket)
+        self.endpoint = RemoteEndpoint(
+            wire="websocket_unix", address=UnixSocket(uds=PurePosixPath(str(self.socket)))
+        )
+        interpreter = python or sys.executable
+        argv = [interpreter, "-c", _SERVE, "policy", "serve", handler_ref, "--no-port"]
+        argv += ["--uds", str(self.socket)]
+        for key, value in (params or {}).items():
+            argv += ["--param", f"policy.{key}={json.dumps(value)}"]
+        box = sandbox.Box(
+            readable=(self.folder, inbox.interpreter_folder(interpreter)),
+            writable=(own,),
+            hidden=tuple(hidden),
+            devices=tuple(devices),
+            env={**(env or {}), "PYTHONPATH": inbox.python_path(self.folder), "COLUMNS": "200"},
+            cwd=self.folder,
+        )
+        self._process = sandbox.start(box, argv)
+        self._out = sandbox.Tail(self._process.stdout)
+        self._log = sandbox.Tail(self._process.stderr)
+        try:
+            self.spec = self._wait(start_timeout_s)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def url(self) -> str:
+        return self.endpoint.url
+
+    def log(self) -> str:
+        """What the server printed, its output then its errors."""
+        return self._out.text() + self._log.text()
+
+    def alive(self) -> bool:
+        return self._process.poll() is None
+
+    def close(self) -> None:
+        """Stop the server and everything it started; its socket goes."""
+        sandbox.stop(self._process)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.socket)
+        with contextlib.suppress(OSError):
+            self.socket.parent.rmdir()
+
+    def __enter__(self) -> BoxedPolicyServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _wait(self, timeout_s: float) -> PolicySpec:
+        """The policy's declaration, once its server answers a session on the socket."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self._process.poll() is not None:
+                raise ServerFailed(self._said("exited"), FailureKind.POLICY_SETUP_CRASH)
+            if self.socket.exists():
+                try:
+                    return probe_spec(
+                        self.endpoint, {}, startup_timeout=min(2.0, max(0.1, deadline - time.monotonic()))
+                    )
+                except RemotePolicyError as refused:
+                    cause = refused.__cause__
+                    if isinstance(cause, ConnectRefused) and cause.refusal is Refusal.FINAL:
+                        raise ServerFailed(
+                            f"the policy server refused its sessions: {refused.reason}",
+                            FailureKind.POLICY_SETUP_CRASH,
+                        ) from None
+            if time.monotonic() > deadline:
+                raise ServerFailed(
+                    self._said(f"did not answer within {timeout_s:g} s"), FailureKind.POLICY_SETUP_CRASH
+                )
+            time.sleep(0.05)
+
+    def _said(self, what: str) -> str:
+        with contextlib.suppress(Exception):
+            self._process.wait(timeout=1)
+        text = " ".join((self._out.text() + "\n" + self._log.text()).split())
+        return f"the policy server for {self.handler_ref} {what}" + (f": {text[-1500:]}" if text else "")

@@ -1,0 +1,83 @@
+"""What the hosted tests share: packing a folder as the Sequences SDK packs it, unpacking it as a
+registration does, and finding the processes a box left behind."""
+
+from __future__ import annotations
+
+import os
+import socket
+import textwrap
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from yardstick.hosted import sandbox
+from yardstick.hosted.bundle import Bundle, pack, unpack
+
+EXAMPLES = Path("/work/shared/sequences/examples")
+
+needs_bwrap = pytest.mark.skipif(not sandbox.available(), reason="bubblewrap cannot make a box here")
+
+
+def bundle_of(files: dict[str, str], where: Path) -> Bundle:
+    """`files` ({path: source}) written to a folder, packed as the SDK packs it and unpacked as a
+    registration unpacks it: the folder a version runs from."""
+    source = where / "source"
+    for name, text in files.items():
+        path = source / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    fmt, data, sha = pack(source)
+    return unpack(fmt, data, sha, where / "versions" / sha)
+
+
+def example(name: str, as_file: str) -> dict[str, str]:
+    return {as_file: (EXAMPLES / name).read_text()}
+
+
+def processes_mentioning(marker: str) -> list[int]:
+    """The live processes whose command line holds `marker` (this one excepted)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = next(
+                (line for line in (entry / "status").read_text().splitlines() if line.startswith("State:")),
+                "",
+            )
+        except OSError:
+            continue
+        if marker in cmdline and "zombie" not in state:
+            found.append(int(entry.name))
+    return found
+
+
+@contextmanager
+def listening() -> Iterator[int]:
+    """A TCP server on this machine's 127.0.0.1 that accepts whatever connects: its port."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+                conn.close()
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield int(server.getsockname()[1])
+    finally:
+        stop.set()
+        thread.join()
+        server.close()

@@ -1,0 +1,119 @@
+"""A registration's image: the default runs on the worker's Python; uv_pip_install steps install into an
+environment of the version's own (once), where yardstick stays importable and the build check runs; every
+step Yardstick cannot honour yet is refused by name."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hosted_helpers import bundle_of, needs_bwrap
+from yardstick.hosted.check import check_benchmark
+from yardstick.hosted.environments import MARKER, PrepareFailed, plan, prepare, worker_python
+from yardstick.hosted.errors import ImageRefused
+
+DEFAULT = {"base": "debian:12-slim", "steps": []}
+SIX = "six==1.16.0"
+
+
+def test_the_default_image_runs_on_the_workers_python(tmp_path: Path) -> None:
+    for image in (DEFAULT, None, {"steps": []}, {"base": None, "steps": [], "python": worker_python()}):
+        environment = prepare(image, tmp_path / "env")
+        assert environment.python == sys.executable and environment.folder is None
+    assert not (tmp_path / "env").exists()
+
+
+REFUSED: list[tuple[dict[str, Any], str, str]] = [
+    ({"base": "nvidia/cuda:12.4.1-runtime-ubuntu22.04", "steps": []}, "image.base", "policy images"),
+    ({"dockerfile": "FROM debian:12\n", "steps": []}, "image.dockerfile", "policy images"),
+    ({"base": "debian:12-slim", "steps": [], "python": "3.13"}, "image.python", "runs Python"),
+    ({"base": "debian:12-slim", "steps": [], "python": "image"}, "image.python", "runs Python"),
+    (
+        {**DEFAULT, "steps": [{"apt_install": ["ffmpeg"]}]},
+        "image.steps[0].apt_install",
+        "cannot be honoured yet",
+    ),
+    (
+        {**DEFAULT, "steps": [{"uv_pip_install": [SIX]}, {"run_commands": ["make"]}]},
+        "image.steps[1].run_commands",
+        "yet",
+    ),
+    ({**DEFAULT, "steps": [{"env": {"A": "1"}}]}, "image.steps[0].env", "yet"),
+    ({**DEFAULT, "steps": [{"add_local": {"src": "a", "dst": "/a"}}]}, "image.steps[0].add_local", "yet"),
+    ({**DEFAULT, "steps": [{"project": {"root": ""}}]}, "image.steps[0].project", "yet"),
+    (
+        {**DEFAULT, "steps": [{"uv_pip_install": ["--index-url=http://evil"]}]},
+        "image.steps[0].uv_pip_install[0]",
+        "pip option",
+    ),
+    (
+        {**DEFAULT, "steps": [{"uv_pip_install": ["not a requirement !"]}]},
+        "image.steps[0].uv_pip_install[0]",
+        "not a requirement",
+    ),
+    ({**DEFAULT, "steps": [{"brew": ["x"]}]}, "image.steps[0]", "no known step"),
+    ({**DEFAULT, "gpu": "L4"}, "image.gpu", "not a field"),
+]
+
+
+@pytest.mark.parametrize(("image", "field", "rule"), REFUSED)
+def test_what_cannot_be_honoured_yet_is_refused_by_name(
+    tmp_path: Path, image: dict[str, Any], field: str, rule: str
+) -> None:
+    with pytest.raises(ImageRefused) as refused:
+        prepare(image, tmp_path / "env")
+    assert refused.value.field == field
+    assert rule in refused.value.rule, refused.value.rule
+    assert not (tmp_path / "env").exists()
+
+
+@needs_bwrap
+def test_pip_steps_install_into_an_environment_of_the_versions_own_once(tmp_path: Path) -> None:
+    image = {**DEFAULT, "steps": [{"uv_pip_install": [SIX]}]}
+    assert plan(image) == (SIX,)
+    environment = prepare(image, tmp_path / "env")
+    assert environment.folder == (tmp_path / "env").resolve() and environment.requirements == (SIX,)
+    seen = subprocess.run(
+        [environment.python, "-c", "import six, numpy, yardstick; print(six.__version__)"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert seen.stdout.strip() == "1.16.0", seen.stderr
+    # The worker's own Python has no six: it is the version's alone.
+    assert subprocess.run([sys.executable, "-c", "import six"], capture_output=True).returncode != 0
+    made = (tmp_path / "env" / MARKER).stat().st_mtime_ns
+    assert prepare(image, tmp_path / "env") == environment
+    assert (tmp_path / "env" / MARKER).stat().st_mtime_ns == made  # found made, not made again
+
+    # The build check runs with it: a benchmark that imports what its image installs.
+    uses_six = {
+        "benchmark.py": """\
+        import six
+        import seq
+
+        @seq.benchmark(tasks={"a": six.text_type.__name__}, seeds=[0], max_seconds=1.0)
+        class UsesSix:
+            @seq.reset
+            def reset(self, task, seed):
+                return {}
+
+            @seq.step
+            def step(self, action):
+                return {}, True, True
+        """
+    }
+    folder = bundle_of(uses_six, tmp_path / "b").folder
+    assert check_benchmark(folder, "benchmark:UsesSix", python=environment.python, timeout_s=60).ready
+    assert not check_benchmark(folder, "benchmark:UsesSix", timeout_s=60).ready
+
+
+@needs_bwrap
+def test_an_install_that_fails_says_what_pip_said_and_leaves_no_environment(tmp_path: Path) -> None:
+    with pytest.raises(PrepareFailed, match=r"six==0\.0\.1"):
+        prepare({**DEFAULT, "steps": [{"uv_pip_install": ["six==0.0.1"]}]}, tmp_path / "env", timeout_s=120)
+    assert not (tmp_path / "env").exists()

@@ -1,0 +1,175 @@
+"""A box has no network, its own processes, a read-only root, a fresh /tmp, only its scratch folder to write
+to, and only the environment it is given; stopping it stops everything it started; no bwrap is a refusal
+that says what to install."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from hosted_helpers import listening, needs_bwrap, processes_mentioning
+from yardstick.hosted import sandbox
+from yardstick.hosted.errors import SandboxUnavailable
+
+pytestmark = needs_bwrap
+
+
+def python(box: sandbox.Box, code: str) -> sandbox.Finished:
+    return sandbox.run(box, [sys.executable, "-c", code], timeout_s=30)
+
+
+def test_a_box_cannot_reach_the_network(tmp_path: Path) -> None:
+    with listening() as port:
+        # The machine's own 127.0.0.1 answers here, and not in the box: the box's loopback is its own.
+        with __import__("socket").create_connection(("127.0.0.1", port), timeout=2):
+            pass
+        probe = f"""
+import socket
+for where in [("127.0.0.1", {port}), ("1.1.1.1", 80)]:
+    try:
+        socket.create_connection(where, timeout=2).close()
+        print("reached", where)
+    except OSError as exc:
+        print("refused", where, exc.errno)
+"""
+        finished = python(sandbox.Box(writable=(tmp_path,)), probe)
+    lines = finished.stdout.decode().splitlines()
+    assert [line.split()[0] for line in lines] == ["refused", "refused"], finished
+
+
+def test_a_box_writes_only_its_scratch_and_sees_a_fresh_tmp(tmp_path: Path) -> None:
+    code, scratch, outside = tmp_path / "code", tmp_path / "scratch", tmp_path / "outside"
+    for folder in (code, scratch, outside):
+        folder.mkdir()
+    (code / "benchmark.py").write_text("x = 1\n")
+    marker = Path("/tmp") / f"yardstick-host-file-{os.getpid()}"
+    marker.write_text("the machine's /tmp")
+    try:
+        probe = f"""
+import json
+import os
+import shutil
+for path in [{str(scratch / "ok")!r}, {str(code / "evil.py")!r}, {str(outside / "evil")!r}, "/etc/evil",
+             "/tmp/box-own"]:
+    try:
+        open(path, "w").write("x")
+        print("wrote", path)
+    except OSError as exc:
+        print("refused", path)
+print("sees-host-tmp", os.path.exists({str(marker)!r}))
+print("reads-code", open({str(code / "benchmark.py")!r}).read().strip())
+"""
+        finished = python(sandbox.Box(readable=(code,), writable=(scratch,)), probe)
+    finally:
+        marker.unlink()
+    said = dict(line.split(" ", 1)[::-1] for line in finished.stdout.decode().splitlines())
+    assert said[str(scratch / "ok")] == "wrote" and said["/tmp/box-own"] == "wrote"
+    assert said[str(code / "evil.py")] == said[str(outside / "evil")] == said["/etc/evil"] == "refused"
+    assert said["False"] == "sees-host-tmp" and said["x = 1"] == "reads-code"
+    assert (scratch / "ok").exists() and not (code / "evil.py").exists() and not (outside / "evil").exists()
+    assert not Path("/tmp/box-own").exists()
+
+
+def test_a_hidden_folder_is_empty_in_the_box_but_what_it_was_given_inside_it_shows(tmp_path: Path) -> None:
+    install = Path(tempfile.mkdtemp(prefix="ys-install-", dir="/var/tmp"))
+    try:
+        (install / "versions" / "v1").mkdir(parents=True)
+        (install / "versions" / "v1" / "benchmark.py").write_text("x = 1\n")
+        (install / "secret").write_text("the install's key")
+        finished = sandbox.run(
+            sandbox.Box(readable=(install / "versions" / "v1",), hidden=(install,)),
+            ["/bin/sh", "-c", f"cat {install}/versions/v1/benchmark.py; ls {install}; cat {install}/secret"],
+            timeout_s=10,
+        )
+    finally:
+        shutil.rmtree(install)
+    assert finished.stdout.decode().split() == ["x", "=", "1", "versions"]
+    assert b"key" not in finished.stdout
+
+
+def test_a_box_cannot_remount_what_it_was_given_read_only(tmp_path: Path) -> None:
+    (tmp_path / "code").mkdir()
+    finished = sandbox.run(
+        sandbox.Box(readable=(tmp_path / "code",)),
+        [
+            "/bin/sh",
+            "-c",
+            f"mount -o remount,rw,bind {tmp_path / 'code'} && echo remounted; touch {tmp_path}/code/x",
+        ],
+        timeout_s=10,
+    )
+    assert b"remounted" not in finished.stdout
+    assert not (tmp_path / "code" / "x").exists()
+
+
+def test_a_box_has_its_own_processes_and_only_the_environment_it_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("YARDSTICK_HOST_SECRET", "not for the box")
+    probe = f"""
+import json
+import os
+import shutil
+print(sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
+print(os.environ.get("YARDSTICK_HOST_SECRET"), os.environ.get("LAB_TOKEN"))
+try:
+    os.kill({os.getpid()}, 0)
+    print("sees the parent")
+except ProcessLookupError:
+    print("no parent")
+"""
+    finished = python(sandbox.Box(writable=(tmp_path,), env={"LAB_TOKEN": "t0k"}), probe)
+    pids, env, parent = finished.stdout.decode().splitlines()
+    assert len(json.loads(pids)) <= 3  # bwrap's init, python, maybe a transient
+    assert env == "None t0k"
+    assert parent == "no parent"
+
+
+def test_a_box_starts_quickly() -> None:
+    started = time.perf_counter()
+    finished = sandbox.run(sandbox.Box(), ["/bin/true"], timeout_s=10)
+    assert finished.returncode == 0
+    assert time.perf_counter() - started < 1.0
+
+
+def test_stopping_a_box_stops_everything_it_started(tmp_path: Path) -> None:
+    marker = "1234.5678"
+    process = sandbox.start(
+        sandbox.Box(writable=(tmp_path,)), ["/bin/sh", "-c", f"sleep {marker} & sleep {marker} & wait"]
+    )
+    deadline = time.monotonic() + 5
+    # bwrap, its init in the box, the shell and its two sleeps all carry the marker.
+    while len(processes_mentioning(marker)) < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(processes_mentioning(marker)) == 5
+    sandbox.stop(process)
+    assert processes_mentioning(marker) == []
+
+
+def test_a_run_past_its_time_is_cut() -> None:
+    started = time.perf_counter()
+    finished = sandbox.run(sandbox.Box(), ["/bin/sleep", "9876"], timeout_s=0.5)
+    assert finished.timed_out and finished.returncode < 0
+    assert time.perf_counter() - started < 3
+    assert processes_mentioning("sleep 9876") == []
+
+
+def test_no_bubblewrap_is_a_refusal_that_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap"):
+        sandbox.start(sandbox.Box(), ["/bin/true"])
+    assert not sandbox.available()
+
+
+def test_output_without_end_is_capped(tmp_path: Path) -> None:
+    finished = sandbox.run(sandbox.Box(), ["/bin/sh", "-c", "yes | head -c 5000000"], timeout_s=10)
+    assert len(finished.stdout) == sandbox.MAX_OUTPUT_BYTES
