@@ -89,7 +89,7 @@ def test_a_benchmark_and_a_policy_deploy_and_an_eval_meets_its_gate(platform: Ha
     assert "success: overall 100.0% (n=4)" in met.stdout
     assert "task left: 100.0% (n=2)" in met.stdout and "task right: 100.0% (n=2)" in met.stdout
     missed = seq(platform, "eval", "run", "reach-policy", "--benchmark", "reach-bench", "--trials", "1",
-                 "--gate", "distance<=0.0")  # fmt: skip
+                 "--gate", "success<=0.5")  # fmt: skip
     assert missed.returncode == 8, missed.stdout + missed.stderr
 
 
@@ -102,11 +102,13 @@ def test_benchmark_ls_and_tasks_show_what_was_registered(platform: Harness, fold
     assert "left" in tasks.stdout and "right" in tasks.stdout and "0-3" in tasks.stdout
 
 
-def test_the_same_code_is_the_same_version_and_other_code_the_next(platform: Harness, folders: Path) -> None:
+def test_the_same_code_is_the_same_version_and_other_code_the_next(
+    platform: Harness, folders: Path, tmp_path: Path
+) -> None:
     deployed(platform, folders, "reach-bench")
     again = seq(platform, "deploy", str(folders / "reach-bench"), "--dry-run")
     assert again.returncode == 0, again.stdout + again.stderr
-    changed = folders / "reach-bench-2"
+    changed = tmp_path / "reach-bench"
     shutil.copytree(folders / "reach-bench", changed)
     source = changed / "benchmark.py"
     source.write_text(source.read_text().replace("self.noise = noise", "self.noise = noise  # v2"))
@@ -123,6 +125,19 @@ def test_the_same_code_is_the_same_version_and_other_code_the_next(platform: Har
             .all()
         )
     assert numbers == [1, 2]
+    listed = seq(platform, "benchmark", "versions", "reach-bench")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert re.search(r"v2\s+in use", listed.stdout) and re.search(r"v1\s+ready", listed.stdout), listed.stdout
+
+
+def test_a_versions_source_is_the_code_it_deployed(platform: Harness, folders: Path, tmp_path: Path) -> None:
+    done = deployed(platform, folders, "reach-policy")
+    assert "the platform holds the same files" in done.stdout, done.stdout
+    fetched = seq(platform, "policy", "source", "reach-policy", "-o", str(tmp_path / "got"))
+    assert fetched.returncode == 0, fetched.stdout + fetched.stderr
+    assert "the same as the version's" in fetched.stdout, fetched.stdout
+    original = folders / "reach-policy" / "policy.py"
+    assert (tmp_path / "got" / "policy.py").read_text() == original.read_text()
 
 
 def test_a_vectorized_benchmark_plays_its_worlds(platform: Harness, folders: Path) -> None:
@@ -160,26 +175,35 @@ def test_a_deployments_settings_are_read_and_changed(platform: Harness, folders:
 def test_the_same_classes_give_the_same_episodes_in_process(
     platform: Harness, folders: Path, tmp_path: Path
 ) -> None:
+    """The deployment's settings reach its infer calls: the door's episodes at gain 0.5 are the local ones
+    at gain 0.5, and not those at the code's default."""
     deployed(platform, folders, "reach-bench")
     deployed(platform, folders, "reach-policy")
+    assert seq(platform, "policy", "set", "reach-policy", "params.gain=0.5").returncode == 0
     ran = seq(platform, "eval", "run", "reach-policy", "--benchmark", "reach-bench", "--trials", "3")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
     door = sorted(
         (r["task"], r["seed"], r["success"], r["steps"]) for r in csv_rows(platform, eval_id_of(ran.stdout))
     )
-    local = subprocess.run(
-        [sys.executable, "-m", "yardstick.cli", "eval", "run",
-         "-b", f"{folders / 'reach-bench' / 'benchmark.py'}:ReachBench",
-         "-p", f"{folders / 'reach-policy' / 'policy.py'}:ReachPolicy",
-         "--trials", "3", "--workers", "0", "--out", str(tmp_path / "local")],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert local.returncode == 0, local.stdout + local.stderr
-    with (tmp_path / "local" / "episodes.csv").open() as table:
-        mine = sorted(
-            (e["task"], e["seed"], "true" if e["success"] == "True" else "false", e["steps"])
-            for e in csv.DictReader(table)
-        )
-    assert door == mine
+
+    def local(gain: float) -> list[tuple[str, str, str, str]]:
+        out = tmp_path / f"local-{gain}"
+        done = subprocess.run(
+            [sys.executable, "-m", "yardstick.cli", "eval", "run",
+             "-b", f"{folders / 'reach-bench' / 'benchmark.py'}:ReachBench",
+             "-p", f"{folders / 'reach-policy' / 'policy.py'}:ReachPolicy",
+             "--trials", "3", "--in-process", "--param", f"policy.gain={gain}", "--out", str(out)],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        with (out / "episodes.csv").open() as table:
+            return sorted(
+                (e["task"], e["seed"], "true" if e["success"] == "True" else "false", e["steps"])
+                for e in csv.DictReader(table)
+            )
+
+    assert door == local(0.5)
+    assert door != local(1.0)
 
 
 # --- bundles refused ---------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from yardstick.core.refusals import Refusal, RefusalKind, bad_request, not_found
 from yardstick.core.secrets import Secrets
-from yardstick.hosted.bundle import unpack
+from yardstick.hosted.bundle import pack_bytes, tree_sha256, unpack
 from yardstick.hosted.check import check_benchmark, check_policy
 from yardstick.hosted.environments import PrepareFailed, prepare
 from yardstick.hosted.environments import plan as image_plan
@@ -113,18 +113,23 @@ class Hosting:
                 if latest.status in (BuildStatus.FAILED, BuildStatus.CANCELED):
                     latest.status, latest.error = BuildStatus.BUILDING, None
                     latest.declared = dict(upload.declared)
-                    self._start(latest.id)
-                return latest
+                    rebuild = latest
+                else:
+                    return latest
             number = (latest.number + 1) if latest is not None else 1
             folder = f"{org_id:x}/{upload.kind}/{upload.name}/v{number}-{upload.code_sha256[:12]}"
             try:
-                unpack(upload.code_format, upload.code_data, upload.code_sha256, self.root / folder / "code")
+                bundle = unpack(
+                    upload.code_format, upload.code_data, upload.code_sha256, self.root / folder / "code"
+                )
             except BundleRefused as refused:
+                _prune_empty(self.root / folder, self.root)
                 raise bad_request(str(refused), field=refused.field) from None
             version = HostedVersion(
                 hosted_id=hosted.id,
                 number=number,
                 code_sha256=upload.code_sha256,
+                tree_sha256=tree_sha256(bundle.folder),
                 handler_ref=upload.handler_ref,
                 folder=folder,
                 declared={
@@ -136,8 +141,10 @@ class Hosting:
             )
             session.add(version)
             session.flush()
-            self._start(version.id)
-            return version
+            rebuild = version
+        # The build reads the version in a session of its own: it starts once this one is committed.
+        self._start(rebuild.id)
+        return rebuild
 
     def _checked_upload(self, org_id: int, upload: Upload) -> None:
         try:
@@ -279,6 +286,27 @@ class Hosting:
             ).scalar_one_or_none()
         return None if version is None else (hosted, version)
 
+    def versions(self, org_id: int, kind: HostedKind, name: str) -> tuple[Hosted, list[HostedVersion]]:
+        """A hosted benchmark's or policy's versions, newest first."""
+        with self.db.reading() as session:
+            hosted = _hosted(session, org_id, kind, name)
+            if hosted is None or hosted.removed_at is not None:
+                raise not_found(f"{kind}: no {kind} {name!r} in your organization")
+            rows = session.execute(
+                select(HostedVersion)
+                .where(HostedVersion.hosted_id == hosted.id)
+                .order_by(HostedVersion.number.desc())
+            ).scalars()
+            return hosted, list(rows)
+
+    def source(self, org_id: int, kind: HostedKind, name: str, number: int) -> bytes:
+        """The code of one version as a tar.gz of its files, as they were unpacked."""
+        _, versions = self.versions(org_id, kind, name)
+        version = next((v for v in versions if v.number == number), None)
+        if version is None:
+            raise not_found(f"version: {kind} {name!r} has no version {number}")
+        return pack_bytes(self.root / version.folder / "code", top=f"{name}-v{number}")
+
     def listed(self, org_id: int, kind: HostedKind) -> list[tuple[Hosted, HostedVersion]]:
         with self.db.reading() as session:
             rows = session.execute(
@@ -366,6 +394,16 @@ def _latest(session: Session, hosted_id: int) -> HostedVersion | None:
         .order_by(HostedVersion.number.desc())
         .limit(1)
     ).scalar_one_or_none()
+
+
+def _prune_empty(folder: Path, root: Path) -> None:
+    """Remove `folder` and its parents up to `root` while they are empty: a refused bundle leaves no trace."""
+    while folder != root and root in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:
+            return  # not empty (another version lives there), or already gone
+        folder = folder.parent
 
 
 def _folder(db: Database, version_id: int) -> str:

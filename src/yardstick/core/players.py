@@ -158,6 +158,13 @@ class Players:
         except (Refusal, ValueError) as exc:
             raise BuildError(f"the hosted version {version_id} cannot be played: {exc}", setup) from None
 
+    def forget(self, player: Player) -> None:
+        """Close `player` and build afresh next time: it failed in a way that may have left it broken."""
+        for key, kept in list(self._players.items()):
+            if kept is player:
+                del self._players[key]
+        player.close()
+
     def close(self) -> None:
         for player in self._players.values():
             player.close()

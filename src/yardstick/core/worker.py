@@ -36,7 +36,7 @@ from sqlalchemy.exc import OperationalError
 from yardstick.core import lifecycle
 from yardstick.core.artifacts import LocalArtifactStore
 from yardstick.core.ledger import Ledger
-from yardstick.core.players import Players
+from yardstick.core.players import Player, Players
 from yardstick.core.settings import Settings
 from yardstick.engine.failures import FailureKind
 from yardstick.engine.guard import Call, CallBeacon
@@ -96,7 +96,7 @@ class PlatformWorker:
         self.poll_s = poll_s
         self.call_timeout_s = settings.call_timeout_s
         self.stopping = threading.Event()
-                self._warm: set[str] = set()  # tasks this worker has played: their worlds are built
+        self._warm: set[str] = set()  # tasks this worker has played: their worlds are built
         # Episodes record here, then their files go to the artifact store and leave this folder.
         self._recordings = Path(tempfile.mkdtemp(prefix="yardstick-recording-"))
         self._beaten_at = -math.inf
@@ -273,6 +273,16 @@ class PlatformWorker:
             )
             pending.clear()
             return False
+        except Exception as exc:  # the worker's own fault: the run says so, and the worker goes on
+            log.exception("worker %s: starting endpoint %r failed", self.name, episodes[0].endpoint)
+            self.lifecycle.fail(
+                batch.run_id,
+                FailureKind.WORKER_LOST,
+                f"endpoint {episodes[0].endpoint!r} could not be started by worker {self.name}:"
+                f" {type(exc).__name__}: {exc}",
+            )
+            pending.clear()
+            return False
         by_index = {e.index: e for e in episodes}
         self._warm.update(e.task_id for e in episodes)
         specs = [
@@ -280,7 +290,7 @@ class PlatformWorker:
             for e in episodes
         ]
         results = player.run(self._until(specs, by_index))
-        while (result := self._engine(lambda: next(results, None))) is not None:
+        while (result := self._next_result(batch, player, results, pending)) is not None:
             episode = by_index[result.index]
             self._playing.pop(result.index, None)
             pending.pop(episode.id, None)
@@ -345,6 +355,29 @@ class PlatformWorker:
         if videos:
             record["videos"] = videos
         return written
+
+    def _next_result(
+        self,
+        batch: BatchWork,
+        player: Player,
+        results: Iterator[EpisodeResult],
+        pending: dict[int, LeasedEpisode],
+    ) -> EpisodeResult | None:
+        """The next result, or None when the batch is done. The engine fails episodes for what policies and
+        benchmarks do; an exception out of it is the worker's own fault, which ends the run with its reason
+        (handing the episodes back would replay the same fault for ever)."""
+        try:
+            return self._engine(lambda: next(results, None))
+        except Exception as exc:
+            log.exception("worker %s: playing run %s failed", self.name, batch.run_id)
+            self.players.forget(player)
+            self.lifecycle.fail(
+                batch.run_id,
+                FailureKind.WORKER_LOST,
+                f"worker {self.name} failed playing it: {type(exc).__name__}: {exc}",
+            )
+            pending.clear()
+            return None
 
     def _engine(self, step: Callable[[], T]) -> T:
         """`step()`, in the engine: where `interrupt` may cut it."""

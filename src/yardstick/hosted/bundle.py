@@ -115,8 +115,36 @@ def decode(format: str, data_b64: str, sha256: str) -> bytes:
     return raw
 
 
+def tree_sha256(folder: Path) -> str:
+    """The hash of the files under `folder` as the Sequences SDK names a code tree (what `seq deploy` prints
+    as "tree sha256" and checks a version's source against): sha256 over sorted `path<TAB>size<TAB>sha256`
+    lines."""
+    root = Path(folder)
+    lines = []
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            name = path.relative_to(root).as_posix()
+            lines.append((name.encode(), f"{name}\t{path.stat().st_size}\t{_file_sha256(path)}\n"))
+    return hashlib.sha256("".join(line for _, line in sorted(lines)).encode()).hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def pack(folder: Path) -> tuple[str, str, str]:
     """(format, base64 data, sha256) of a deterministic bundle of every file under `folder`."""
+    raw = pack_bytes(folder)
+    return FORMAT, base64.b64encode(raw).decode("ascii"), hashlib.sha256(raw).hexdigest()
+
+
+def pack_bytes(folder: Path, top: str = "") -> bytes:
+    """A deterministic tar.gz of every file under `folder` (names sorted, times and owners zeroed), under a
+    top folder `top` when one is named."""
     root = Path(folder)
     files = sorted((path.relative_to(root).as_posix(), path) for path in root.rglob("*") if path.is_file())
     buffer = io.BytesIO()
@@ -125,13 +153,12 @@ def pack(folder: Path) -> tuple[str, str, str]:
         tarfile.open(fileobj=compressed, mode="w", format=tarfile.PAX_FORMAT) as tar,
     ):
         for name, path in files:
-            info = tarfile.TarInfo(name)
+            info = tarfile.TarInfo(f"{top}/{name}" if top else name)
             info.size = path.stat().st_size
             info.mode, info.mtime, info.uid, info.gid, info.uname, info.gname = 0o644, 0, 0, 0, "", ""
             with path.open("rb") as source:
                 tar.addfile(info, source)
-    raw = buffer.getvalue()
-    return FORMAT, base64.b64encode(raw).decode("ascii"), hashlib.sha256(raw).hexdigest()
+    return buffer.getvalue()
 
 
 def _record(dest: Path) -> Path:

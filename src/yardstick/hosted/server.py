@@ -15,10 +15,10 @@ up in time) raises `ServerFailed`, a `Failed` of kind POLICY_SETUP_CRASH, with w
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
@@ -65,10 +65,9 @@ class BoxedPolicyServer:
         self.handler_ref = handler_ref
         socket_dir = Path(socket_dir).resolve()
         socket_dir.mkdir(parents=True, exist_ok=True)
-        name = hashlib.sha256(f"{self.folder}:{handler_ref}".encode()).hexdigest()[:12]
-        # A folder of its own: the box writes there alone, and cannot touch another server's socket.
-        own = socket_dir / f"policy-{name}"
-        own.mkdir(exist_ok=True)
+        # A folder of its own: the box writes there alone, and cannot touch another server's socket (another
+        # server of the same code, with other parameters, too).
+        own = Path(tempfile.mkdtemp(prefix="policy-", dir=socket_dir))
         self.socket = own / "policy.sock"
         if len(str(self.socket).encode()) > MAX_SOCKET_PATH:
             raise ValueError(

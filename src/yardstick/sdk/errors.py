@@ -8,8 +8,8 @@ class AuthoringError(ValueError):
 
 
 class InstallIncomplete(AuthoringError):
-    """Something this install lacks (a simulator a built-in needs). Fixing it is the user's in a local run, and
-    the platform's when a platform's worker lacks it."""
+    """Something this install lacks (a simulator a built-in needs). Fixing it is the user's in a local run,
+    and the platform's when a platform's worker lacks it."""
 
 
 class SpecError(AuthoringError):

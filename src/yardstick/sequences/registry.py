@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from yardstick.core.accounts import Caller
 from yardstick.core.hosting import Hosting, Upload
@@ -186,6 +186,18 @@ def router(hosting: Hosting) -> APIRouter:
             {"benchmark": name, "evals": evals, "total": len(evals), "offset": 0, "next_cursor": None}
         )
 
+    @door.get("/v1/benchmarks/{name}/builds")
+    def benchmark_builds(name: str, who: Who) -> JSONResponse:
+        """A benchmark's versions, newest first, each one's build; `serving` marks the one new evals run."""
+        _, versions = hosting.versions(_org(who), HostedKind.BENCHMARK, name)
+        return JSONResponse({"benchmark": name, "builds": _builds(versions)})
+
+    @door.get("/v1/benchmarks/{name}/versions/{number}/source", response_class=Response)
+    def benchmark_source(name: str, number: int, who: Who) -> Response:
+        """The code of one version, as it was registered (a tar.gz under `<name>-v<number>/`)."""
+        data = hosting.source(_org(who), HostedKind.BENCHMARK, name, number)
+        return Response(data, media_type="application/gzip")
+
     @door.post("/v1/benchmarks/{name}/cancel")
     def cancel_benchmark(name: str, who: Who) -> JSONResponse:
         version = hosting.cancel(_org(who), HostedKind.BENCHMARK, name)
@@ -221,6 +233,46 @@ def router(hosting: Hosting) -> APIRouter:
     def deployment_status(name: str, who: Who) -> JSONResponse:
         hosted, version = hosting.current(_org(who), HostedKind.POLICY, name)
         return JSONResponse(_deployment_status(hosted, version).model_dump(mode="json", exclude_none=True))
+
+    @door.get("/v1/deployments/{name}/versions")
+    def deployment_versions(name: str, who: Who) -> JSONResponse:
+        """A deployment's versions, newest first: `serving` (or `stopped`) the one evals call, `kept` older
+        ready ones, else how the build went; `code.sha256` the tree hash the SDK prints."""
+        hosted, versions = hosting.versions(_org(who), HostedKind.POLICY, name)
+        serving = _serving(versions)
+        rows = []
+        for version in versions:
+            if version.number == serving:
+                state = "stopped" if hosted.stopped else "serving"
+            elif version.status == BuildStatus.READY:
+                state = "kept"
+            else:
+                state = str(version.status)
+            rows.append(
+                {
+                    "version": version.number,
+                    "state": state,
+                    "gpu": (version.declared.get("gpu") or None),
+                    "template": None,
+                    "weights": None,
+                    "code": {"sha256": version.tree_sha256, "bundle_sha256": version.code_sha256},
+                    "handler_ref": version.handler_ref,
+                    "created_at": version.created_at.isoformat(),
+                    "error": version.error,
+                }
+            )
+        return JSONResponse({"deployment": name, "data": rows})
+
+    @door.get("/v1/deployments/{name}/builds")
+    def deployment_builds(name: str, who: Who) -> JSONResponse:
+        _, versions = hosting.versions(_org(who), HostedKind.POLICY, name)
+        return JSONResponse({"deployment": name, "builds": _builds(versions)})
+
+    @door.get("/v1/deployments/{name}/versions/{number}/source", response_class=Response)
+    def deployment_source(name: str, number: int, who: Who) -> Response:
+        """The code of one version, as it was deployed (a tar.gz under `<name>-v<number>/`)."""
+        data = hosting.source(_org(who), HostedKind.POLICY, name, number)
+        return Response(data, media_type="application/gzip")
 
     @door.delete("/v1/deployments/{name}")
     def remove_deployment(name: str, who: Who) -> JSONResponse:
@@ -304,6 +356,34 @@ def router(hosting: Hosting) -> APIRouter:
         )
 
     return door
+
+
+def _serving(versions: list[HostedVersion]) -> int | None:
+    """The version evals run: the newest that passed its check (a newer one building does not displace it)."""
+    return next((v.number for v in versions if v.status == BuildStatus.READY), None)
+
+
+def _builds(versions: list[HostedVersion]) -> list[dict[str, Any]]:
+    serving = _serving(versions)
+    rows = []
+    for version in versions:
+        took = (
+            (version.built_at - version.created_at).total_seconds() if version.built_at is not None else None
+        )
+        checked = version.checked or {}
+        rows.append(
+            {
+                "version": version.number,
+                "state": str(version.status),
+                "serving": version.number == serving,
+                "duration_s": round(took, 3) if took is not None else None,
+                "failed_stage": checked.get("stage") if version.status == BuildStatus.FAILED else None,
+                "error": version.error,
+                "why": None,
+                "code": {"sha256": version.tree_sha256},
+            }
+        )
+    return rows
 
 
 def _setting(key: str, settings: dict[str, Any], code: Any, reads: str) -> dict[str, Any]:

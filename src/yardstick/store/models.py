@@ -479,7 +479,8 @@ class HostedVersion(Base):
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
     hosted_id: Mapped[int] = mapped_column(ForeignKey("hosted.id", ondelete="CASCADE"), index=True)
     number: Mapped[int] = mapped_column(Integer)
-    code_sha256: Mapped[str] = mapped_column(Chars(64))
+    code_sha256: Mapped[str] = mapped_column(Chars(64))  # of the bundle: the same bytes, the same version
+    tree_sha256: Mapped[str] = mapped_column(Chars(64))  # of the unpacked files, as the SDK hashes a folder
     handler_ref: Mapped[str] = mapped_column(Chars(300))
     folder: Mapped[str] = mapped_column(Chars(500))  # the unpacked code, relative to the hosted root
     declared: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

@@ -10,6 +10,7 @@ the episode (or nothing) when it ends. Deployment-only arguments are kept in `cl
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Callable
@@ -155,6 +156,8 @@ def _register(cls: _C, kw: dict[str, Any]) -> _C:
     except ParamError as exc:
         raise PolicyDefinitionError(owner, exc.field, exc.rule) from None
 
+    if params:
+        infer = _handed_infer_params(cls, bound[INFER], infer, set(params))
     ys.infer(infer)
     _episode_hooks(cls, bound)
     chunk = valid if valid is not None else MAX_CHUNK
@@ -185,6 +188,38 @@ def _register(cls: _C, kw: dict[str, Any]) -> _C:
         },
     )
     return decorated
+
+
+def _handed_infer_params(cls: type, name: str, infer: Callable[..., Any], names: set[str]) -> Any:
+    """The SDK declares a policy's parameters on its infer method; Yardstick hands a policy its parameters at
+    construction (an eval's `policy.<name>`, a deployment's `params.<name>`). So the constructor takes them by
+    name and every infer call is handed them, unless the call names them itself. Returns the new infer."""
+    built = cls.__init__  # type: ignore[misc]
+    built_signature = inspect.signature(built)
+
+    @functools.wraps(built)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        self.__seq_infer_params__ = {key: kwargs.pop(key) for key in list(kwargs) if key in names}
+        built(self, *args, **kwargs)
+
+    takes = [p for p in built_signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    keywords = [p for p in takes if p.kind is p.KEYWORD_ONLY]
+    rest = [p for p in takes if p.kind is not p.KEYWORD_ONLY]
+    infer_signature = inspect.signature(infer).parameters
+    handed = [
+        infer_signature[key].replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        for key in infer_signature
+        if key in names and key not in built_signature.parameters
+    ]
+    __init__.__signature__ = built_signature.replace(parameters=[*rest, *keywords, *handed])  # type: ignore[attr-defined]
+
+    @functools.wraps(infer)
+    def handed_infer(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return infer(self, *args, **{**getattr(self, "__seq_infer_params__", {}), **kwargs})
+
+    cls.__init__ = __init__  # type: ignore[misc]
+    setattr(cls, name, handed_infer)
+    return handed_infer
 
 
 def default_name(class_name: str) -> str:

@@ -39,6 +39,7 @@ def upgrade() -> None:
         sa.Column("hosted_id", sa.BigInteger(), nullable=False),
         sa.Column("number", sa.Integer(), nullable=False),
         sa.Column("code_sha256", sa.String(length=64), nullable=False),
+        sa.Column("tree_sha256", sa.String(length=64), nullable=False),
         sa.Column("handler_ref", sa.String(length=300), nullable=False),
         sa.Column("folder", sa.String(length=500), nullable=False),
         sa.Column("declared", sa.JSON(), nullable=False),
