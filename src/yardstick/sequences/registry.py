@@ -19,7 +19,7 @@ from yardstick.core.platform import Platform
 from yardstick.core.refusals import bad_request
 from yardstick.core.runs import org_for
 from yardstick.http.auth import Plat, Who
-from yardstick.http.routing import door_router
+from yardstick.http.routing import door_router, refusals
 from yardstick.sequences import report
 from yardstick.sequences.errors import SEQUENCES
 from yardstick.sequences.models import (
@@ -110,7 +110,7 @@ def router(hosting: Hosting) -> APIRouter:
 
     # --- benchmarks ---------------------------------------------------------------------------------------
 
-    @door.post("/v1/benchmarks/validate", response_model=BenchmarkValidateResponse)
+    @door.post("/v1/benchmarks/validate", response_model=BenchmarkValidateResponse, responses=refusals(409))
     def validate_benchmark(body: BenchmarkRegisterRequest, who: Who) -> JSONResponse:
         """What registering would do: a new benchmark, a new version, or the same code again."""
         state, version = hosting.would(_org(who), _benchmark_upload(body))
@@ -119,14 +119,16 @@ def router(hosting: Hosting) -> APIRouter:
         )
         return JSONResponse(shown.model_dump(mode="json"))
 
-    @door.post("/v1/benchmarks", response_model=BenchmarkStatusResponse, status_code=202)
+    @door.post(
+        "/v1/benchmarks", response_model=BenchmarkStatusResponse, status_code=202, responses=refusals(409)
+    )
     def register_benchmark(body: BenchmarkRegisterRequest, who: Who) -> JSONResponse:
         version = hosting.register(_org(who), _benchmark_upload(body))
         version = hosting.wait(version.id, BUILD_WAIT_S)
         shown = _benchmark_status(body.name, version)
         return JSONResponse(shown.model_dump(mode="json", exclude_none=True), status_code=202)
 
-    @door.get("/v1/benchmarks", tags=["sequences: benchmarks and deployments"])
+    @door.get("/v1/benchmarks")
     def list_benchmarks(
         who: Who,
         limit: Annotated[int, Query(ge=1, le=500)] = PAGE,
@@ -144,12 +146,12 @@ def router(hosting: Hosting) -> APIRouter:
             }
         )
 
-    @door.get("/v1/benchmarks/{name}", response_model=BenchmarkStatusResponse)
+    @door.get("/v1/benchmarks/{name}", response_model=BenchmarkStatusResponse, responses=refusals(404, 409))
     def benchmark_status(name: str, who: Who) -> JSONResponse:
         _, version = hosting.current(_org(who), HostedKind.BENCHMARK, name)
         return JSONResponse(_benchmark_status(name, version).model_dump(mode="json", exclude_none=True))
 
-    @door.get("/v1/benchmarks/{name}/tasks")
+    @door.get("/v1/benchmarks/{name}/tasks", responses=refusals(404, 409))
     def benchmark_tasks(name: str, who: Who) -> JSONResponse:
         _, version = hosting.current(_org(who), HostedKind.BENCHMARK, name)
         declaration = (version.checked or {}).get("declaration") or {}
@@ -176,7 +178,7 @@ def router(hosting: Hosting) -> APIRouter:
             }
         )
 
-    @door.get("/v1/benchmarks/{name}/evals")
+    @door.get("/v1/benchmarks/{name}/evals", responses=refusals(404, 409))
     def benchmark_evals(
         name: str, plat: Plat, who: Who, limit: Annotated[int, Query(ge=1, le=500)] = PAGE
     ) -> JSONResponse:
@@ -186,38 +188,42 @@ def router(hosting: Hosting) -> APIRouter:
             {"benchmark": name, "evals": evals, "total": len(evals), "offset": 0, "next_cursor": None}
         )
 
-    @door.get("/v1/benchmarks/{name}/builds")
+    @door.get("/v1/benchmarks/{name}/builds", responses=refusals(404, 409))
     def benchmark_builds(name: str, who: Who) -> JSONResponse:
         """A benchmark's versions, newest first, each one's build; `serving` marks the one new evals run."""
         _, versions = hosting.versions(_org(who), HostedKind.BENCHMARK, name)
         return JSONResponse({"benchmark": name, "builds": _builds(versions)})
 
-    @door.get("/v1/benchmarks/{name}/versions/{number}/source", response_class=Response)
+    @door.get(
+        "/v1/benchmarks/{name}/versions/{number}/source",
+        response_class=Response,
+        responses=refusals(404, 409),
+    )
     def benchmark_source(name: str, number: int, who: Who) -> Response:
         """The code of one version, as it was registered (a tar.gz under `<name>-v<number>/`)."""
         data = hosting.source(_org(who), HostedKind.BENCHMARK, name, number)
         return Response(data, media_type="application/gzip")
 
-    @door.post("/v1/benchmarks/{name}/cancel")
+    @door.post("/v1/benchmarks/{name}/cancel", responses=refusals(404, 409))
     def cancel_benchmark(name: str, who: Who) -> JSONResponse:
         version = hosting.cancel(_org(who), HostedKind.BENCHMARK, name)
         return JSONResponse({"name": name, "version": version.number, "status": "canceled", "runs": 0})
 
-    @door.delete("/v1/benchmarks/{name}")
+    @door.delete("/v1/benchmarks/{name}", responses=refusals(404, 409))
     def remove_benchmark(name: str, who: Who) -> JSONResponse:
         hosting.remove(_org(who), HostedKind.BENCHMARK, name)
         return JSONResponse({"name": name, "removed": True})
 
     # --- deployments ----------------------------------------------------------------------------------------
 
-    @door.post("/v1/deployments/validate")
+    @door.post("/v1/deployments/validate", responses=refusals(409))
     def validate_deployment(body: DeploymentRequest, who: Who) -> JSONResponse:
         state, version = hosting.would(_org(who), _policy_upload(body))
         return JSONResponse(
             {"ok": True, "name": body.name, "state": state, "version": version, "contract": CONTRACT}
         )
 
-    @door.post("/v1/deployments", response_model=DeploymentAccepted, status_code=202)
+    @door.post("/v1/deployments", response_model=DeploymentAccepted, status_code=202, responses=refusals(409))
     def deploy(body: DeploymentRequest, who: Who) -> JSONResponse:
         version = hosting.register(_org(who), _policy_upload(body))
         hosting.wait(version.id, BUILD_WAIT_S)
@@ -229,12 +235,12 @@ def router(hosting: Hosting) -> APIRouter:
         rows = hosting.listed(_org(who), HostedKind.POLICY)
         return JSONResponse({"data": [_deployment_row(hosted, version) for hosted, version in rows]})
 
-    @door.get("/v1/deployments/{name}", response_model=DeploymentStatusResponse)
+    @door.get("/v1/deployments/{name}", response_model=DeploymentStatusResponse, responses=refusals(404, 409))
     def deployment_status(name: str, who: Who) -> JSONResponse:
         hosted, version = hosting.current(_org(who), HostedKind.POLICY, name)
         return JSONResponse(_deployment_status(hosted, version).model_dump(mode="json", exclude_none=True))
 
-    @door.get("/v1/deployments/{name}/versions")
+    @door.get("/v1/deployments/{name}/versions", responses=refusals(404, 409))
     def deployment_versions(name: str, who: Who) -> JSONResponse:
         """A deployment's versions, newest first: `serving` (or `stopped`) the one evals call, `kept` older
         ready ones, else how the build went; `code.sha256` the tree hash the SDK prints."""
@@ -263,33 +269,37 @@ def router(hosting: Hosting) -> APIRouter:
             )
         return JSONResponse({"deployment": name, "data": rows})
 
-    @door.get("/v1/deployments/{name}/builds")
+    @door.get("/v1/deployments/{name}/builds", responses=refusals(404, 409))
     def deployment_builds(name: str, who: Who) -> JSONResponse:
         _, versions = hosting.versions(_org(who), HostedKind.POLICY, name)
         return JSONResponse({"deployment": name, "builds": _builds(versions)})
 
-    @door.get("/v1/deployments/{name}/versions/{number}/source", response_class=Response)
+    @door.get(
+        "/v1/deployments/{name}/versions/{number}/source",
+        response_class=Response,
+        responses=refusals(404, 409),
+    )
     def deployment_source(name: str, number: int, who: Who) -> Response:
         """The code of one version, as it was deployed (a tar.gz under `<name>-v<number>/`)."""
         data = hosting.source(_org(who), HostedKind.POLICY, name, number)
         return Response(data, media_type="application/gzip")
 
-    @door.delete("/v1/deployments/{name}")
+    @door.delete("/v1/deployments/{name}", responses=refusals(404, 409))
     def remove_deployment(name: str, who: Who) -> JSONResponse:
         hosting.remove(_org(who), HostedKind.POLICY, name)
         return JSONResponse({"name": name, "removed": True})
 
-    @door.post("/v1/deployments/{name}/stop")
+    @door.post("/v1/deployments/{name}/stop", responses=refusals(404, 409))
     def stop_deployment(name: str, who: Who) -> JSONResponse:
         hosting.set_stopped(_org(who), name, True)
         return JSONResponse({"name": name, "status": "stopped"})
 
-    @door.post("/v1/deployments/{name}/start")
+    @door.post("/v1/deployments/{name}/start", responses=refusals(404, 409))
     def start_deployment(name: str, who: Who) -> JSONResponse:
         hosting.set_stopped(_org(who), name, False)
         return JSONResponse({"name": name, "status": "ready"})
 
-    @door.get("/v1/deployments/{name}/settings")
+    @door.get("/v1/deployments/{name}/settings", responses=refusals(404, 409))
     def deployment_settings(name: str, who: Who) -> JSONResponse:
         """The settings Yardstick honours: each inference parameter (`params.<name>`, what every episode begun
         after a change runs with) and `timeouts.request` (how long one inference may take)."""
@@ -301,7 +311,7 @@ def router(hosting: Hosting) -> APIRouter:
         rows.append(_setting("timeouts.request", hosted.settings, None, "workers"))
         return JSONResponse({"deployment": name, "rev": hosted.settings_rev, "settings": rows})
 
-    @door.patch("/v1/deployments/{name}/settings")
+    @door.patch("/v1/deployments/{name}/settings", responses=refusals(404, 409))
     def change_deployment_settings(name: str, body: SettingsChange, who: Who) -> JSONResponse:
         hosted, version = hosting.current(_org(who), HostedKind.POLICY, name)
         declaration = (version.checked or {}).get("declaration") or {}
@@ -345,7 +355,7 @@ def router(hosting: Hosting) -> APIRouter:
             }
         )
 
-    @door.get("/v1/deployments/{name}/evals")
+    @door.get("/v1/deployments/{name}/evals", responses=refusals(404, 409))
     def deployment_evals(
         name: str, plat: Plat, who: Who, limit: Annotated[int, Query(ge=1, le=500)] = PAGE
     ) -> JSONResponse:
