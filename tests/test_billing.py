@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -594,3 +595,45 @@ def test_the_credits_commands_read_buy_and_page_for_the_sole_org(shop: Harness) 
     both = credits_cli(shop, "cli-two", "account")
     assert both.exit_code == 2 and "--org: required (you belong to" in both.stderr
     assert credits_cli(shop, "cli-two", "account", "--org", "cli-co").exit_code == 0
+
+
+def test_a_sequences_eval_with_a_spend_cap_plays_what_the_cap_covers_and_stops_there(worker: Harness) -> None:
+    """`spend_cap_usd` (credits are the install's dollars): an eval is cut, before it is filed, to the most
+    episodes whose held cost stays within the cap — the lowest trials of every task — and says so."""
+    shop = worker
+    customer(shop, "capped", credits="5")
+    headers = {"Authorization": f"Bearer {shop.keys['capped-a']}"}
+
+    def post(**body: Any) -> httpx.Response:
+        asked = {"model": "rows", "benchmark": "toys.tally", "trials": 4, **body}
+        return httpx.post(f"{shop.url}/v1/eval", json=asked, headers=headers, timeout=30)
+
+    whole = post(dry_run=True).json()["estimate"]["cost_usd"]
+    assert whole > 0
+    cap = whole / 2
+    started = post(spend_cap_usd=cap)
+    assert started.status_code == 200, started.text
+    assert 0 < started.json()["estimate"]["cost_usd"] <= cap
+    eval_id = started.json()["eval_id"]
+    deadline = time.monotonic() + 120
+    while (report := httpx.get(f"{shop.url}/v1/eval/{eval_id}", headers=headers).json())["status"] not in (
+        "completed", "failed",
+    ):  # fmt: skip
+        assert time.monotonic() < deadline, report
+        time.sleep(0.3)
+    assert report["status"] == "completed" and report["incomplete"] is True
+    assert report["stop_reason"] == "spend_cap" and report["cost_usd"] <= cap
+    table = httpx.get(f"{shop.url}/v1/eval/{eval_id}/episodes.csv", headers=headers).text.splitlines()
+    head = table[0].split(",")
+    kept = [dict(zip(head, line.split(","), strict=True)) for line in table[1:]]
+    # Half the held cost: the lowest two trials of each task (their caps are equal), the arm's order kept.
+    assert sorted((row["task"], row["seed"]) for row in kept) == [
+        ("ten", "0"), ("ten", "1"), ("three", "0"), ("three", "1"),
+    ]  # fmt: skip
+
+    with shop.platform.db.reading() as session:
+        before = session.execute(select(func.count()).select_from(Reservation)).scalar_one()
+    refused = post(spend_cap_usd=0.000001)
+    assert refused.status_code == 400 and "spend_cap_usd" in refused.json()["detail"], refused.text
+    with shop.platform.db.reading() as session:
+        assert session.execute(select(func.count()).select_from(Reservation)).scalar_one() == before

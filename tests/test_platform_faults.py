@@ -28,7 +28,7 @@ from platform_harness import TOYS, ServerProcess, free_port, server_process, toy
 from yardstick.core.artifacts import LocalArtifactStore
 from yardstick.core.processes import descendants
 from yardstick.store.db import Database
-from yardstick.store.models import Artifact, RunEpisode, WorkerBeat
+from yardstick.store.models import Artifact, Run, RunEpisode, WorkerBeat
 from yardstick.store.states import EpisodeState
 
 # Short enough that a wedged call is found quickly (its limit, then the worker's grace), long enough that a
@@ -324,3 +324,65 @@ def _healthy(port: int) -> bool:
         return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_a_worker_sigkilled_during_a_sequences_eval_leaves_the_same_report_each_episode_counted_once(
+    fault_server: ServerProcess,
+) -> None:
+    """An eval through the Sequences door is a run on the same durable queue: its worker SIGKILLed mid-eval,
+    the successor plays what was left, and the report is the one an undisturbed eval gives."""
+    from yardstick.sequences.report import run_id_of
+
+    served = fault_server
+    _add_slower_policy(served, 0.3)
+    served.start()
+    headers = {"Authorization": f"Bearer {served.keys['alice']}"}
+
+    def start() -> str:
+        answer = httpx.post(
+            f"{served.url}/v1/eval",
+            json={"model": "slower", "benchmark": "toys.tally", "trials": 4},
+            headers=headers,
+            timeout=30,
+        )
+        assert answer.status_code == 200, answer.text
+        return str(answer.json()["eval_id"])
+
+    def read(eval_id: str, part: str = "") -> Any:
+        return httpx.get(f"{served.url}/v1/eval/{eval_id}{part}", headers=headers, timeout=30)
+
+    def ended(eval_id: str) -> Any:
+        report = read(eval_id).json()
+        return report if report["status"] in ("completed", "failed", "canceled") else None
+
+    def rows(eval_id: str) -> list[tuple[str, ...]]:
+        table = read(eval_id, "/episodes.csv").text.splitlines()
+        head = table[0].split(",")
+        wanted = [head.index(c) for c in ("task", "seed", "repeat", "success", "steps", "error")]
+        return sorted(tuple(line.split(",")[i] for i in wanted) for line in table[1:])
+
+    killed = start()
+    _until(lambda: read(killed, "/details").json()["progress"]["done"] >= 1, timeout=60)
+    [doomed] = served.workers()
+    os.kill(doomed, signal.SIGKILL)
+    after_kill = _until(lambda: ended(killed), timeout=120, every=0.3)
+    assert after_kill["status"] == "completed", after_kill
+    [successor] = served.workers()
+    assert successor != doomed
+
+    reference = start()
+    undisturbed = _until(lambda: ended(reference), timeout=120, every=0.3)
+    assert after_kill["metrics"] == undisturbed["metrics"] and not after_kill.get("incomplete")
+    assert rows(killed) == rows(reference) and len(rows(killed)) == 8
+
+    db = Database(served.settings.database)
+    run_id = run_id_of(killed)
+    assert run_id is not None
+    episodes = _episodes(db, run_id)
+    # Each episode done once, with one result: the one the killed worker held was played again, not twice.
+    assert [e.state for e in episodes] == [EpisodeState.DONE] * 8
+    assert all(e.result is not None for e in episodes)
+    with db.reading() as session:
+        run = session.get(Run, run_id)
+        assert run is not None and run.episodes_done == run.episodes_total == 8
+    db.close()

@@ -235,6 +235,9 @@ def test_refusals_reach_the_cli_as_its_exit_statuses(platform: Harness) -> None:
     assert foreign.returncode == 2 and "[99] are not seeds" in foreign.stderr
     missing = seq(platform, "eval", "report", "ev-1234")
     assert missing.returncode == 4
+    # An eval past the platform's episodes an eval is refused before one episode is laid out.
+    huge = seq(platform, "eval", "run", "rows", "--benchmark", "toys.tally", "--trials", "60000")
+    assert huge.returncode == 2 and "120,000 episodes" in huge.stderr and "10,000" in huge.stderr, huge.stderr
 
 
 def test_secrets_are_set_listed_and_removed_and_their_values_never_come_back(platform: Harness) -> None:

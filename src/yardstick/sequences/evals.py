@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from yardstick.core import limits
 from yardstick.core.catalog import CatalogEval
 from yardstick.core.refusals import bad_request, not_found
 from yardstick.core.runs import BenchmarkTarget, EndpointTarget, PlannedEpisode, RunPlan
@@ -121,6 +122,14 @@ class Resolved:
             "arms": [{"arm": a.number, "model": self.policy.name, "params": a.shown()} for a in self.arms],
         }
 
+    def first(self, keep: int) -> Resolved:
+        """The same eval cut to `keep` episodes (a spend cap): the lowest trials of every task and arm, so
+        what is kept still compares the arms on the same seeds and covers every task it can."""
+        order = sorted(self.plan.episodes, key=lambda e: (e.trial, e.task_pos, e.endpoint))
+        kept = {e.index for e in order[:keep]}
+        episodes = tuple(e for e in self.plan.episodes if e.index in kept)
+        return dataclasses.replace(self, plan=dataclasses.replace(self.plan, episodes=episodes))
+
     def unrecorded(self) -> Resolved:
         """The same eval, recording nothing of its episodes (`replay: none`)."""
         target = dataclasses.replace(self.plan.benchmark, recording=None)
@@ -152,6 +161,12 @@ def resolve(
     selection = (
         _selection(request, benchmark, problems) if only is None else _pairs(only, benchmark, problems)
     )
+    per_arm = sum(s.trials for s in selection)
+    if per_arm * len(arms) > limits.EPISODES_PER_PLAN:
+        problems.append(
+            f"trials: {per_arm * len(arms):,} episodes ({per_arm:,} an arm, {len(arms)} arm(s)) is more than"
+            f" the platform's {limits.EPISODES_PER_PLAN:,} an eval: ask fewer trials or tasks"
+        )
     if problems:
         raise bad_request("; ".join(problems))
     episodes: list[PlannedEpisode] = []

@@ -152,6 +152,27 @@ def _open_params(reference: str, fixed: Mapping[str, Any]) -> dict[str, InferPar
     return found
 
 
+def _within_cap(plat: Platform, mode: str, resolved: evals.Resolved, cap_usd: float) -> evals.Resolved:
+    """The eval cut to the most episodes whose held cost (each at its task's cap) stays within `cap_usd`:
+    an eval never spends past its cap, and stops there (`stop_reason: spend_cap`). Refused when not even one
+    episode fits."""
+
+    def cost(keep: int) -> float:
+        quote = plat.ledger.quote(mode, resolved.first(keep).plan.priced())
+        return credits_value(getattr(quote, "total_units", 0)) if quote is not None else 0.0
+
+    low, high = 0, len(resolved.plan.episodes)  # cost(low) <= cap < cost(high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if cost(middle) <= cap_usd else (low, middle)
+    if low == 0:
+        raise bad_request(
+            f"spend_cap_usd: ${cap_usd:,.2f} covers no episode of this eval: one may cost up to"
+            f" ${cost(1):,.2f}"
+        )
+    return resolved.first(low)
+
+
 def router(purchases: Purchases) -> APIRouter:
     door = door_router(SEQUENCES, tags=["sequences: evals"])
 
@@ -176,8 +197,14 @@ def router(purchases: Purchases) -> APIRouter:
         )
         if asked.replay == "none":
             resolved = resolved.unrecorded()
-        quote = plat.ledger.quote(plat.runs.billing_mode(org), resolved.plan.priced())
+        mode = plat.runs.billing_mode(org)
+        quote = plat.ledger.quote(mode, resolved.plan.priced())
         cost = credits_value(getattr(quote, "total_units", 0)) if quote is not None else 0.0
+        asked_episodes = len(resolved.plan.episodes)
+        if body.spend_cap_usd is not None and cost > body.spend_cap_usd:
+            resolved = _within_cap(plat, mode, resolved, body.spend_cap_usd)
+            quote = plat.ledger.quote(mode, resolved.plan.priced())
+            cost = credits_value(getattr(quote, "total_units", 0)) if quote is not None else 0.0
         estimate = Estimate(
             wall_clock_s=_wall_clock(resolved),
             cost_usd=cost,
@@ -205,6 +232,11 @@ def router(purchases: Purchases) -> APIRouter:
                     {"arm": a.number, "endpoint": a.endpoint, "params": a.shown()} for a in resolved.arms
                 ],
                 "rerun_of": body.rerun_of or body.rerun_unsuccessful_of,
+                **(
+                    {"spend_cap_cut": {"asked": asked_episodes, "kept": len(resolved.plan.episodes)}}
+                    if len(resolved.plan.episodes) < asked_episodes
+                    else {}
+                ),
             },
             quote=quote,
         )
