@@ -22,10 +22,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from platform_client.eval_plan import EvalPlan
 from sqlalchemy import func, select
 
 from conftest import fresh_database
 from platform_harness import Harness, running_platform
+from yardstick.core import admin
 from yardstick.store.models import Hosted, HostedVersion
 
 ROOT = Path(__file__).parent.parent
@@ -91,6 +93,14 @@ def test_a_benchmark_and_a_policy_deploy_and_an_eval_meets_its_gate(platform: Ha
     missed = seq(platform, "eval", "run", "reach-policy", "--benchmark", "reach-bench", "--trials", "1",
                  "--gate", "success<=0.5")  # fmt: skip
     assert missed.returncode == 8, missed.stdout + missed.stderr
+    ran = {eval_id_of(met.stdout)[:8], eval_id_of(missed.stdout)[:8]}
+    by_policy = seq(platform, "eval", "ls", "reach-policy")
+    assert by_policy.returncode == 0 and ran <= set(re.findall(r"ev-[0-9a-f]{5}", by_policy.stdout)), (
+        by_policy
+    )
+    by_benchmark = seq(platform, "eval", "ls", "--benchmark", "reach-bench")
+    assert by_benchmark.returncode == 0, by_benchmark.stdout + by_benchmark.stderr
+    assert all(eval_id in by_benchmark.stdout for eval_id in ran), by_benchmark.stdout
 
 
 def test_benchmark_ls_and_tasks_show_what_was_registered(platform: Harness, folders: Path) -> None:
@@ -277,3 +287,32 @@ def test_a_bad_bundle_is_refused_by_rule_and_nothing_is_stored(
         )
     hosted = platform.settings.hosted_root
     assert not any("refused-bench" in str(p) for p in hosted.rglob("*")) if hosted.exists() else True
+
+
+def test_a_registered_benchmark_made_a_catalogue_eval_serves_both_doors(
+    platform: Harness, folders: Path
+) -> None:
+    """`yardstick admin eval from-benchmark`: a Positronic plan names the eval with the deployment as a
+    `served` endpoint, a Sequences eval names the same eval, and both play the hosted code."""
+    deployed(platform, folders, "reach-bench")
+    deployed(platform, folders, "reach-policy")
+    slug = f"acme.reach-{platform.settings.database.split(':')[0]}"
+    with platform.platform.db.writing() as session:
+        admin.eval_of_hosted(session, slug, "acme", "reach-bench", trials=2)
+    client = platform.client()
+    plan = EvalPlan.model_validate(
+        {
+            "request_type": {"type": "private_eval", "org": "acme"},
+            "eval": slug,
+            "endpoints": [{"name": "reacher", "kind": "served", "wire": "websocket", "spec": "reach-policy"}],
+            "episodes_per_endpoint": 2,
+            "transaction_key": f"{slug}-1",
+        }
+    )
+    created = client.create_submission(plan)
+    view = platform.wait(client, created.submission_id)
+    assert view.status.name == "finished", view
+    assert view.episodes.done == 4
+    through_seq = seq(platform, "eval", "run", "reach-policy", "--benchmark", slug, "--trials", "2")
+    assert through_seq.returncode == 0, through_seq.stdout + through_seq.stderr
+    assert "success: overall 100.0% (n=4)" in through_seq.stdout

@@ -336,8 +336,10 @@ def router(hosting: Hosting) -> APIRouter:
                 )
         if problems:
             raise bad_request("; ".join(problems))
-        before = dict(hosted.settings)
+        defaults = {key: param.get("default") for key, param in declared.items()}
+        before = {**defaults, **hosted.settings}
         changed = hosting.change_settings(_org(who), name, body.changes, body.rev)
+        after = {**defaults, **changed.settings}
         return JSONResponse(
             {
                 "deployment": name,
@@ -346,7 +348,7 @@ def router(hosting: Hosting) -> APIRouter:
                     {
                         "key": key,
                         "before": before.get(key),
-                        "after": changed.settings.get(key),
+                        "after": after.get(key),
                         "reads": "episodes" if key.startswith(PARAMS) else "workers",
                     }
                     for key in body.changes
@@ -362,7 +364,7 @@ def router(hosting: Hosting) -> APIRouter:
         hosting.current(_org(who), HostedKind.POLICY, name)
         evals = [row for row in _evals(plat, who) if row["policy"] == name][:limit]
         return JSONResponse(
-            {"deployment": name, "evals": evals, "total": len(evals), "offset": 0, "next_cursor": None}
+            {"deployment": name, "history": evals, "total": len(evals), "offset": 0, "next_cursor": None}
         )
 
     return door
