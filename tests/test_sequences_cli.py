@@ -213,6 +213,14 @@ def test_cancel_stops_a_running_eval(platform: Harness) -> None:
     assert "report: canceled" in report.stdout, report.stdout
 
 
+def test_a_catalogue_benchmarks_tasks_are_listed_as_a_registered_ones_are(platform: Harness) -> None:
+    shown = seq(platform, "benchmark", "tasks", "toys.tally")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert re.search(r"^three\s", shown.stdout, re.M) and re.search(r"^ten\s", shown.stdout, re.M), shown.stdout
+    unknown = seq(platform, "benchmark", "tasks", "toys.none")
+    assert unknown.returncode == 4 and "toys.tally" in unknown.stderr, unknown.stderr
+
+
 def test_episodes_lists_each_episode_with_its_outcome(platform: Harness) -> None:
     ran = seq(platform, "eval", "run", "rows", "--benchmark", "toys.tally", "--tasks", "ten", "--trials", "2")
     listed = seq(platform, "eval", "episodes", eval_id_of(ran.stdout))

@@ -17,10 +17,10 @@ from yardstick.core.accounts import Caller
 from yardstick.core.hosting import Hosting, Upload
 from yardstick.core.platform import Platform
 from yardstick.core.refusals import bad_request
-from yardstick.core.runs import org_for
+from yardstick.core.runs import BenchmarkTarget, org_for
 from yardstick.http.auth import Plat, Who
 from yardstick.http.routing import door_router, refusals
-from yardstick.sequences import report
+from yardstick.sequences import evals, report
 from yardstick.sequences.errors import SEQUENCES
 from yardstick.sequences.models import (
     BenchmarkRegisterRequest,
@@ -31,6 +31,7 @@ from yardstick.sequences.models import (
     DeploymentStatusResponse,
     SettingsChange,
 )
+from yardstick.sequences.routes import offered_benchmark
 from yardstick.store.models import Hosted, HostedVersion
 from yardstick.store.states import BuildStatus, Contract, HostedKind, RunStatus
 
@@ -105,6 +106,10 @@ def _org(caller: Caller) -> int:
     return org_for(caller, None).id
 
 
+def _registered(hosting: Hosting, caller: Caller, name: str) -> bool:
+    return any(h.name == name for h, _ in hosting.listed(_org(caller), HostedKind.BENCHMARK))
+
+
 def router(hosting: Hosting) -> APIRouter:
     door = door_router(SEQUENCES, tags=["sequences: benchmarks and deployments"])
 
@@ -152,28 +157,40 @@ def router(hosting: Hosting) -> APIRouter:
         return JSONResponse(_benchmark_status(name, version).model_dump(mode="json", exclude_none=True))
 
     @door.get("/v1/benchmarks/{name}/tasks", responses=refusals(404, 409))
-    def benchmark_tasks(name: str, who: Who) -> JSONResponse:
-        _, version = hosting.current(_org(who), HostedKind.BENCHMARK, name)
-        declaration = (version.checked or {}).get("declaration") or {}
-        tasks = declaration.get("tasks") or version.declared.get("tasks") or {}
-        seeds = list(declaration.get("seeds") or version.declared.get("seeds") or [])
-        limits = declaration.get("max_seconds") or {}
+    def benchmark_tasks(name: str, plat: Plat, who: Who) -> JSONResponse:
+        """The tasks of one of the org's benchmarks (as its newest version declares them), or of a catalogue
+        eval the caller may name."""
+        own = hosting.ready(_org(who), HostedKind.BENCHMARK, name)
+        if own is None and _registered(hosting, who, name):
+            _, building = hosting.current(_org(who), HostedKind.BENCHMARK, name)
+            declared = building.declared
+            offered = evals.OfferedBenchmark(
+                name=name,
+                version=building.number,
+                tasks=dict(declared.get("tasks") or {}),
+                seeds=tuple(declared.get("seeds") or ()),
+                max_seconds={},
+                params={},
+                target=BenchmarkTarget(""),
+            )
+        else:
+            offered = offered_benchmark(plat, who, name)
         return JSONResponse(
             {
                 "benchmark": name,
-                "version": version.number,
+                "version": offered.version,
                 "template": None,
                 "replay": None,
                 "tasks": [
                     {
                         "task": task,
                         "description": description,
-                        "max_seconds": limits.get(task),
-                        "seeds": _span(seeds),
-                        "seed_count": len(seeds),
-                        "episodes": len(seeds),
+                        "max_seconds": offered.max_seconds.get(task),
+                        "seeds": _span(list(offered.seeds)),
+                        "seed_count": len(offered.seeds),
+                        "episodes": len(offered.seeds),
                     }
-                    for task, description in tasks.items()
+                    for task, description in offered.tasks.items()
                 ],
             }
         )
@@ -182,10 +199,11 @@ def router(hosting: Hosting) -> APIRouter:
     def benchmark_evals(
         name: str, plat: Plat, who: Who, limit: Annotated[int, Query(ge=1, le=500)] = PAGE
     ) -> JSONResponse:
-        hosting.current(_org(who), HostedKind.BENCHMARK, name)
-        evals = [row for row in _evals(plat, who) if row["benchmark"] == name][:limit]
+        if not _registered(hosting, who, name):
+            offered_benchmark(plat, who, name)  # a catalogue eval's, or refused naming what there is
+        listed = [row for row in _evals(plat, who) if row["benchmark"] == name][:limit]
         return JSONResponse(
-            {"benchmark": name, "evals": evals, "total": len(evals), "offset": 0, "next_cursor": None}
+            {"benchmark": name, "evals": listed, "total": len(listed), "offset": 0, "next_cursor": None}
         )
 
     @door.get("/v1/benchmarks/{name}/builds", responses=refusals(404, 409))
@@ -362,9 +380,9 @@ def router(hosting: Hosting) -> APIRouter:
         name: str, plat: Plat, who: Who, limit: Annotated[int, Query(ge=1, le=500)] = PAGE
     ) -> JSONResponse:
         hosting.current(_org(who), HostedKind.POLICY, name)
-        evals = [row for row in _evals(plat, who) if row["policy"] == name][:limit]
+        listed = [row for row in _evals(plat, who) if row["policy"] == name][:limit]
         return JSONResponse(
-            {"deployment": name, "history": evals, "total": len(evals), "offset": 0, "next_cursor": None}
+            {"deployment": name, "history": listed, "total": len(listed), "offset": 0, "next_cursor": None}
         )
 
     return door
