@@ -216,7 +216,9 @@ def test_cancel_stops_a_running_eval(platform: Harness) -> None:
 def test_a_catalogue_benchmarks_tasks_are_listed_as_a_registered_ones_are(platform: Harness) -> None:
     shown = seq(platform, "benchmark", "tasks", "toys.tally")
     assert shown.returncode == 0, shown.stdout + shown.stderr
-    assert re.search(r"^three\s", shown.stdout, re.M) and re.search(r"^ten\s", shown.stdout, re.M), shown.stdout
+    assert re.search(r"^three\s", shown.stdout, re.M) and re.search(r"^ten\s", shown.stdout, re.M), (
+        shown.stdout
+    )
     unknown = seq(platform, "benchmark", "tasks", "toys.none")
     assert unknown.returncode == 4 and "toys.tally" in unknown.stderr, unknown.stderr
 

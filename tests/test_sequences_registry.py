@@ -316,3 +316,15 @@ def test_a_registered_benchmark_made_a_catalogue_eval_serves_both_doors(
     through_seq = seq(platform, "eval", "run", "reach-policy", "--benchmark", slug, "--trials", "2")
     assert through_seq.returncode == 0, through_seq.stdout + through_seq.stderr
     assert "success: overall 100.0% (n=4)" in through_seq.stdout
+
+
+def test_an_evals_dashboard_url_is_its_page_naming_what_ran(platform: Harness, folders: Path) -> None:
+    deployed(platform, folders, "reach-bench")
+    deployed(platform, folders, "reach-policy")
+    ran = seq(platform, "eval", "run", "reach-policy", "--benchmark", "reach-bench", "--trials", "1")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    headers = {"Authorization": f"Bearer {platform.keys['alice']}"}
+    report = httpx.get(f"{platform.url}/v1/eval/{eval_id_of(ran.stdout)}", headers=headers).json()
+    page = httpx.get(report["dashboard_url"])
+    assert page.status_code == 200
+    assert "<h1>reach-policy v1 on reach-bench v1" in page.text and "2 / 2" in page.text, page.text[:2000]

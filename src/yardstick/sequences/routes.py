@@ -239,6 +239,11 @@ def router(purchases: Purchases) -> APIRouter:
                 ),
             },
             quote=quote,
+            # What the run's page and lists call it: the eval names no catalogue eval of its own.
+            alias=(
+                f"{resolved.policy.name} v{resolved.policy.version} on"
+                f" {resolved.benchmark.name} v{resolved.benchmark.version}"
+            ),
         )
         run, _ = plat.runs.file(who, org, filing)
         answer = EvalResponse(eval_id=report.eval_id(run.id), estimate=estimate, arms=len(resolved.arms))

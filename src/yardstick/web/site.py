@@ -95,7 +95,8 @@ def replay_data(view: RunView, base_url: str) -> dict[str, Any]:
                 "videos": videos,
             }
         )
-    title = (view.board.title if view.board else view.eval.title if view.eval else "Run") + f" — {view.tag}"
+    named = view.board.title if view.board else view.eval.title if view.eval else submission.alias or "Run"
+    title = f"{named} — {view.tag}"
     return {
         "title": title,
         "url": url,
