@@ -31,7 +31,7 @@ from yardstick.sequences.models import (
     DeploymentStatusResponse,
     SettingsChange,
 )
-from yardstick.sequences.routes import offered_benchmark
+from yardstick.sequences.routes import cursor_offset, offered_benchmark
 from yardstick.store.models import Hosted, HostedVersion
 from yardstick.store.states import BuildStatus, Contract, HostedKind, RunStatus
 
@@ -140,7 +140,7 @@ def router(hosting: Hosting) -> APIRouter:
         cursor: Annotated[str | None, Query()] = None,
     ) -> JSONResponse:
         rows = hosting.listed(_org(who), HostedKind.BENCHMARK)
-        offset = _offset(cursor)
+        offset = cursor_offset(cursor)
         page = rows[offset : offset + limit]
         return JSONResponse(
             {
@@ -477,14 +477,6 @@ def _evals(platform: Platform, caller: Caller) -> list[dict[str, Any]]:
             }
         )
     return listed
-
-
-def _offset(cursor: str | None) -> int:
-    if cursor is None:
-        return 0
-    if not cursor.isdigit() or len(cursor) > 12:
-        raise bad_request(f"cursor: {cursor!r} is not a cursor this list handed out")
-    return int(cursor)
 
 
 def _span(seeds: list[int]) -> str:

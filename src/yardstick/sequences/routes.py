@@ -308,7 +308,7 @@ def router(purchases: Purchases) -> APIRouter:
         every = plat.runs.episodes(run.id)
         repeats = _repeats(every)
         chosen = _filtered(every, task, outcome, arm)
-        offset = _offset(cursor)
+        offset = cursor_offset(cursor)
         size = min(limit, PAGE_CAP)
         page = chosen[offset : offset + size]
         more = offset + size < len(chosen)
@@ -455,7 +455,8 @@ def _outcome(episode: RunEpisode) -> str:
     return "success" if report.succeeded(episode) else "failure"
 
 
-def _offset(cursor: str | None) -> int:
+def cursor_offset(cursor: str | None) -> int:
+    """Where a page starts: the `cursor` the previous page handed out (a row offset), refused otherwise."""
     if cursor is None:
         return 0
     if not cursor.isdigit() or len(cursor) > 12:
