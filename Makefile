@@ -50,7 +50,7 @@ test: $(STAMP) $(SEQ_STAMP) browser sandbox
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q --durations=15
 
 bench: $(STAMP)
 	$(PY) bench/engine.py
