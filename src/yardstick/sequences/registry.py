@@ -31,6 +31,7 @@ from yardstick.sequences.models import (
     DeploymentStatusResponse,
     SettingsChange,
 )
+from yardstick.sequences.volume_models import asset_refs
 from yardstick.store.models import Hosted, HostedVersion
 from yardstick.store.states import BuildStatus, Contract, HostedKind, RunStatus
 
@@ -55,6 +56,7 @@ def _benchmark_upload(body: BenchmarkRegisterRequest) -> Upload:
         image=body.image.model_dump(mode="json", exclude_none=True),
         secrets=tuple(s.name for s in body.secrets),
         declared=declared,
+        assets=asset_refs(body.assets),
     )
 
 
@@ -135,7 +137,7 @@ def router(hosting: Hosting) -> APIRouter:
         cursor: Annotated[str | None, Query()] = None,
     ) -> JSONResponse:
         rows = hosting.listed(_org(who), HostedKind.BENCHMARK)
-        offset = _offset(cursor)
+        offset = cursor_offset(cursor)
         page = rows[offset : offset + limit]
         return JSONResponse(
             {
@@ -459,7 +461,8 @@ def _evals(platform: Platform, caller: Caller) -> list[dict[str, Any]]:
     return listed
 
 
-def _offset(cursor: str | None) -> int:
+def cursor_offset(cursor: str | None) -> int:
+    """The row a listing's page starts at: the `next_cursor` an earlier page handed out (an offset)."""
     if cursor is None:
         return 0
     if not cursor.isdigit() or len(cursor) > 12:
