@@ -56,6 +56,10 @@ class BoxedPlayer:
     def close(self) -> None:
         self.executor.close()
 
+    def stale(self) -> bool:
+        """Whether a volume it mounts was deleted since it was built (built again, it is refused)."""
+        return any(not folder.is_dir() for folder, _ in self.executor.mounts)
+
 
 class Players:
     def __init__(
@@ -89,6 +93,9 @@ class Players:
             default=str,
         )
         found = self._players.pop(key, None)
+        if isinstance(found, BoxedPlayer) and found.stale():
+            found.close()
+            found = None
         if found is None:
             found = self._build(benchmark, policy, recording)
         self._players[key] = found
