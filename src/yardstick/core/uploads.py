@@ -84,8 +84,8 @@ class Uploads:
             upload, row = _file(db_session, upload_hex, position)
             row.session, row.arrived_md5 = session, None
             volume_id, upload_id = upload.volume_id, upload.id
-            # Within the transaction: a chunk of an earlier session that is being written now is refused once
-            # this commits (its session is no longer the file's), and nothing of it survives the restart.
+            # Within the transaction, so a chunk of the earlier session is refused from now on (its session is
+            # no longer the file's); one already past that check may still land: the commit's md5 refuses it.
             self.store.restart(volume_id, upload_id, row.position)
         return self.signer.sign(upload_id, f"{row.position}/{session}", base_url=base_url)
 

@@ -26,6 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from yardstick.core import limits
@@ -152,6 +153,18 @@ class Volumes:
         request is refused at once, naming the file and the rule, and nothing is opened."""
         _check_name(name)
         limits.check(_problems(kind, files))
+        try:
+            started, superseded = self._open(org_id, name, kind, files, changed_only)
+        except IntegrityError:
+            # Another upload of a volume of that name, new too, made its row first: this one is its next.
+            started, superseded = self._open(org_id, name, kind, files, changed_only)
+        for volume_id, upload_id in superseded:
+            self.store.discard(volume_id, upload_id)
+        return started
+
+    def _open(
+        self, org_id: int, name: str, kind: str, files: Sequence[FileDecl], changed_only: bool
+    ) -> tuple[Started, list[tuple[int, int]]]:
         superseded: list[tuple[int, int]] = []
         with self.db.writing() as session:
             volume = _volume(session, org_id, name, lock=True)
@@ -166,7 +179,7 @@ class Volumes:
             else:
                 kept, same = {}, set()
             if current is not None and len(same) == len(files) == len(kept):
-                return Started(name, current.number, True, current.size_bytes)
+                return Started(name, current.number, True, current.size_bytes), []
             for upload in session.execute(
                 select(VolumeUpload).where(
                     VolumeUpload.volume_id == volume.id, VolumeUpload.state == UploadState.OPEN
@@ -205,9 +218,7 @@ class Volumes:
                 held=tuple(f.path for f in files if f.path in same),
                 expires_at=upload.expires_at,
             )
-        for volume_id, upload_id in superseded:
-            self.store.discard(volume_id, upload_id)
-        return started
+        return started, superseded
 
     def commit(self, org_id: int, name: str, upload_id: int) -> VolumeView:
         """Make an upload's files the volume's next version, in use from now: refused, naming each file, field
