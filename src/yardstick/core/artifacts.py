@@ -54,19 +54,20 @@ _TMP_DIR = ".tmp"
 # --- keys and ids -----------------------------------------------------------------------------------
 
 
-def validate_key(key: str) -> str:
+def validate_key(key: str, *, max_chars: int = MAX_KEY_CHARS, what: str = "artifact key") -> str:
     """Return `key` if it is a canonical relative POSIX path, else raise ValueError naming it and the rule.
 
     Refused: empty; absolute; `..` or `.` segments; empty segments (a leading, trailing or doubled `/`);
-    a backslash; NUL or another control character; text that is not valid UTF-8; more than 500
-    characters; a segment over 255 bytes. One object therefore has exactly one spelling, and no key
-    can name anything outside its submission's folder.
+    a backslash; NUL or another control character; text that is not valid UTF-8; more than `max_chars`
+    (500) characters; a segment over 255 bytes. One object therefore has exactly one spelling, and no key
+    can name anything outside its submission's folder. `what` names the key in the message (a volume's
+    file paths are held to the same rules, at their own length).
     """
     if not isinstance(key, str):
-        raise TypeError(f"artifact key must be a str, not {type(key).__name__}")
+        raise TypeError(f"{what} must be a str, not {type(key).__name__}")
 
     def refuse(rule: str) -> ValueError:
-        return ValueError(f"artifact key {key!r}: {rule}")
+        return ValueError(f"{what} {key!r}: {rule}")
 
     if not key:
         raise refuse("must not be empty")
@@ -82,11 +83,11 @@ def validate_key(key: str) -> str:
         key.encode("utf-8")
     except UnicodeEncodeError:
         raise refuse("must be valid UTF-8 text") from None
-    if len(key) > MAX_KEY_CHARS:
-        raise refuse(f"must be at most {MAX_KEY_CHARS} characters, not {len(key)}")
+    if len(key) > max_chars:
+        raise refuse(f"must be at most {max_chars} characters, not {len(key)}")
     for segment in key.split("/"):
         if segment == "..":
-            raise refuse("must not contain '..' segments (it would leave the submission's folder)")
+            raise refuse("must not contain '..' segments (it would leave its folder)")
         if segment == ".":
             raise refuse("must not contain '.' segments")
         if not segment:
@@ -192,7 +193,7 @@ class LocalArtifactStore:
             tmp.unlink(missing_ok=True)
             raise
         if durable:
-            _sync_dir(target.parent)
+            sync_dir(target.parent)
         return len(data)
 
     def open(self, submission_id: int, key: str) -> BinaryIO:
@@ -223,7 +224,7 @@ class LocalArtifactStore:
         return found
 
 
-def _sync_dir(folder: Path) -> None:
+def sync_dir(folder: Path) -> None:
     """Make a rename durable: fsync its folder (POSIX; a no-op where folders cannot be opened)."""
     try:
         fd = os.open(folder, os.O_RDONLY)

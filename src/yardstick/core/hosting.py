@@ -7,6 +7,9 @@
   in a box (`hosted.check`). `building` becomes `ready`, or `failed` with the reason and where it was raised.
 - Builds run in the gateway's process, a few at a time; one the gateway did not finish (it stopped) is
   started again when it opens.
+- A benchmark's assets (volumes) are pinned when it registers: the version of each its registration names, or
+  the one in use. The same code with other assets is another version; its build check and its episodes mount
+  them.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from sqlalchemy.orm import Session
 
 from yardstick.core.refusals import Refusal, RefusalKind, bad_request, not_found
 from yardstick.core.secrets import Secrets
+from yardstick.core.volumes import AssetRef, Pin, Volumes
+from yardstick.hosted import mounts
 from yardstick.hosted.bundle import pack_bytes, tree_sha256, unpack
 from yardstick.hosted.check import check_benchmark, check_policy
 from yardstick.hosted.environments import PrepareFailed, prepare
@@ -51,12 +56,13 @@ class Upload:
     image: Mapping[str, Any] | None
     secrets: tuple[str, ...]
     declared: Mapping[str, Any]
+    assets: tuple[AssetRef, ...] = ()
 
 
 @dataclass(frozen=True)
 class Located:
     """A hosted version as a worker plays it: its code's folder, the reference, the interpreter, the secrets
-    its process is handed (names)."""
+    its process is handed (names), the volume versions it mounts."""
 
     version_id: int
     org_id: int
@@ -68,13 +74,15 @@ class Located:
     python: str
     secrets: tuple[str, ...]
     checked: Mapping[str, Any]
+    assets: tuple[Pin, ...] = ()
 
 
 class Hosting:
-    def __init__(self, db: Database, root: Path, secrets: Secrets) -> None:
+    def __init__(self, db: Database, root: Path, secrets: Secrets, volumes: Volumes) -> None:
         self.db = db
         self.root = Path(root)
         self.secrets = secrets
+        self.volumes = volumes
         self._builds = ThreadPoolExecutor(max_workers=BUILDERS, thread_name_prefix="yardstick-build")
         self._built: dict[int, threading.Event] = {}
         self._lock = threading.Lock()
@@ -86,20 +94,20 @@ class Hosting:
 
     def would(self, org_id: int, upload: Upload) -> tuple[State, int]:
         """What registering `upload` would do, changing nothing (every refusal it would meet, met now)."""
-        self._checked_upload(org_id, upload)
+        pins = self._checked_upload(org_id, upload)
         with self.db.reading() as session:
             hosted = _hosted(session, org_id, upload.kind, upload.name)
             if hosted is None:
                 return "new", 1
             latest = _latest(session, hosted.id)
-        if latest is not None and latest.code_sha256 == upload.code_sha256:
+        if latest is not None and _same(latest, upload, pins):
             return "same", latest.number
         return "version", (latest.number + 1 if latest is not None else 1)
 
     def register(self, org_id: int, upload: Upload) -> HostedVersion:
         """Register `upload`: the same code answers its version as it is (rebuilt if it failed); other code
         is the next version, building."""
-        self._checked_upload(org_id, upload)
+        pins = self._checked_upload(org_id, upload)
         with self.db.writing() as session:
             hosted = _hosted(session, org_id, upload.kind, upload.name)
             if hosted is None:
@@ -109,7 +117,7 @@ class Hosting:
             elif hosted.removed_at is not None:
                 hosted.removed_at = None
             latest = _latest(session, hosted.id)
-            if latest is not None and latest.code_sha256 == upload.code_sha256:
+            if latest is not None and _same(latest, upload, pins):
                 if latest.status in (BuildStatus.FAILED, BuildStatus.CANCELED):
                     latest.status, latest.error = BuildStatus.BUILDING, None
                     latest.declared = dict(upload.declared)
@@ -136,6 +144,7 @@ class Hosting:
                     **upload.declared,
                     "image": dict(upload.image or {}),
                     "secrets": list(upload.secrets),
+                    "volumes": [pin.as_json() for pin in pins],
                 },
                 status=BuildStatus.BUILDING,
             )
@@ -146,7 +155,8 @@ class Hosting:
         self._start(rebuild.id)
         return rebuild
 
-    def _checked_upload(self, org_id: int, upload: Upload) -> None:
+    def _checked_upload(self, org_id: int, upload: Upload) -> list[Pin]:
+        """The registration's refusals, met now; the volume versions its assets pin."""
         try:
             image_plan(upload.image)
         except ImageRefused as refused:
@@ -157,6 +167,7 @@ class Hosting:
                 f"secrets: {', '.join(map(repr, missing))} is no secret of your organization:"
                 " set it first (seq secret set NAME --env KEY)"
             )
+        return self.volumes.pin(org_id, upload.assets)
 
     # --- building --------------------------------------------------------------------------------------
 
@@ -197,13 +208,19 @@ class Hosting:
                 self._ended(version_id, None, f"image: {exc}")
                 return
             env = self.secrets.unsealed(located.org_id, located.secrets)
+            try:
+                mounted = self.volumes.mounted(located.assets)
+            except LookupError as gone:
+                self._ended(version_id, None, f"assets: {gone}")
+                return
             check = check_benchmark if located.kind == HostedKind.BENCHMARK else check_policy
             checked = check(
                 located.folder,
                 located.handler_ref,
-                env=env,
+                env={**env, **mounts.environment({pin.name: pin.mount for pin in located.assets})},
                 timeout_s=CHECK_TIMEOUT_S,
                 python=environment.python,
+                mounts=mounted,
             )
             if not checked.ready:
                 where = f" (at {checked.stage})" if checked.stage else ""
@@ -262,6 +279,7 @@ class Hosting:
             python=str((version.checked or {}).get("python") or ""),
             secrets=tuple(declared.get("secrets") or ()),
             checked=checked,
+            assets=tuple(Pin.from_json(pin) for pin in declared.get("volumes") or ()),
         )
 
     def current(self, org_id: int, kind: HostedKind, name: str) -> tuple[Hosted, HostedVersion]:
@@ -394,6 +412,13 @@ def _latest(session: Session, hosted_id: int) -> HostedVersion | None:
         .order_by(HostedVersion.number.desc())
         .limit(1)
     ).scalar_one_or_none()
+
+
+def _same(latest: HostedVersion, upload: Upload, pins: Sequence[Pin]) -> bool:
+    """Whether `upload` is `latest` again: the same code, mounting the same volume versions."""
+    return latest.code_sha256 == upload.code_sha256 and (latest.declared.get("volumes") or []) == [
+        pin.as_json() for pin in pins
+    ]
 
 
 def _prune_empty(folder: Path, root: Path) -> None:

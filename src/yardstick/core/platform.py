@@ -14,6 +14,9 @@ from yardstick.core.lifecycle import Lifecycle
 from yardstick.core.links import Links
 from yardstick.core.runs import Runs
 from yardstick.core.secrets import Secrets
+from yardstick.core.uploads import Uploads
+from yardstick.core.volume_store import volume_store
+from yardstick.core.volumes import Volumes
 from yardstick.store.models import Org
 from yardstick.store.queue import EpisodeQueue
 
@@ -36,7 +39,9 @@ class Platform:
         self.boards = Boards(self.db, self.secret)
         self.links = Links(self.db, self.signer)
         self.secrets = Secrets(self.db, self.secret)
-        self.hosting = Hosting(self.db, self.settings.hosted_root, self.secrets)
+        self.volumes = Volumes(self.db, volume_store(self.settings))
+        self.uploads = Uploads(self.db, self.volumes.store, self.secret)
+        self.hosting = Hosting(self.db, self.settings.hosted_root, self.secrets, self.volumes)
 
     def catalog(self, caller: Caller, org: Org | None = None) -> Catalog:
         """What `caller` may name (for `org`, else for any org of theirs)."""

@@ -19,11 +19,14 @@ from yardstick.core.refusals import Refusal
 from yardstick.core.runs import HOSTED_REF
 from yardstick.core.secrets import Secrets
 from yardstick.core.settings import Settings
+from yardstick.core.volume_store import volume_store
+from yardstick.core.volumes import Volumes
 from yardstick.engine.failures import Failed, FailureKind
 from yardstick.engine.guard import CallBeacon
 from yardstick.engine.recording import Recording
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.runtime import BuildError, Component, Runtime, Work
+from yardstick.hosted import mounts
 from yardstick.hosted.player import BoxedExecutor
 from yardstick.hosted.server import BoxedPolicyServer
 from yardstick.store.db import Database
@@ -53,6 +56,10 @@ class BoxedPlayer:
     def close(self) -> None:
         self.executor.close()
 
+    def stale(self) -> bool:
+        """Whether a volume it mounts was deleted since it was built (built again, it is refused)."""
+        return any(not folder.is_dir() for folder, _ in self.executor.mounts)
+
 
 class Players:
     def __init__(
@@ -62,7 +69,8 @@ class Players:
         self.beacon = beacon  # the worker's vigil watches the in-process engine's calls through it
         self.call_timeout_s = call_timeout_s
         secrets = Secrets(db, load_secret(settings.secret_file)) if settings.secret_file.exists() else None
-        self.hosting = Hosting(db, settings.hosted_root, secrets) if secrets is not None else None
+        volumes = Volumes(db, volume_store(settings))
+        self.hosting = Hosting(db, settings.hosted_root, secrets, volumes) if secrets is not None else None
         self._players: OrderedDict[str, Player] = OrderedDict()
         self._servers: OrderedDict[str, BoxedPolicyServer] = OrderedDict()
         # Unix socket paths are short (~100 bytes): the servers' sockets live in a short folder of their own.
@@ -85,6 +93,9 @@ class Players:
             default=str,
         )
         found = self._players.pop(key, None)
+        if isinstance(found, BoxedPlayer) and found.stale():
+            found.close()
+            found = None
         if found is None:
             found = self._build(benchmark, policy, recording)
         self._players[key] = found
@@ -100,13 +111,18 @@ class Players:
         located = self._located(benchmark.ref[len(HOSTED_REF) :], FailureKind.BENCHMARK_SETUP_CRASH)
         assert self.hosting is not None
         env = self.hosting.secrets.unsealed(located.org_id, located.secrets)
+        try:
+            mounted = self.hosting.volumes.mounted(located.assets)
+        except LookupError as gone:
+            raise BuildError(f"assets: {gone}", FailureKind.BENCHMARK_SETUP_CRASH) from None
+        env.update(mounts.environment({pin.name: pin.mount for pin in located.assets}))
         work = Work(
             Component(located.handler_ref, dict(benchmark.params)),
             policy,
             call_timeout_s=self.call_timeout_s,
             recording=recording,
         )
-        executor = BoxedExecutor(located.folder, env=env, python=located.python or None)
+        executor = BoxedExecutor(located.folder, env=env, python=located.python or None, mounts=mounted)
         return BoxedPlayer(executor, work)
 
     def _policy(self, target: Mapping[str, Any]) -> Component:

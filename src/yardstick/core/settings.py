@@ -89,5 +89,10 @@ class Settings:
         return self.data_dir / "hosted"
 
     @property
+    def volume_root(self) -> Path:
+        """Where an org's volumes are kept (`seq volume put`), shared with the workers that mount them."""
+        return self.data_dir / "volumes"
+
+    @property
     def secret_file(self) -> Path:
         return self.data_dir / "secret.key"

@@ -28,6 +28,8 @@ from yardstick.positronic.errors import POSITRONIC
 from yardstick.sequences import registry as sequence_registry
 from yardstick.sequences import routes as sequences
 from yardstick.sequences import secrets as sequence_secrets
+from yardstick.sequences import uploads as sequence_uploads
+from yardstick.sequences import volumes as sequence_volumes
 from yardstick.sequences.errors import SEQUENCES
 from yardstick.signin import oauth
 from yardstick.store.text import UnstorableText
@@ -60,6 +62,8 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(sequences.router(services.purchases))
     app.include_router(sequence_secrets.router())
     app.include_router(sequence_registry.router(platform.hosting))
+    app.include_router(sequence_volumes.router())
+    app.include_router(sequence_uploads.router())
     app.include_router(oauth.router(services.sign_in))
     app.include_router(site_router(platform))
     app.include_router(signin_pages.router(services.sign_in))
@@ -72,6 +76,7 @@ def create_app(services: Services) -> FastAPI:
         BodyLimit,
         limit=limits.BODY_BYTES,
         larger=dict.fromkeys(limits.BUNDLE_PATHS, limits.BUNDLE_BODY_BYTES),
+        matching=limits.VOLUME_BODY_PATHS,
         refuse=lambda request, refusal: door_of(request).refusal(request, refusal),
     )
 

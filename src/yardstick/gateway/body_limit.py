@@ -4,6 +4,7 @@ read up to the limit and refused as soon as it passes it, so no route ever holds
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -16,21 +17,35 @@ Refuse = Callable[[Request, Refusal], Response]
 
 
 class BodyLimit:
-    """`limit` for every path but those of `larger` ({path: limit}): the routes that take a code bundle."""
+    """`limit` for every path but those of `larger` ({path: limit}: the routes that take a code bundle) and
+    those `matching` a pattern ({regex: limit}: routes whose paths hold a name, such as a volume's chunk
+    uploads)."""
 
     def __init__(
-        self, app: ASGIApp, *, limit: int, refuse: Refuse, larger: Mapping[str, int] | None = None
+        self,
+        app: ASGIApp,
+        *,
+        limit: int,
+        refuse: Refuse,
+        larger: Mapping[str, int] | None = None,
+        matching: Mapping[str, int] | None = None,
     ) -> None:
         self.app = app
         self.default = limit
         self.larger = dict(larger or {})
+        self.matching = [(re.compile(pattern), size) for pattern, size in (matching or {}).items()]
         self.refuse = refuse
+
+    def limit(self, path: str) -> int:
+        if path in self.larger:
+            return self.larger[path]
+        return next((size for pattern, size in self.matching if pattern.fullmatch(path)), self.default)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.larger.get(scope["path"], self.default)
+        limit = self.limit(scope["path"])
         headers = dict(scope["headers"])
         declared = headers.get(b"content-length")
         if declared is not None:

@@ -14,7 +14,7 @@ import json
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -62,11 +62,13 @@ def check_benchmark(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     python: str | None = None,
     hidden: tuple[Path, ...] = (),
+    mounts: Sequence[tuple[Path, str]] = (),
 ) -> Checked:
     """Check a benchmark class of an unpacked bundle (`folder`, its import root). `env` is the box's
     environment (secrets arrive so); `python` the interpreter of its prepared environment (default: this
-    one's); `hidden` folders the box must not see."""
-    return _check("benchmark", folder, handler_ref, env, timeout_s, python, hidden)
+    one's); `hidden` folders the box must not see; `mounts` the folders it reads at places of its own (its
+    assets: (folder, place))."""
+    return _check("benchmark", folder, handler_ref, env, timeout_s, python, hidden, tuple(mounts))
 
 
 def check_policy(
@@ -77,9 +79,10 @@ def check_policy(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     python: str | None = None,
     hidden: tuple[Path, ...] = (),
+    mounts: Sequence[tuple[Path, str]] = (),
 ) -> Checked:
     """Check a policy class: import, declaration, build (its constructor)."""
-    return _check("policy", folder, handler_ref, env, timeout_s, python, hidden)
+    return _check("policy", folder, handler_ref, env, timeout_s, python, hidden, tuple(mounts))
 
 
 def _check(
@@ -90,6 +93,7 @@ def _check(
     timeout_s: float,
     python: str | None,
     hidden: tuple[Path, ...],
+    mounts: tuple[tuple[Path, str], ...],
 ) -> Checked:
     def failed(stage: str, error: str, log: str = "") -> Checked:
         return Checked(status="failed", kind=kind, handler_ref=handler_ref, stage=stage, error=error, log=log)
@@ -104,6 +108,7 @@ def _check(
             writable=(scratch,),
             hidden=hidden,
             env={**(env or {}), "PYTHONPATH": inbox.python_path(root)},
+            mounts=mounts,
         )
         argv = [python or sys.executable, "-m", "yardstick.hosted.check_runner", kind, handler_ref, str(root)]
         finished = sandbox.run(box, argv, timeout_s=timeout_s)

@@ -145,8 +145,9 @@ class BoxedExecutor:
     """Plays a hosted benchmark's episodes in a box of its own. `folder` is the benchmark's unpacked bundle
     (the import root); `env` the box's environment (secrets arrive so); `python` the interpreter of its
     prepared environment; `readable` more folders it may read (a policy's bundle, when the policy runs in
-    the same box); `hidden` folders it must not see; `devices` device files it may use (a GPU's);
-    `hang_grace_s` how long past a call's limit a box stuck in it is given before it is killed."""
+    the same box); `hidden` folders it must not see; `devices` device files it may use (a GPU's); `mounts`
+    folders it reads at places of its own (its assets: (folder, place)); `hang_grace_s` how long past a call's
+    limit a box stuck in it is given before it is killed."""
 
     name = "box"
     workers = 1
@@ -160,6 +161,7 @@ class BoxedExecutor:
         readable: Sequence[Path] = (),
         hidden: Sequence[Path] = (),
         devices: Sequence[Path] = (),
+        mounts: Sequence[tuple[Path, str]] = (),
         start_timeout_s: float = BUILD_TIMEOUT_S,
         hang_grace_s: float = HANG_GRACE_S,
     ) -> None:
@@ -169,6 +171,7 @@ class BoxedExecutor:
         self.readable = tuple(Path(p).resolve() for p in readable)
         self.hidden = tuple(Path(p) for p in hidden)
         self.devices = tuple(Path(p) for p in devices)
+        self.mounts = tuple((Path(folder), place) for folder, place in mounts)
         self.start_timeout_s = start_timeout_s
         self.hang_grace_s = hang_grace_s
         self.cold_starts: list[float] = []
@@ -245,6 +248,7 @@ class BoxedExecutor:
             hidden=self.hidden,
             devices=self.devices,
             env={**self.env, "PYTHONPATH": inbox.python_path(self.folder)},
+            mounts=self.mounts,
         )
         spawned = time.monotonic()
         process = sandbox.start(

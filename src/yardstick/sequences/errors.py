@@ -36,7 +36,7 @@ REQUEST_ID = "X-Seq-Request-Id"
 EVAL_ID_PATTERN = r"^ev-[0-9a-f]{1,16}$"
 # The paths of this contract (every other path is the Positronic door's): `/v1/eval`, `/v1/benchmarks`, ...
 _PATHS = re.compile(
-    r"^/v1/(eval|benchmarks|deployments|secrets|volumes|account|pricing|models|templates|robots|adapters"
+    r"^/v1/(eval|benchmarks|deployments|secrets|volumes|volume-uploads|account|pricing|models|templates|robots|adapters"
     r"|planners|act|audit|usage|chat|decide|latency)(/|$)"
 )
 

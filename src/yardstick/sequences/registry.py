@@ -32,6 +32,7 @@ from yardstick.sequences.models import (
     SettingsChange,
 )
 from yardstick.sequences.routes import cursor_offset, offered_benchmark
+from yardstick.sequences.volume_models import asset_refs
 from yardstick.store.models import Hosted, HostedVersion
 from yardstick.store.states import BuildStatus, Contract, HostedKind, RunStatus
 
@@ -56,6 +57,7 @@ def _benchmark_upload(body: BenchmarkRegisterRequest) -> Upload:
         image=body.image.model_dump(mode="json", exclude_none=True),
         secrets=tuple(s.name for s in body.secrets),
         declared=declared,
+        assets=asset_refs(body.assets),
     )
 
 

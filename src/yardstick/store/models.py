@@ -507,5 +507,89 @@ class Secret(Base):
     last_used_at: Mapped[dt.datetime | None] = _time(nullable=True)
 
 
+# --- volumes: an org's named, versioned files --------------------------------------------------------------
+
+
+class Volume(Base):
+    """A named set of files an org uploaded (`seq volume put`): a checkpoint, a dataset, a benchmark's assets.
+    `version` is the number of the version in use, None until the first upload is committed. Its files live in
+    the volume store (`core.volume_store`), under its id."""
+
+    __tablename__ = "volumes"
+    __table_args__ = (UniqueConstraint("org_id", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(Chars(64))
+    kind: Mapped[str] = mapped_column(Chars(16))  # VolumeKind
+    version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[dt.datetime] = _time()
+    updated_at: Mapped[dt.datetime] = _time()
+
+
+class VolumeVersion(Base):
+    """A committed version of a volume: its files (`VolumeFile`), their count and total size. Kept when a
+    newer one comes, for the benchmark versions that pinned it."""
+
+    __tablename__ = "volume_versions"
+    __table_args__ = (UniqueConstraint("volume_id", "number"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    volume_id: Mapped[int] = mapped_column(ForeignKey("volumes.id", ondelete="CASCADE"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    file_count: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[dt.datetime] = _time()
+
+
+class VolumeFile(Base):
+    """One file of a volume's version: its path in the volume, its size, the base64 md5 of its bytes. (No
+    unique index on the path: a 1024-character path can pass PostgreSQL's index row limit; an upload's paths
+    are checked unique before a row is written.)"""
+
+    __tablename__ = "volume_files"
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    version_id: Mapped[int] = mapped_column(ForeignKey("volume_versions.id", ondelete="CASCADE"), index=True)
+    path: Mapped[str] = mapped_column(Chars(1024))
+    size: Mapped[int] = mapped_column(BigInteger)
+    md5: Mapped[str] = mapped_column(Chars(24))
+
+
+class VolumeUpload(Base):
+    """An upload of a volume's next version (`number`), open until it is committed or superseded, and valid
+    until `expires_at` (its signed targets with it)."""
+
+    __tablename__ = "volume_uploads"
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    volume_id: Mapped[int] = mapped_column(ForeignKey("volumes.id", ondelete="CASCADE"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(Chars(16))  # VolumeKind
+    state: Mapped[str] = mapped_column(Chars(16))  # UploadState
+    expires_at: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+    created_at: Mapped[dt.datetime] = _time()
+    ended_at: Mapped[dt.datetime | None] = _time(nullable=True)
+
+
+class VolumeUploadFile(Base):
+    """One file of an upload, as its request declared it (`position` its index there). `held` files are the
+    version in use's, unchanged, and are not sent; the others are sent through their resumable `session` (the
+    latest one opened), and `arrived_md5` is the digest of their bytes once all of them arrived."""
+
+    __tablename__ = "volume_upload_files"
+    __table_args__ = (UniqueConstraint("upload_id", "position"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    upload_id: Mapped[int] = mapped_column(ForeignKey("volume_uploads.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    path: Mapped[str] = mapped_column(Chars(1024))
+    size: Mapped[int] = mapped_column(BigInteger)
+    md5: Mapped[str] = mapped_column(Chars(24))
+    held: Mapped[bool] = mapped_column(Boolean, default=False)
+    session: Mapped[str | None] = mapped_column(Chars(64), nullable=True)
+    arrived_md5: Mapped[str | None] = mapped_column(Chars(24), nullable=True)
+
+
 # Every text column refuses, by rule and on both databases, what it cannot hold (`store.text`).
 name_columns(Base.metadata.tables.values())

@@ -119,3 +119,17 @@ class BuildStatus(StrEnum):
     READY = "ready"
     FAILED = "failed"
     CANCELED = "canceled"
+
+
+class VolumeKind(StrEnum):
+    CHECKPOINT = "checkpoint"
+    DATASET = "dataset"
+
+
+class UploadState(StrEnum):
+    """An upload of a volume's next version: open (files arriving), committed (its version is in use), or
+    superseded (a later upload of the same volume took its place, or its volume was deleted)."""
+
+    OPEN = "open"
+    COMMITTED = "committed"
+    SUPERSEDED = "superseded"

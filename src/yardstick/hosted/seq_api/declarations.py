@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Any, Final
 
+from yardstick.hosted import mounts
 from yardstick.hosted.seq_api.errors import BenchmarkDefinitionError, PolicyDefinitionError
 
 DEBIAN_SLIM: Final = "debian:12-slim"
@@ -126,7 +127,10 @@ class Secret:
 
 
 class Volume:
-    """`seq.Volume.from_name("scenes")`: an uploaded volume by name, mounted read-only for a benchmark."""
+    """`seq.Volume.from_name("scenes")`: an uploaded volume by name, mounted read-only for a benchmark. Where
+    its files are (`path`, or the volume itself as a path: `open(Path(SCENES) / "a.xml")`) is read when it is
+    asked, in the box that plays the benchmark: `/assets` for a benchmark's one volume, `/assets/<name>` for
+    each of several (Yardstick's own addition: the SDK leaves code to know those places)."""
 
     __slots__ = ("name",)
 
@@ -138,6 +142,14 @@ class Volume:
     @classmethod
     def from_name(cls, name: str) -> Volume:
         return cls(name)
+
+    @property
+    def path(self) -> Path:
+        """The folder its files are mounted at here; LookupError saying how to mount it where it is not."""
+        return mounts.where(self.name)
+
+    def __fspath__(self) -> str:
+        return str(self.path)
 
     def __repr__(self) -> str:
         return f"seq.Volume.from_name({self.name!r})"

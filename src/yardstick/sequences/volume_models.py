@@ -1,0 +1,149 @@
+"""The Sequences contract's volume bodies (`/v1/volumes`), as the SDK (`sequence-ai` 0.51.5) sends and reads
+them, written here from the documented facts, and the `vol://` references a benchmark's `assets` make.
+
+A request's shapes are checked here (types, counts, lengths); what a file may be (its path's rules, its md5's
+form, one path once, the upload's size) is the platform's to say (`core.volumes`), which refuses every problem
+at once, naming the file and the rule."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from yardstick.core import limits
+from yardstick.core.volume_store import MAX_PATH_CHARS
+from yardstick.core.volumes import AssetRef, VolumeView
+from yardstick.sequences.models import VolumeRef
+
+VOL = re.compile(r"vol://(?P<name>[^@/]*)(?:@v(?P<version>[1-9][0-9]{0,8}))?/?")
+_REQUEST = ConfigDict(extra="forbid")
+
+
+class VolumeFileDecl(BaseModel):
+    """One file of an upload: its path in the volume, its size, the base64 md5 of its bytes."""
+
+    model_config = _REQUEST
+    path: str = Field(min_length=1, max_length=MAX_PATH_CHARS)
+    size: int = Field(ge=0, le=limits.VOLUME_UPLOAD_BYTES)
+    md5: str = Field(max_length=64)
+
+
+class VolumeUploadRequest(BaseModel):
+    """`POST /v1/volumes/{name}/uploads`: every file of the version it makes."""
+
+    model_config = _REQUEST
+    kind: Literal["checkpoint", "dataset"] = "checkpoint"
+    files: list[VolumeFileDecl] = Field(min_length=1, max_length=limits.VOLUME_FILES)
+
+
+class UploadTarget(BaseModel):
+    """Where one file goes: POST `url` (with `headers`) opens a resumable session, whose address it
+    answers."""
+
+    path: str
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
+class UploadStarted(BaseModel):
+    """201: an upload of `version`, a target for each file to send, the `held` ones the version in use's as
+    they are. 200 `unchanged`: every file is the version in use's, nothing opened, `version` that one."""
+
+    name: str
+    version: int
+    unchanged: bool = False
+    upload_id: str | None = None
+    targets: list[UploadTarget] = Field(default_factory=list)
+    held: list[str] = Field(default_factory=list)
+    expires_at: str | None = None
+    size_bytes: int = 0
+
+
+class UsedBy(BaseModel):
+    deployments: list[str] = Field(default_factory=list)
+    benchmarks: list[str] = Field(default_factory=list)
+    evals: list[str] = Field(default_factory=list)
+
+
+class VolumeInfo(BaseModel):
+    """One volume as its owner sees it, never where it is stored; `referenced_by` what uses it."""
+
+    name: str
+    kind: str
+    state: Literal["uploading", "active", "deleted"]
+    version: int | None = None
+    size_bytes: int = 0
+    files: int = 0
+    created_at: str | None = None
+    updated_at: str | None = None
+    referenced_by: UsedBy = Field(default_factory=UsedBy)
+
+
+class VolumePage(BaseModel):
+    data: list[VolumeInfo]
+    total: int
+    offset: int
+    next_cursor: str | None = None
+
+
+class VolumeFileRow(BaseModel):
+    path: str
+    size: int
+    md5: str
+
+
+class VolumeFiles(BaseModel):
+    name: str
+    version: int
+    files: list[VolumeFileRow]
+
+
+class VolumeDeleted(BaseModel):
+    name: str
+    deleted: bool = True
+
+
+class ChunkTaken(BaseModel):
+    """A file whose every byte arrived (the 200 that ends its session)."""
+
+    path: str
+    size: int
+
+
+def info(view: VolumeView) -> VolumeInfo:
+    return VolumeInfo(
+        name=view.name,
+        kind=view.kind,
+        state="active" if view.state == "active" else "uploading",
+        version=view.version,
+        size_bytes=view.size_bytes,
+        files=view.file_count,
+        created_at=view.created_at.isoformat(),
+        updated_at=view.updated_at.isoformat(),
+        referenced_by=UsedBy(benchmarks=list(view.benchmarks)),
+    )
+
+
+def asset_refs(assets: Sequence[VolumeRef]) -> tuple[AssetRef, ...]:
+    """A benchmark's `assets` as the platform's references: each `vol://<name>[@v<n>]`, or refused by rule."""
+    problems: list[limits.Problem] = []
+    refs: list[AssetRef] = []
+    for position, asset in enumerate(assets):
+        field = f"assets[{position}]"
+        found = VOL.fullmatch(asset.uri.strip())
+        if found is None or not found.group("name"):
+            problems.append(
+                limits.Problem(
+                    f"{field}.uri",
+                    f"{asset.uri!r} is not vol://<name>[@v<n>]: a volume uploaded with seq volume put"
+                    " (other stores are not mounted here)",
+                )
+            )
+            continue
+        version = found.group("version")
+        refs.append(AssetRef(found.group("name"), int(version) if version else None, asset.mount, field))
+    limits.check(problems)
+    return tuple(refs)
