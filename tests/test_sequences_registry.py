@@ -167,6 +167,14 @@ def test_a_benchmark_whose_reset_raises_is_failed_with_its_reason(platform: Harn
     shown = seq(platform, "benchmark", "status", "broken-bench")
     said = shown.stdout + shown.stderr
     assert "failed" in said and "FileNotFoundError" in said and "benchmark.py:" in said, said
+    # The same code again is built again as the same version, and fails the same way.
+    again = seq(platform, "deploy", str(folders / "broken-bench"))
+    assert again.returncode != 0 and "FileNotFoundError" in again.stdout + again.stderr
+    with platform.platform.db.reading() as session:
+        numbers = session.execute(
+            select(HostedVersion.number).join(Hosted).where(Hosted.name == "broken-bench")
+        ).scalars()
+        assert list(numbers) == [1]
 
 
 def test_a_deployments_settings_are_read_and_changed(platform: Harness, folders: Path) -> None:
@@ -327,4 +335,5 @@ def test_an_evals_dashboard_url_is_its_page_naming_what_ran(platform: Harness, f
     report = httpx.get(f"{platform.url}/v1/eval/{eval_id_of(ran.stdout)}", headers=headers).json()
     page = httpx.get(report["dashboard_url"])
     assert page.status_code == 200
-    assert "<h1>reach-policy v1 on reach-bench v1" in page.text and "2 / 2" in page.text, page.text[:2000]
+    assert re.search(r"<h1>reach-policy v\d+ on reach-bench v\d+", page.text), page.text[:2000]
+    assert "2 / 2" in page.text

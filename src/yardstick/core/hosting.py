@@ -118,42 +118,50 @@ class Hosting:
                 hosted.removed_at = None
             latest = _latest(session, hosted.id)
             if latest is not None and _same(latest, upload, pins):
-                if latest.status in (BuildStatus.FAILED, BuildStatus.CANCELED):
-                    latest.status, latest.error = BuildStatus.BUILDING, None
-                    latest.declared = dict(upload.declared)
-                    rebuild = latest
-                else:
+                if latest.status not in (BuildStatus.FAILED, BuildStatus.CANCELED):
                     return latest
-            number = (latest.number + 1) if latest is not None else 1
-            folder = f"{org_id:x}/{upload.kind}/{upload.name}/v{number}-{upload.code_sha256[:12]}"
-            try:
-                bundle = unpack(
-                    upload.code_format, upload.code_data, upload.code_sha256, self.root / folder / "code"
-                )
-            except BundleRefused as refused:
-                _prune_empty(self.root / folder, self.root)
-                raise bad_request(str(refused), field=refused.field) from None
-            version = HostedVersion(
-                hosted_id=hosted.id,
-                number=number,
-                code_sha256=upload.code_sha256,
-                tree_sha256=tree_sha256(bundle.folder),
-                handler_ref=upload.handler_ref,
-                folder=folder,
-                declared={
-                    **upload.declared,
-                    "image": dict(upload.image or {}),
-                    "secrets": list(upload.secrets),
-                    "volumes": [pin.as_json() for pin in pins],
-                },
-                status=BuildStatus.BUILDING,
-            )
-            session.add(version)
-            session.flush()
-            rebuild = version
+                # The same code again after a failed build: built again as the same version (the failure may
+                # have been the environment's: an index down, a secret since set).
+                latest.status, latest.error, latest.checked = BuildStatus.BUILDING, None, None
+                latest.declared = _declared(upload, pins)
+                rebuild = latest
+            else:
+                rebuild = self._new_version(session, org_id, hosted, latest, upload, pins)
         # The build reads the version in a session of its own: it starts once this one is committed.
         self._start(rebuild.id)
         return rebuild
+
+    def _new_version(
+        self,
+        session: Session,
+        org_id: int,
+        hosted: Hosted,
+        latest: HostedVersion | None,
+        upload: Upload,
+        pins: list[Pin],
+    ) -> HostedVersion:
+        number = (latest.number + 1) if latest is not None else 1
+        folder = f"{org_id:x}/{upload.kind}/{upload.name}/v{number}-{upload.code_sha256[:12]}"
+        try:
+            bundle = unpack(
+                upload.code_format, upload.code_data, upload.code_sha256, self.root / folder / "code"
+            )
+        except BundleRefused as refused:
+            _prune_empty(self.root / folder, self.root)
+            raise bad_request(str(refused), field=refused.field) from None
+        version = HostedVersion(
+            hosted_id=hosted.id,
+            number=number,
+            code_sha256=upload.code_sha256,
+            tree_sha256=tree_sha256(bundle.folder),
+            handler_ref=upload.handler_ref,
+            folder=folder,
+            declared=_declared(upload, pins),
+            status=BuildStatus.BUILDING,
+        )
+        session.add(version)
+        session.flush()
+        return version
 
     def _checked_upload(self, org_id: int, upload: Upload) -> list[Pin]:
         """The registration's refusals, met now; the volume versions its assets pin."""
@@ -419,6 +427,17 @@ def _same(latest: HostedVersion, upload: Upload, pins: Sequence[Pin]) -> bool:
     return latest.code_sha256 == upload.code_sha256 and (latest.declared.get("volumes") or []) == [
         pin.as_json() for pin in pins
     ]
+
+
+def _declared(upload: Upload, pins: list[Pin]) -> dict[str, Any]:
+    """What a version keeps of its registration: what it declared, its image, the secrets it is handed and the
+    volume versions its assets pin."""
+    return {
+        **upload.declared,
+        "image": dict(upload.image or {}),
+        "secrets": list(upload.secrets),
+        "volumes": [pin.as_json() for pin in pins],
+    }
 
 
 def _prune_empty(folder: Path, root: Path) -> None:
