@@ -601,8 +601,8 @@ def test_a_sequences_eval_with_a_spend_cap_plays_what_the_cap_covers_and_stops_t
     """`spend_cap_usd` (credits are the install's dollars): an eval is cut, before it is filed, to the most
     episodes whose held cost stays within the cap — the lowest trials of every task — and says so."""
     shop = worker
-    customer(shop, "capped", credits="5")
-    headers = {"Authorization": f"Bearer {shop.keys['capped-a']}"}
+    customer(shop, "spendcap", credits="5")
+    headers = {"Authorization": f"Bearer {shop.keys['spendcap-a']}"}
 
     def post(**body: Any) -> httpx.Response:
         asked = {"model": "rows", "benchmark": "toys.tally", "trials": 4, **body}
