@@ -13,7 +13,7 @@ export PYOPENGL_PLATFORM ?= egl
 
 .PHONY: demo test bench lint env clean browser sandbox
 
-env: $(STAMP)
+env: $(STAMP) $(SEQ_STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -208,22 +208,6 @@ def router(hosting: Hosting) -> APIRouter:
             {"benchmark": name, "evals": listed, "total": len(listed), "offset": 0, "next_cursor": None}
         )
 
-    @door.get("/v1/benchmarks/{name}/builds", responses=refusals(404, 409))
-    def benchmark_builds(name: str, who: Who) -> JSONResponse:
-        """A benchmark's versions, newest first, each one's build; `serving` marks the one new evals run."""
-        _, versions = hosting.versions(_org(who), HostedKind.BENCHMARK, name)
-        return JSONResponse({"benchmark": name, "builds": _builds(versions)})
-
-    @door.get(
-        "/v1/benchmarks/{name}/versions/{number}/source",
-        response_class=Response,
-        responses=refusals(404, 409),
-    )
-    def benchmark_source(name: str, number: int, who: Who) -> Response:
-        """The code of one version, as it was registered (a tar.gz under `<name>-v<number>/`)."""
-        data = hosting.source(_org(who), HostedKind.BENCHMARK, name, number)
-        return Response(data, media_type="application/gzip")
-
     @door.post("/v1/benchmarks/{name}/cancel", responses=refusals(404, 409))
     def cancel_benchmark(name: str, who: Who) -> JSONResponse:
         version = hosting.cancel(_org(who), HostedKind.BENCHMARK, name)
@@ -288,21 +272,6 @@ def router(hosting: Hosting) -> APIRouter:
                 }
             )
         return JSONResponse({"deployment": name, "data": rows})
-
-    @door.get("/v1/deployments/{name}/builds", responses=refusals(404, 409))
-    def deployment_builds(name: str, who: Who) -> JSONResponse:
-        _, versions = hosting.versions(_org(who), HostedKind.POLICY, name)
-        return JSONResponse({"deployment": name, "builds": _builds(versions)})
-
-    @door.get(
-        "/v1/deployments/{name}/versions/{number}/source",
-        response_class=Response,
-        responses=refusals(404, 409),
-    )
-    def deployment_source(name: str, number: int, who: Who) -> Response:
-        """The code of one version, as it was deployed (a tar.gz under `<name>-v<number>/`)."""
-        data = hosting.source(_org(who), HostedKind.POLICY, name, number)
-        return Response(data, media_type="application/gzip")
 
     @door.delete("/v1/deployments/{name}", responses=refusals(404, 409))
     def remove_deployment(name: str, who: Who) -> JSONResponse:
@@ -387,7 +356,30 @@ def router(hosting: Hosting) -> APIRouter:
             {"deployment": name, "history": listed, "total": len(listed), "offset": 0, "next_cursor": None}
         )
 
+    _version_routes(door, hosting, HostedKind.BENCHMARK, "benchmarks", "benchmark")
+    _version_routes(door, hosting, HostedKind.POLICY, "deployments", "deployment")
     return door
+
+
+def _version_routes(door: APIRouter, hosting: Hosting, kind: HostedKind, plural: str, label: str) -> None:
+    """`/{plural}/{name}/builds` and `/{plural}/{name}/versions/{number}/source`, alike for benchmarks and
+    deployments: what differs is the kind looked up and the key the answer names it by."""
+
+    @door.get(f"/v1/{plural}/{{name}}/builds", responses=refusals(404, 409), name=f"{label}_builds")
+    def builds(name: str, who: Who) -> JSONResponse:
+        """The versions, newest first, each one's build; `serving` marks the one new evals use."""
+        _, versions = hosting.versions(_org(who), kind, name)
+        return JSONResponse({label: name, "builds": _builds(versions)})
+
+    @door.get(
+        f"/v1/{plural}/{{name}}/versions/{{number}}/source",
+        response_class=Response,
+        responses=refusals(404, 409),
+        name=f"{label}_source",
+    )
+    def source(name: str, number: int, who: Who) -> Response:
+        """The code of one version, as it was sent (a tar.gz under `<name>-v<number>/`)."""
+        return Response(hosting.source(_org(who), kind, name, number), media_type="application/gzip")
 
 
 def _serving(versions: list[HostedVersion]) -> int | None:
