@@ -310,6 +310,27 @@ def test_a_forged_or_expired_target_or_session_is_refused(platform: Harness) -> 
     assert commit.status_code == 409 and "expired" in commit.json()["detail"], commit.text
 
 
+def test_the_bytes_of_an_upload_left_past_its_life_are_swept_by_the_next_upload(platform: Harness) -> None:
+    """An upload abandoned half way (the laptop closed) does not hold its bytes on disk for ever: once past
+    its life, the next upload of any volume removes them, and the old session still answers "expired"."""
+    started = _start(platform, "abandoned", [{"path": "a", "size": 4, "md5": md5(b"abcd")}])
+    session = _session(started["targets"][0])
+    sent = httpx.put(session, content=b"ab", headers={"Content-Range": "bytes 0-1/4"}, timeout=30)
+    assert sent.status_code == 308, sent.text
+    upload_id = int(started["upload_id"], 16)
+    with platform.platform.db.writing() as db:
+        found = db.get(VolumeUpload, upload_id)
+        assert found is not None
+        volume_id = found.volume_id
+        partials = platform.settings.volume_root / format(volume_id, "x") / "uploads" / format(upload_id, "x")
+        assert partials.exists()
+        found.expires_at = found.expires_at.replace(year=found.expires_at.year - 1)
+    _start(platform, "fresh", [{"path": "b", "size": 1, "md5": md5(b"b")}])
+    assert not partials.exists()
+    late = httpx.put(session, content=b"cd", headers={"Content-Range": "bytes 2-3/4"}, timeout=30)
+    assert late.status_code == 403 and "expired" in late.json()["detail"], late.text
+
+
 @pytest.mark.parametrize(
     ("files", "words"),
     [

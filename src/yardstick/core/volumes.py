@@ -9,7 +9,8 @@
   naming each file, field and rule, and nothing is committed. Otherwise the files are laid out as a new
   version, which becomes the one in use.
 - A volume has one open upload at a time: a new one supersedes it (the SDK starts over when the files changed,
-  and an interrupted upload it resumes is never started again).
+  and an interrupted upload it resumes is never started again). Starting any upload sweeps the bytes of
+  uploads past their life, whichever volume they were for.
 - A benchmark's assets pin the version in use when it registers (or the one it names), so a benchmark version
   always mounts the same files; a volume a benchmark uses is deleted only when forced.
 """
@@ -158,9 +159,27 @@ class Volumes:
         except IntegrityError:
             # Another upload of a volume of that name, new too, made its row first: this one is its next.
             started, superseded = self._open(org_id, name, kind, files, changed_only)
-        for volume_id, upload_id in superseded:
+        for volume_id, upload_id in superseded + self._expire():
             self.store.discard(volume_id, upload_id)
         return started
+
+    def _expire(self) -> list[tuple[int, int]]:
+        """End the open uploads of every volume past their life: their partial bytes would otherwise stay on
+        disk until the next upload of the same volume. Their refusals read the time, so they say "expired"
+        as before; `ended_at` marks the bytes gone so they are swept once."""
+        with self.db.writing() as session:
+            late = session.execute(
+                select(VolumeUpload).where(
+                    VolumeUpload.state == UploadState.OPEN,
+                    VolumeUpload.ended_at.is_(None),
+                    VolumeUpload.expires_at <= utcnow(),
+                )
+            ).scalars()
+            swept = []
+            for upload in late:
+                upload.ended_at = utcnow()
+                swept.append((upload.volume_id, upload.id))
+        return swept
 
     def _open(
         self, org_id: int, name: str, kind: str, files: Sequence[FileDecl], changed_only: bool
