@@ -400,3 +400,74 @@ def test_a_benchmark_reads_its_assets_volume_during_an_eval(platform: Harness, t
     assert forced.returncode == 0, forced.stdout + forced.stderr
     orphan = seq(platform, "eval", "run", "reach-policy", "--benchmark", "goal-bench", state=state)
     assert orphan.returncode != 0 and "assets 'reach-goals' v1 were deleted" in orphan.stdout + orphan.stderr
+
+
+def test_a_deployment_reads_its_weights_volume_and_plays_what_they_say(
+    platform: Harness, tmp_path: Path
+) -> None:
+    """`weights="vol://NAME"` mounts the uploaded checkpoint read-only where `{weights}` says, in the policy's
+    box, for the build check and for every eval; the volume is then used by the deployment, and another
+    store's URI is refused at deploy naming the field."""
+    code = tmp_path / "code"
+    for example in ("reach-bench", "weighted-policy"):
+        shutil.copytree(EXAMPLES / example, code / example)
+    state = tmp_path / "state"
+    early = seq(platform, "deploy", str(code / "weighted-policy"), state=state)
+    assert early.returncode == 2 and "weights.uri: no volume 'reach-ckpt'" in early.stderr, early.stderr
+
+    def learned(sign: float) -> Path:
+        return folder_of(
+            tmp_path / f"ckpt{sign}", {"policy.json": json.dumps({"sign": sign, "most": 0.1}).encode()}
+        )
+
+    assert seq(platform, "volume", "put", "reach-ckpt", str(learned(-1.0)), state=state).returncode == 0
+    for example in ("reach-bench", "weighted-policy"):
+        done = seq(platform, "deploy", str(code / example), state=state)
+        assert done.returncode == 0, done.stdout + done.stderr
+    backwards = seq(
+        platform,
+        "eval",
+        "run",
+        "weighted-policy",
+        "--benchmark",
+        "reach-bench",
+        "--trials",
+        "1",
+        "--gate",
+        "success>=0.5",
+        state=state,
+    )
+    assert backwards.returncode == 8 and "success: overall 0.0%" in backwards.stdout, backwards.stdout
+
+    # New weights are a new volume version; the deployment pinned v1, so deploying again pins v2.
+    assert seq(platform, "volume", "put", "reach-ckpt", str(learned(1.0)), state=state).returncode == 0
+    again = seq(platform, "deploy", str(code / "weighted-policy"), state=state)
+    assert again.returncode == 0, again.stdout + again.stderr
+    forwards = seq(
+        platform,
+        "eval",
+        "run",
+        "weighted-policy",
+        "--benchmark",
+        "reach-bench",
+        "--trials",
+        "1",
+        "--gate",
+        "success>=0.5",
+        state=state,
+    )
+    assert forwards.returncode == 0 and "success: overall 100.0%" in forwards.stdout, forwards.stdout
+
+    shown = api(platform, "GET", "/v1/volumes/reach-ckpt").json()
+    assert shown["referenced_by"]["deployments"] == ["weighted-policy"], shown
+    kept = seq(platform, "volume", "rm", "reach-ckpt", state=state)
+    assert kept.returncode == 5 and "the weights of the deployment weighted-policy" in kept.stderr, (
+        kept.stderr
+    )
+
+    hub = code / "weighted-policy" / "policy.py"
+    hub.write_text(hub.read_text().replace("vol://reach-ckpt", "hf://org/reach-ckpt"))
+    refused = seq(platform, "deploy", str(code / "weighted-policy"), state=state)
+    assert refused.returncode == 2 and "weights.uri: 'hf://org/reach-ckpt' is fetched by" in refused.stderr, (
+        refused.stdout + refused.stderr
+    )

@@ -151,6 +151,11 @@ class Players:
             assert self.hosting is not None
             env = self.hosting.secrets.unsealed(located.org_id, located.secrets)
             try:
+                mounted = self.hosting.volumes.mounted(located.assets)
+            except LookupError as gone:
+                raise BuildError(f"weights: {gone}", FailureKind.POLICY_SETUP_CRASH) from None
+            env.update(mounts.environment({pin.name: pin.mount for pin in located.assets}))
+            try:
                 found = BoxedPolicyServer(
                     located.folder,
                     located.handler_ref,
@@ -158,6 +163,7 @@ class Players:
                     self._sockets,
                     params=params,
                     python=located.python or None,
+                    mounts=mounted,
                 )
             except Failed as failed:
                 raise BuildError(failed.reason, failed.kind) from None

@@ -85,7 +85,8 @@ class Started:
 
 @dataclass(frozen=True)
 class VolumeView:
-    """A volume as its owner sees it (never where it is stored); `benchmarks`: the org's that mount it."""
+    """A volume as its owner sees it (never where it is stored); `benchmarks` and `deployments`: the org's
+    that mount it (as assets, as weights)."""
 
     name: str
     kind: str
@@ -96,17 +97,20 @@ class VolumeView:
     created_at: dt.datetime
     updated_at: dt.datetime
     benchmarks: tuple[str, ...]
+    deployments: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class AssetRef:
-    """A volume a benchmark's registration names: by name, at a version (None: the one in use), to mount at a
-    place (None: the SDK's default). `field` is where the request said it, for refusals."""
+    """A volume a registration names (a benchmark's assets, a deployment's weights): by name, at a version
+    (None: the one in use), to mount at a place (None: the SDK's default) that is `root` or under it. `field`
+    is where the request said it, for refusals."""
 
     name: str
     version: int | None
     mount: str | None
     field: str
+    root: PurePosixPath = mounts.ASSETS
 
 
 @dataclass(frozen=True)
@@ -392,6 +396,7 @@ class Volumes:
 
     def _view(self, session: Session, volume: Volume) -> VolumeView:
         current = _current(session, volume)
+        users = list(_users(session, volume))
         return VolumeView(
             name=volume.name,
             kind=volume.kind,
@@ -401,25 +406,42 @@ class Volumes:
             file_count=current.file_count if current is not None else 0,
             created_at=volume.created_at,
             updated_at=volume.updated_at,
-            benchmarks=tuple(name for name, _ in _users(session, volume)),
+            benchmarks=tuple(name for kind, name, _ in users if kind == HostedKind.BENCHMARK),
+            deployments=tuple(name for kind, name, _ in users if kind == HostedKind.POLICY),
         )
 
     # --- deleting ---------------------------------------------------------------------------------------
 
     def delete(self, org_id: int, name: str, *, force: bool) -> None:
         """Delete a volume, every version of it and its open upload. Refused while a benchmark of the org
-        mounts it, unless `force` (that benchmark's evals then fail, saying its assets are gone)."""
+        mounts it as assets or a deployment as weights, unless `force` (their evals then fail, saying what is
+        gone)."""
         _check_name(name)
         with self.db.writing() as session:
             volume = self._named(session, org_id, name)
-            users = sorted({name for name, _ in _users(session, volume)})
+            users = list(_users(session, volume))
+            benchmarks = sorted({name for kind, name, _ in users if kind == HostedKind.BENCHMARK})
+            deployments = sorted({name for kind, name, _ in users if kind == HostedKind.POLICY})
             if users and not force:
+                said = [
+                    f"the {role} of the {kind}{'s' if len(names) > 1 else ''} {', '.join(names)}"
+                    for role, kind, names in (
+                        ("assets", "benchmark", benchmarks),
+                        ("weights", "deployment", deployments),
+                    )
+                    if names
+                ]
+                how = [
+                    f"seq {cmd} rm NAME"
+                    for cmd, names in (("benchmark", benchmarks), ("policy", deployments))
+                    if names
+                ]
                 raise Refusal(
                     RefusalKind.CONFLICT,
-                    f"name: {name} is the assets of the benchmark{'s' if len(users) > 1 else ''}"
-                    f" {', '.join(users)}; remove {'them' if len(users) > 1 else 'it'} first"
-                    " (seq benchmark rm NAME), or delete it anyway with force=true",
-                    benchmarks=users,
+                    f"name: {name} is {' and '.join(said)}; remove {'them' if len(users) > 1 else 'it'} first"
+                    f" ({', '.join(how)}), or delete it anyway with force=true",
+                    benchmarks=benchmarks or None,
+                    deployments=deployments or None,
                 )
             volume_id = volume.id
             session.delete(volume)
@@ -436,7 +458,7 @@ class Volumes:
         with self.db.reading() as session:
             for ref in refs:
                 mount = ref.mount or mounts.default_mount(ref.name, len(refs))
-                rule = mounts.mount_problem(mount)
+                rule = mounts.mount_problem(mount, ref.root)
                 if rule is not None:
                     problems.append(limits.Problem(f"{ref.field}.mount", f"{mount!r} {rule}"))
                     continue
@@ -599,24 +621,21 @@ def _upload_files(session: Session, upload_id: int) -> list[VolumeUploadFile]:
     )
 
 
-def _users(session: Session, volume: Volume) -> Iterator[tuple[str, int]]:
-    """The org's benchmarks (not removed) whose newest version mounts `volume`, with the version they pin."""
+def _users(session: Session, volume: Volume) -> Iterator[tuple[HostedKind, str, int]]:
+    """The org's benchmarks and deployments (not removed) whose newest version mounts `volume`, with the
+    version they pin."""
     rows = session.execute(
-        select(Hosted.name, HostedVersion.number, HostedVersion.declared)
+        select(Hosted.kind, Hosted.name, HostedVersion.number, HostedVersion.declared)
         .join(HostedVersion, HostedVersion.hosted_id == Hosted.id)
-        .where(
-            Hosted.org_id == volume.org_id,
-            Hosted.kind == HostedKind.BENCHMARK,
-            Hosted.removed_at.is_(None),
-        )
-        .order_by(Hosted.name, HostedVersion.number.desc())
+        .where(Hosted.org_id == volume.org_id, Hosted.removed_at.is_(None))
+        .order_by(Hosted.kind, Hosted.name, HostedVersion.number.desc())
     )
-    seen: set[str] = set()
-    for name, _number, declared in rows:
-        if name in seen:
+    seen: set[tuple[str, str]] = set()
+    for kind, name, _number, declared in rows:
+        if (kind, name) in seen:
             continue
-        seen.add(name)
+        seen.add((kind, name))
         for pin in (declared or {}).get("volumes") or []:
             if pin.get("volume_id") == volume.id:
-                yield name, int(pin["version"])
+                yield HostedKind(kind), name, int(pin["version"])
                 break

@@ -119,8 +119,8 @@ def _policy(cls: type, folder: Path, result: dict[str, Any]) -> None:
         reason = inbox.said(f"{spec.name}'s constructor", exc, folder)
         if weights is not None:
             reason += (
-                f"; its weights= ({weights}) are fetched by the Sequences platform, and Yardstick fetches "
-                "none yet: ship them in the folder and hand the constructor their path"
+                f"; its weights= ({weights}) are mounted read-only at /data (each part at /data/<part>),"
+                " and the constructor is handed that folder as \"{weights}\""
             )
         raise _Failed("build", reason) from None
     close = getattr(instance, "close", None)

@@ -13,8 +13,13 @@ from pathlib import Path, PurePosixPath
 from typing import Final
 
 ASSETS: Final = PurePosixPath("/assets")
+# Where a deployment's weights are mounted: the Sequences SDK's mount for `weights=` (its `VolumeMount`).
+WEIGHTS: Final = PurePosixPath("/data")
 ENV: Final = "YARDSTICK_VOLUMES"
-MOUNT_RULE: Final = f"{ASSETS} or a folder under it (a volume is mounted there, read-only)"
+
+
+def mount_rule(root: PurePosixPath = ASSETS) -> str:
+    return f"{root} or a folder under it (a volume is mounted there, read-only)"
 
 
 def default_mount(name: str, count: int) -> str:
@@ -22,8 +27,8 @@ def default_mount(name: str, count: int) -> str:
     return str(ASSETS) if count == 1 else str(ASSETS / name)
 
 
-def mount_problem(mount: str) -> str | None:
-    """The rule `mount` breaks as a place to mount a volume at, or None."""
+def mount_problem(mount: str, root: PurePosixPath = ASSETS) -> str | None:
+    """The rule `mount` breaks as a place to mount a volume at (`root` or under it), or None."""
     path = PurePosixPath(mount)
     parts = mount.split("/")[1:]
     if (
@@ -32,9 +37,9 @@ def mount_problem(mount: str) -> str | None:
         or "\\" in mount
         or any(ord(c) < 32 for c in mount)
     ):
-        return f"is an absolute path with no empty, '.' or '..' part: {MOUNT_RULE}"
-    if path != ASSETS and ASSETS not in path.parents:
-        return f"is {MOUNT_RULE}"
+        return f"is an absolute path with no empty, '.' or '..' part: {mount_rule(root)}"
+    if path != root and root not in path.parents:
+        return f"is {mount_rule(root)}"
     return None
 
 

@@ -44,7 +44,8 @@ class ServerFailed(Failed):
 class BoxedPolicyServer:
     """Serve `handler_ref` ("module:Class") of the unpacked bundle `folder` on a unix socket in
     `socket_dir`. `env` is the box's environment (secrets arrive so), `params` laid over the policy's
-    constructor arguments, `python` the interpreter of its prepared environment."""
+    constructor arguments, `python` the interpreter of its prepared environment, `mounts` the folders it
+    reads at places of its own (its weights: (folder, place))."""
 
     def __init__(
         self,
@@ -57,6 +58,7 @@ class BoxedPolicyServer:
         python: str | None = None,
         hidden: Sequence[Path] = (),
         devices: Sequence[Path] = (),
+        mounts: Sequence[tuple[Path, str]] = (),
         start_timeout_s: float = START_TIMEOUT_S,
     ) -> None:
         if not inbox.HANDLER_REF.fullmatch(handler_ref):
@@ -88,6 +90,7 @@ class BoxedPolicyServer:
             writable=(own,),
             hidden=tuple(hidden),
             devices=tuple(devices),
+            mounts=tuple(mounts),
             env={**(env or {}), "PYTHONPATH": inbox.python_path(self.folder), "COLUMNS": "200"},
             cwd=self.folder,
         )

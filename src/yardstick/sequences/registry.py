@@ -32,7 +32,7 @@ from yardstick.sequences.models import (
     SettingsChange,
 )
 from yardstick.sequences.routes import cursor_offset, offered_benchmark
-from yardstick.sequences.volume_models import asset_refs
+from yardstick.sequences.volume_models import asset_refs, weight_refs
 from yardstick.store.models import Hosted, HostedVersion
 from yardstick.store.states import BuildStatus, Contract, HostedKind, RunStatus
 
@@ -75,6 +75,7 @@ def _policy_upload(body: DeploymentRequest) -> Upload:
         image=body.image.model_dump(mode="json", exclude_none=True),
         secrets=tuple(s.name for s in body.policy.secrets),
         declared=declared,
+        assets=weight_refs(body.weights, body.weights_name, body.extra_weights),
     )
 
 

@@ -8,7 +8,7 @@ at once, naming the file and the rule."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from yardstick.core import limits
 from yardstick.core.volume_store import MAX_PATH_CHARS
 from yardstick.core.volumes import AssetRef, VolumeView
-from yardstick.sequences.models import VolumeRef
+from yardstick.hosted import mounts
+from yardstick.sequences.models import VolumeMount, VolumeRef
 
 VOL = re.compile(r"vol://(?P<name>[^@/]*)(?:@v(?P<version>[1-9][0-9]{0,8}))?/?")
 _REQUEST = ConfigDict(extra="forbid")
@@ -123,7 +124,7 @@ def info(view: VolumeView) -> VolumeInfo:
         files=view.file_count,
         created_at=view.created_at.isoformat(),
         updated_at=view.updated_at.isoformat(),
-        referenced_by=UsedBy(benchmarks=list(view.benchmarks)),
+        referenced_by=UsedBy(benchmarks=list(view.benchmarks), deployments=list(view.deployments)),
     )
 
 
@@ -145,5 +146,51 @@ def asset_refs(assets: Sequence[VolumeRef]) -> tuple[AssetRef, ...]:
             continue
         version = found.group("version")
         refs.append(AssetRef(found.group("name"), int(version) if version else None, asset.mount, field))
+    limits.check(problems)
+    return tuple(refs)
+
+
+WEIGHTS_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
+
+
+def weight_refs(
+    weights: VolumeMount | None, weights_name: str | None, extra_weights: Mapping[str, VolumeMount] | None
+) -> tuple[AssetRef, ...]:
+    """A deployment's `weights` as the volumes its box mounts: whole at the SDK's mount (`/data`), or in
+    named parts each at `<mount>/<part>` (`weights_name` the first part's name). Only uploaded volumes
+    (`vol://<name>[@v<n>]`) are mounted here; another store's URI is refused naming the field."""
+    if weights is None:
+        return ()
+    named = [
+        ("weights", weights_name, weights),
+        *((f"extra_weights.{part}", part, mount) for part, mount in (extra_weights or {}).items()),
+    ]
+    problems: list[limits.Problem] = []
+    refs: list[AssetRef] = []
+    seen: dict[str, str] = {}
+    for field, part, mount in named:
+        found = VOL.fullmatch(mount.uri.strip())
+        if found is None or not found.group("name"):
+            problems.append(
+                limits.Problem(
+                    f"{field}.uri",
+                    f"{mount.uri!r} is fetched by the Sequences platform; Yardstick mounts uploaded volumes"
+                    ' only: seq volume put NAME ./checkpoint, then weights="vol://NAME"',
+                )
+            )
+            continue
+        if part is not None and not WEIGHTS_PART.fullmatch(part):
+            problems.append(limits.Problem(field, f"{part!r} is not a part's name: {WEIGHTS_PART.pattern}"))
+            continue
+        name = found.group("name")
+        if name in seen:
+            problems.append(
+                limits.Problem(f"{field}.uri", f"vol://{name} is {seen[name]} already: a volume one place")
+            )
+            continue
+        seen[name] = field
+        version = found.group("version")
+        place = mount.mount if part is None else f"{mount.mount.rstrip('/')}/{part}"
+        refs.append(AssetRef(name, int(version) if version else None, place, field, root=mounts.WEIGHTS))
     limits.check(problems)
     return tuple(refs)

@@ -5,7 +5,10 @@ play; all of them when unset) is `action_chunk_len`, `action_chunk_replan_at` (t
 asked again at; its last valid row when unset) is `action_chunk_exec_len`, and an answer asked before the
 valid rows run out plays once they have (`prefetch`), the world paused until it comes. The marks mean what
 the contract says: `@seq.reset` on a policy is handed nothing when an episode starts, `@seq.on_episode`
-the episode (or nothing) when it ends. Deployment-only arguments are kept in `cls.__seq__`.
+the episode (or nothing) when it ends. `weights=` an uploaded volume (`"vol://NAME"`,
+`seq.Volume.from_name(NAME)`, or {part: either}) fills `"{weights}"` with where the platform mounted it
+(`$YARDSTICK_VOLUMES`), else with the SDK's mount (`/data`, `/data/<part>`). The other deployment-only
+arguments are kept in `cls.__seq__`.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
 import yardstick.sdk.decorators as ys
+from yardstick.hosted import mounts
 from yardstick.hosted.params import INFER_PLATFORM, ParamError, check_names, keyword_params
 from yardstick.hosted.seq_api import forms
-from yardstick.hosted.seq_api.declarations import plain
+from yardstick.hosted.seq_api.declarations import Volume, plain
 from yardstick.hosted.seq_api.errors import PolicyDefinitionError
 from yardstick.hosted.seq_api.marks import (
     CONCURRENT,
@@ -170,6 +174,7 @@ def _register(cls: _C, kw: dict[str, Any]) -> _C:
             init=(kwargs if kwargs else args) if given else None,
             name=name,
             prefetch=replan is not None and replan < chunk,
+            weights=_weights_dirs(kw.get("weights")),
         )(cls)
     except SpecError as exc:
         raise PolicyDefinitionError(exc.owner, exc.field, exc.rule) from None
@@ -188,6 +193,30 @@ def _register(cls: _C, kw: dict[str, Any]) -> _C:
         },
     )
     return decorated
+
+
+def _weights_dirs(declared: Any) -> str | dict[str, str] | None:
+    """Where the declared weights are in the box: one folder, or one a part."""
+    if declared is None:
+        return None
+    if isinstance(declared, dict):
+        return {str(part): _weights_dir(uri, str(part)) for part, uri in declared.items()}
+    return _weights_dir(declared, None)
+
+
+def _weights_dir(uri: Any, part: str | None) -> str:
+    name = uri.name if isinstance(uri, Volume) else _volume_name(uri)
+    if name is not None:
+        try:
+            return str(mounts.where(name))
+        except LookupError:
+            pass  # not mounted here (a local run): the SDK's place, as on its platform
+    return str(mounts.WEIGHTS / part) if part else str(mounts.WEIGHTS)
+
+
+def _volume_name(uri: Any) -> str | None:
+    found = re.fullmatch(r"vol://([^@/]+)(?:@v[0-9]+)?/?", uri.strip()) if isinstance(uri, str) else None
+    return found.group(1) if found else None
 
 
 def _handed_infer_params(cls: type, name: str, infer: Callable[..., Any], names: set[str]) -> Any:
