@@ -458,6 +458,8 @@ def test_a_deployment_reads_its_weights_volume_and_plays_what_they_say(
     )
     assert forwards.returncode == 0 and "success: overall 100.0%" in forwards.stdout, forwards.stdout
 
+    listed = seq(platform, "policy", "ls", state=state)
+    assert re.search(r"weighted-policy\s.*vol://reach-ckpt@v2", listed.stdout), listed.stdout
     shown = api(platform, "GET", "/v1/volumes/reach-ckpt").json()
     assert shown["referenced_by"]["deployments"] == ["weighted-policy"], shown
     kept = seq(platform, "volume", "rm", "reach-ckpt", state=state)

@@ -265,7 +265,7 @@ def router(hosting: Hosting) -> APIRouter:
                     "state": state,
                     "gpu": (version.declared.get("gpu") or None),
                     "template": None,
-                    "weights": None,
+                    "weights": _weights(version),
                     "code": {"sha256": version.tree_sha256, "bundle_sha256": version.code_sha256},
                     "handler_ref": version.handler_ref,
                     "created_at": version.created_at.isoformat(),
@@ -446,7 +446,14 @@ def _deployment_row(hosted: Hosted, version: HostedVersion) -> dict[str, Any]:
         "status": _deployment_status(hosted, version).status,
         "created_at": hosted.created_at.isoformat(),
         "error": version.error,
+        "weights": _weights(version),
     }
+
+
+def _weights(version: HostedVersion) -> str | None:
+    """The volume versions a deployment's weights mount, as `vol://` references (None without)."""
+    pins = (version.declared or {}).get("volumes") or []
+    return ", ".join(f"vol://{pin['name']}@v{pin['version']}" for pin in pins) or None
 
 
 def _evals(platform: Platform, caller: Caller) -> list[dict[str, Any]]:
