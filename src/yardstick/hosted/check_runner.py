@@ -120,7 +120,7 @@ def _policy(cls: type, folder: Path, result: dict[str, Any]) -> None:
         if weights is not None:
             reason += (
                 f"; its weights= ({weights}) are mounted read-only at /data (each part at /data/<part>),"
-                " and the constructor is handed that folder as \"{weights}\""
+                ' and the constructor is handed that folder as "{weights}"'
             )
         raise _Failed("build", reason) from None
     close = getattr(instance, "close", None)
