@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -98,6 +99,7 @@ def main() -> None:
         one_way(args.way, args.trials)
         return
 
+    print(machine(), flush=True)
     best: dict[str, float] = {}
     steady: dict[str, float] = {}  # wall less start-up, each way's best round
     cpu: dict[str, float] = {}
@@ -151,6 +153,12 @@ def main() -> None:
 
 def _met(value: float, target: float) -> str:
     return "met" if value >= target else "NOT met"
+
+
+def machine() -> str:
+    """The cores and how busy others keep them: on a shared machine the figures move with the load."""
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"machine: {os.cpu_count()} cores, load average {load} (1, 5, 15 min) at the start"
 
 
 if __name__ == "__main__":

@@ -93,6 +93,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="episodes per setting")
     args = parser.parse_args()
     warnings.filterwarnings("ignore", message=r"Constant\(s\) may be too high")
+    print(machine(), flush=True)
     plain = engine_step(None, False)
     print(f"MT10 {TASK}, camera 'corner', expert: ms a frame (median of each step's frame)")
     print(f"{'size':>5} {'reflections':>12} {'renderer':>9} {'ours':>7} {'ratio':>6}   engine ms a step")
@@ -110,6 +111,12 @@ def main() -> None:
                 f"  (target ours/renderer <= 1.05: {'met' if ratio <= 1.05 else 'NOT met'})",
                 flush=True,
             )
+
+
+def machine() -> str:
+    """The cores and how busy others keep them: on a shared machine the figures move with the load."""
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"machine: {os.cpu_count()} cores, load average {load} (1, 5, 15 min) at the start"
 
 
 if __name__ == "__main__":

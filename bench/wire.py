@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import socket
 import statistics
 import subprocess
@@ -163,6 +164,7 @@ def main() -> None:
         serve_ours(args.port)
         return
 
+    print(machine(), flush=True)
     took: dict[tuple[int, str], list[float]] = {}
     for _ in range(args.rounds):
         for images, pair, samples in one_round(args.count // args.rounds):
@@ -209,6 +211,12 @@ def one_round(count: int) -> list[tuple[int, str, list[float]]]:
             process.terminate()
             process.wait(timeout=10)
     return measured
+
+
+def machine() -> str:
+    """The cores and how busy others keep them: on a shared machine the figures move with the load."""
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"machine: {os.cpu_count()} cores, load average {load} (1, 5, 15 min) at the start"
 
 
 if __name__ == "__main__":
