@@ -57,6 +57,7 @@ bench: $(STAMP)
 	$(PY) bench/wire.py
 	$(PY) bench/gateway.py
 	$(PY) bench/benchmarks.py
+	$(PY) bench/render.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

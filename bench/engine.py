@@ -6,15 +6,19 @@ MT10, state only, the scripted expert, the same episodes three ways in one run:
   pool        yardstick's engine on a process pool, one worker per core (`yardstick eval run`)
 Each way runs in a fresh interpreter and is timed from before Meta-World is imported to its last episode,
 so each pays its own start-up as a user's run does. Each prints steps/s; the ratios are what matter (the
-machine is shared and noisy): in-process should keep >= 0.95 of the plain loop, and the pool should be
->= 1.8x in-process on two cores. The ways run `--rounds` times, interleaved; each way's best round counts.
-Run with `make bench`.
+machine is shared and noisy): in-process should keep >= 0.97 of the plain loop, and the pool should be
+>= 1.8x in-process on two cores with start-up counted apart (the time until the last worker is ready to
+play: its interpreter, its imports and its build; the same measure of the in-process executor is its build).
+Both pool figures are printed, with start-up apart and in. Beside the wall-clock ratio, the in-process/plain
+ratio of CPU seconds in the window: other people's work on a shared machine moves wall time, not that.
+The ways run `--rounds` times, interleaved; each way's best round counts. Run with `make bench`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -73,25 +77,32 @@ def engine(trials: int, pool: bool) -> tuple[float, list[list[Any]], float]:
 
 def one_way(way: str, trials: int) -> None:
     """Run in a fresh interpreter: print one JSON line."""
+    # CPU seconds of this process over the same window (the pool's workers are not counted: it is printed
+    # for in-process against plain only).
+    cpu = time.process_time()
     if way == "plain":
         wall, outcomes = plain(trials)
         cold = 0.0
     else:
         wall, outcomes, cold = engine(trials, pool=way == "pool")
-    print(json.dumps({"wall": wall, "outcomes": outcomes, "cold_start": cold}))
+    cpu = time.process_time() - cpu
+    print(json.dumps({"wall": wall, "outcomes": outcomes, "cold_start": cold, "cpu": cpu}))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--trials", type=int, default=20, help="episodes per task (seeds 0..trials-1)")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--way", choices=WAYS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.way:
         one_way(args.way, args.trials)
         return
 
+    print(machine(), flush=True)
     best: dict[str, float] = {}
+    steady: dict[str, float] = {}  # wall less start-up, each way's best round
+    cpu: dict[str, float] = {}
     reference: list[list[Any]] | None = None
     cold = 0.0
     for round_ in range(args.rounds):
@@ -107,10 +118,17 @@ def main() -> None:
                 reference = measured["outcomes"]
             elif measured["outcomes"] != reference:
                 raise SystemExit(f"{way} played different episodes from the plain loop")
-            if way == "pool":
-                cold = measured["cold_start"]
-            best[way] = min(best.get(way, float("inf")), measured["wall"])
-            print(f"round {round_ + 1}  {way:<10}  {measured['wall']:6.2f} s", flush=True)
+            if measured["wall"] < best.get(way, float("inf")):
+                best[way] = measured["wall"]
+                if way == "pool":
+                    cold = measured["cold_start"]
+            steady[way] = min(steady.get(way, float("inf")), measured["wall"] - measured["cold_start"])
+            cpu[way] = min(cpu.get(way, float("inf")), measured["cpu"])
+            print(
+                f"round {round_ + 1}  {way:<10}  {measured['wall']:6.2f} s  "
+                f"(start-up {measured['cold_start']:.2f} s)",
+                flush=True,
+            )
 
     assert reference is not None
     steps = sum(o[3] for o in reference)
@@ -120,9 +138,27 @@ def main() -> None:
     for way in WAYS:
         vs_plain, vs_inproc = rate[way] / rate["plain"], rate[way] / rate["in-process"]
         print(f"{way:<12}{rate[way]:>10.0f}{vs_plain:>10.3f}{vs_inproc:>15.3f}")
-    print(f"\npool workers' cold start {cold:.2f} s (included above)")
-    print(f"in-process / plain = {rate['in-process'] / rate['plain']:.3f}  (target >= 0.95)")
-    print(f"pool / in-process  = {rate['pool'] / rate['in-process']:.3f}  (target >= 1.8 on two cores)")
+    inproc = rate["in-process"] / rate["plain"]
+    print(
+        f"\nin-process / plain = {inproc:.3f}  (target >= 0.97: {_met(inproc, 0.97)}); "
+        f"in CPU seconds {cpu['plain'] / cpu['in-process']:.3f}"
+    )
+    apart = steady["in-process"] / steady["pool"]
+    print(
+        f"pool / in-process  = {apart:.3f} with start-up counted apart  (target >= 1.8 on two cores: "
+        f"{_met(apart, 1.8)}); {rate['pool'] / rate['in-process']:.3f} with the workers' {cold:.2f} s "
+        "start-up in"
+    )
+
+
+def _met(value: float, target: float) -> str:
+    return "met" if value >= target else "NOT met"
+
+
+def machine() -> str:
+    """The cores and how busy others keep them: on a shared machine the figures move with the load."""
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"machine: {os.cpu_count()} cores, load average {load} (1, 5, 15 min) at the start"
 
 
 if __name__ == "__main__":

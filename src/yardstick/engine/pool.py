@@ -25,6 +25,7 @@ from yardstick.engine.failures import Failed, FailureKind
 from yardstick.engine.guard import describe
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.runtime import BuildError, Runtime, Work
+from yardstick.engine.threads import limit_threads, share_of_cores
 
 # How long past a call's own limit the supervisor waits for the worker's alarm before it kills the worker.
 HANG_GRACE_S = 5.0
@@ -150,7 +151,8 @@ class PoolExecutor:
     def _spawn(self, work: Work) -> _Worker:
         parent, child = self._context.Pipe()
         beacon: Synchronized[float] = self._context.Value("d", 0.0, lock=False)
-        process = self._context.Process(target=_serve, args=(work, child, beacon), daemon=True)
+        threads = share_of_cores(self.workers, default_workers())
+        process = self._context.Process(target=_serve, args=(work, child, beacon, threads), daemon=True)
         spawned = time.monotonic()
         process.start()
         child.close()
@@ -189,10 +191,13 @@ def _stop(pool: list[_Worker]) -> None:
         worker.conn.close()
 
 
-def _serve(work: Work, conn: Connection, beacon: Synchronized[float]) -> None:
+def _serve(work: Work, conn: Connection, beacon: Synchronized[float], threads: int) -> None:
     """A worker's life: build once, then play episodes as the supervisor hands them out."""
     # Ctrl-C reaches the whole process group; the supervisor decides what stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Its share of the cores, before anything is built: the workers' library threads would otherwise spin
+    # on each other's cores (threads.py).
+    limit_threads(threads)
     try:
         runtime = Runtime(work, beacon)
     except BuildError as failure:

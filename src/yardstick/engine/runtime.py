@@ -6,13 +6,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from yardstick.engine.failures import Failed, FailureKind
 from yardstick.engine.guard import Beacon, Call, CallFailed, Guard
 from yardstick.engine.loop import Playback, Rebuild, play
 from yardstick.engine.recording import Recording
-from yardstick.engine.remote import RemotePolicy, RemotePolicyError, probe_spec
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.worlds import ManyWorlds, SingleWorld, Worlds
 from yardstick.sdk.calls import InProcessPolicy, PolicyDriver, instantiate
@@ -21,6 +20,10 @@ from yardstick.sdk.errors import AuthoringError, InstallIncomplete
 from yardstick.sdk.load import load_object
 from yardstick.sdk.specs import BenchmarkSpec, PolicySpec
 from yardstick.wire.address import endpoint_from_ref
+
+if TYPE_CHECKING:
+    from yardstick.engine.remote import RemotePolicy
+    from yardstick.wire.address import RemoteEndpoint
 
 Kind = Literal["benchmark", "policy"]
 # resolver(kind, reference, benchmark=...) -> class. A policy is resolved for the run's benchmark, whose
@@ -89,6 +92,8 @@ def specs_of(work: Work) -> tuple[BenchmarkSpec, PolicySpec]:
     asked of its server)."""
     endpoint = endpoint_from_ref(work.policy.ref)
     if endpoint is not None:
+        from yardstick.engine.remote import RemotePolicyError, probe_spec  # deferred: see Runtime._remote
+
         try:
             policy = probe_spec(endpoint, work.policy.params, startup_timeout=work.startup_timeout_s)
         except RemotePolicyError as exc:
@@ -116,22 +121,30 @@ class Runtime:
         work = self.work
         endpoint = endpoint_from_ref(work.policy.ref)
         if endpoint is not None:
-            # Its reply timeout sits inside the engine's call limit, so a silent server fails the episode
-            # as a timeout of the wire, with the connection dropped, rather than as a cut call.
-            limit = work.call_timeout_s or 60.0
-            try:
-                return RemotePolicy(
-                    endpoint,
-                    work.policy.params,
-                    reply_timeout=0.9 * limit,
-                    startup_timeout=work.startup_timeout_s,
-                    reconnect_timeout=min(work.startup_timeout_s, RECONNECT_S),
-                )
-            except RemotePolicyError as exc:
-                raise BuildError(exc.reason, exc.kind) from None
+            return self._remote(endpoint)
         cls = _loaded(work, "policy")
         spec = policy_spec(cls)
         return InProcessPolicy(self._build(cls, spec, work.policy), spec)
+
+    def _remote(self, endpoint: RemoteEndpoint) -> RemotePolicy:
+        # The wires' clients (websockets, grpc) are imported only by a run that dials one: a tenth of a
+        # second of every process's start-up, a pool worker's included, that an in-process policy never uses.
+        from yardstick.engine.remote import RemotePolicy, RemotePolicyError
+
+        work = self.work
+        # Its reply timeout sits inside the engine's call limit, so a silent server fails the episode
+        # as a timeout of the wire, with the connection dropped, rather than as a cut call.
+        limit = work.call_timeout_s or 60.0
+        try:
+            return RemotePolicy(
+                endpoint,
+                work.policy.params,
+                reply_timeout=0.9 * limit,
+                startup_timeout=work.startup_timeout_s,
+                reconnect_timeout=min(work.startup_timeout_s, RECONNECT_S),
+            )
+        except RemotePolicyError as exc:
+            raise BuildError(exc.reason, exc.kind) from None
 
     def _build(
         self, cls: type, spec: BenchmarkSpec | PolicySpec, component: Component, *, worlds: int | None = None

@@ -125,6 +125,10 @@ class InProcessPolicy:
     def infer(self, observations: list[Any], episodes: list[Episode], seeds: list[int]) -> list[Any]:
         sizes = self.spec.batch_sizes
         if sizes is None:
+            if len(observations) == 1 and len(episodes) == 1 and len(seeds) <= 1:
+                # One world asking, as most steps of most runs do: the call without the zip and the list
+                # around it (this runs once a step).
+                return [self._infer(observations[0], **self._keywords(episodes[0], seeds[0] if seeds else 0))]
             return [
                 self._infer(obs, **self._keywords(ep, seed))
                 for obs, ep, seed in zip(
@@ -167,9 +171,6 @@ class InProcessPolicy:
         return list(answers[:count])
 
     def _keywords(self, episode: Episode, seed: int) -> dict[str, Any]:
-        keywords: dict[str, Any] = {}
         if self._wants_episode:
-            keywords["episode"] = episode
-        if self.wants_seed:
-            keywords["seed"] = seed
-        return keywords
+            return {"episode": episode, "seed": seed} if self.wants_seed else {"episode": episode}
+        return {"seed": seed} if self.wants_seed else {}

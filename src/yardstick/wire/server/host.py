@@ -68,6 +68,9 @@ class PolicyHost:
         params: dict[str, Any] | None = None,
     ) -> None:
         self.spec: PolicySpec = policy_spec(cls)
+        # Whether the policy is handed a seed: one that is not gets none drawn for it (two SplitMix64 rounds
+        # in Python, a few microseconds of every request).
+        self.wants_seed = "seed" in self.spec.infer_keywords
         self.model_id = model_id
         self.reference = reference
         self.state = HostState.LOADING

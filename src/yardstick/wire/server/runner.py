@@ -125,7 +125,7 @@ async def run_dialect(conn: ServerConnection, host: PolicyHost) -> None:
                 host.begin(episode)
                 begun = True
             started = time.perf_counter()
-            seed = inference_seed(episode.seed, episode.inferences)
+            seed = inference_seed(episode.seed, episode.inferences) if host.wants_seed else 0
             answer = host.infer_now(episode, request, seed)
             if answer is None:
                 answer = await asyncio.wrap_future(host.infer(episode, request, seed))

@@ -122,7 +122,7 @@ class ServerSession:
             self._tell(episode, request.get(p.EPISODE))
         seed = request.get(p.SEED)
         if not isinstance(seed, int) or isinstance(seed, bool):
-            seed = inference_seed(episode.seed, episode.inferences)
+            seed = inference_seed(episode.seed, episode.inferences) if self.host.wants_seed else 0
         observation = request[p.OBSERVATION]
         try:
             # A quick policy with nothing queued answers here, without a trip to the slot thread.
