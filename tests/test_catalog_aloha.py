@@ -19,8 +19,8 @@ from yardstick.sdk.decorators import benchmark_spec, policy_spec
 
 slow = pytest.mark.slow
 HERE = Path(__file__).resolve().parent
-# A seed the expert succeeds at (its rate over seeds 0-49 is in the README).
-EXPERT_SEED = 3
+# Seeds the expert must succeed at (it does at every seed 0-49; its rate is in the README).
+EXPERT_SEEDS = [0, 3, 7]
 
 
 @pytest.fixture(scope="module")
@@ -153,10 +153,11 @@ def test_bad_calls_are_refused_clearly(cube: AlohaTransferCube) -> None:
 @slow
 def test_the_expert_transfers_the_cube() -> None:
     work = Work(Component("aloha/transfer-cube", {"cameras": []}), Component("expert"))
-    outcome = evaluate(RunRequest(work=work, seeds=[EXPERT_SEED], workers=0))
-    (result,) = outcome.results
-    assert result.error is None and result.success and result.terminated
-    assert result.metrics["max_reward"] == 4.0 and result.steps < 400
+    outcome = evaluate(RunRequest(work=work, seeds=EXPERT_SEEDS, workers=0))
+    assert len(outcome.results) == len(EXPERT_SEEDS)
+    for result in outcome.results:
+        assert result.error is None and result.success and result.terminated
+        assert result.metrics["max_reward"] == 4.0 and result.steps < 400
 
 
 @slow

@@ -7,6 +7,14 @@ waypoints are turned into joint angles by inverse kinematics instead (the mocap 
 end-effector task no longer hold the grippers where ACT's waypoints put them on this MuJoCo), corrected for
 the servos' sag in a simulation of its own, and answered as joint targets, the benchmark's action.
 
+ACT's waypoints are poses of the mocap frames, not of the gripper links: a weld without relpose keeps the
+relative pose of the model's reference configuration, where each mocap body stands 0.1347 m ahead of its
+gripper link along the gripper's axis (between the fingertips) and turned as that link is at qpos0. Aiming the
+gripper links themselves at the waypoints (as this expert first did) put the fingertips 13 cm beyond every
+waypoint, at the cube as at the meeting point, so grasps missed: 0 of 50 seeds here (mean best reward 0.60
+of 4). Aiming the grasp point, it transfers the cube on all 50 seeds and the left gripper
+still holds it in the air at step 400; the sag correction is a margin, not the fix (50 of 50 without it too).
+
 The expert reads the cube's pose from the first observation (`env_state`), plans the whole episode (about
 half a second) and answers it as one chunk of 400 rows.
 """
@@ -33,6 +41,9 @@ _SIDES = ("left", "right")
 _ARM_JOINTS = (slice(0, 6), slice(8, 14))  # each arm's six joints in qpos (its two fingers follow them)
 _ARM = np.r_[0:6, 7:13]  # the arm joints in an action (index 6 and 13 are the grippers)
 MEET = np.array([0.0, 0.5, 0.25])
+# The mocap frame in the gripper link's frame, as gym-aloha's end-effector task welds them: its mocap bodies
+# stand at x = ±0.095, z = 0.425 in the XML, the gripper links at x = ∓0.039706, z = 0.42705 at qpos0.
+GRASP_OFFSET = np.array([0.134706, 0.0, -0.00205])
 
 
 def quat_multiply(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -68,7 +79,9 @@ def waypoints(
     right_start: npt.NDArray[np.float64],
 ) -> tuple[list[Waypoint], list[Waypoint]]:
     """ACT's transfer-cube waypoints for the left and the right gripper (gripper 0 closed, 1 open)."""
-    pick = quat_multiply(right_start[3:], axis_quat((0.0, 1.0, 0.0), -60))
+    # ACT turns its initial mocap orientation, the identity (the gripper level), not the arm's start pose
+    # (pitched 0.1 rad), by -60° about y.
+    pick = axis_quat((0.0, 1.0, 0.0), -60)
     meet_left = axis_quat((1.0, 0.0, 0.0), 90)
     flat = np.array([1.0, 0.0, 0.0, 0.0])
     left = [
@@ -137,19 +150,32 @@ def _solve(
 def joint_path(model: Any, cube_xyz: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """ACT's waypoints as joint angles, step by step (STEPS × 14, grippers as ACT commands them).
 
-    ACT's targets are the mocap frames its grippers are welded to; a gripper's frame is its mocap frame
-    turned by the offset the two have at the start (the right arm faces the other way), as its weld keeps."""
+    ACT's targets are the mocap frames its grippers are welded to. A weld with no relpose keeps the pose the
+    two bodies have in the model's reference configuration (qpos0, mocap bodies where the XML puts them): the
+    mocap frame sits GRASP_OFFSET ahead of the gripper link, between the fingers, turned as the gripper link
+    is at qpos0 (the right arm faces the other way)."""
     import mujoco
     from gym_aloha.constants import START_ARM_POSE
 
     data = mujoco.MjData(model)
-    data.qpos[:16] = START_ARM_POSE
-    mujoco.mj_kinematics(model, data)
+    mujoco.mj_kinematics(model, data)  # qpos0
     bodies = [
         mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, f"vx300s_{side}/gripper_link") for side in _SIDES
     ]
-    starts = [np.concatenate([data.xpos[b], [1.0, 0.0, 0.0, 0.0]]) for b in bodies]
     offsets = [data.xquat[b].copy() for b in bodies]
+    data.qpos[:16] = START_ARM_POSE
+    mujoco.mj_kinematics(model, data)
+    # Where the mocap frames would be at the start (ACT puts them elsewhere and lets the weld yank the arms
+    # there; starting from where the arms are avoids that jolt).
+    starts = [
+        np.concatenate(
+            [
+                data.xpos[b] + data.xmat[b].reshape(3, 3) @ GRASP_OFFSET,
+                quat_multiply(data.xquat[b], offsets[arm] * [1, -1, -1, -1]),
+            ]
+        )
+        for arm, b in enumerate(bodies)
+    ]
     paths = waypoints(cube_xyz, starts[0], starts[1])
     angles = [
         np.array(START_ARM_POSE[0:6], dtype=np.float64),
@@ -160,12 +186,21 @@ def joint_path(model: Any, cube_xyz: npt.NDArray[np.float64]) -> npt.NDArray[np.
         row = []
         for arm in range(2):
             pose = interpolate(paths[arm], t)
-            quat = pose[3:7] / np.linalg.norm(pose[3:7])
-            target = np.concatenate([pose[:3], quat_multiply(quat, offsets[arm])])
+            quat = quat_multiply(pose[3:7] / np.linalg.norm(pose[3:7]), offsets[arm])
+            link = pose[:3] - _rotation(quat) @ GRASP_OFFSET
+            target = np.concatenate([link, quat])
             angles[arm] = _solve(model, data, bodies[arm], _ARM_JOINTS[arm], target, angles[arm])
             row += [*angles[arm], pose[7]]
         rows.append(row)
     return np.asarray(rows)
+
+
+def _rotation(quat: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    import mujoco
+
+    matrix = np.zeros(9)
+    mujoco.mju_quat2Mat(matrix, quat)
+    return matrix.reshape(3, 3)
 
 
 def plan(cube_pose: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
