@@ -96,12 +96,10 @@ def server(
 ) -> None:
     """The whole platform on one machine: the API, workers, the database and the artifacts, migrations
     applied. OpenAPI at /docs."""
-    import uvicorn
-
     from yardstick.core.supervisor import Supervisor
-    from yardstick.gateway.access_log import log_config
     from yardstick.gateway.app import create_app
     from yardstick.gateway.services import open_services
+    from yardstick.gateway.serving import serve
 
     settings = _settings(data_dir, database, call_timeout)
     supervisor = Supervisor(settings, 0 if no_worker else workers, run_worker)
@@ -112,9 +110,7 @@ def server(
             console.print(f"API:  http://{host}:{port}/v1  (OpenAPI at /docs)")
             console.print(f"sign-in: http://{host}:{port}/device  (yardstick login)")
             supervisor.start()
-            uvicorn.run(
-                create_app(services), host=host, port=port, log_level=log_level, log_config=log_config()
-            )
+            serve(create_app(services), host=host, port=port, log_level=log_level)
         finally:
             supervisor.stop()
             services.close()
