@@ -21,6 +21,11 @@ from yardstick.store.text import UnstorableText
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
+# Connections a process keeps open: more than the gateway's route threads (`gateway.app.ROUTE_THREADS`) and
+# its few others, so a busy gateway never opens a connection per request (a PostgreSQL connection costs
+# milliseconds; a SQLite one its pragmas); past it, overflow connections are opened and closed as needed.
+POOL_SIZE, POOL_OVERFLOW = 20, 20
+
 
 def normalize_url(url: str) -> str:
     """`postgresql://…` means psycopg 3 here; a bare path means a SQLite file."""
@@ -35,11 +40,11 @@ class Database:
     def __init__(self, url: str) -> None:
         self.url = normalize_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
-        options: dict[str, Any] = {"future": True}
+        options: dict[str, Any] = {"future": True, "pool_size": POOL_SIZE, "max_overflow": POOL_OVERFLOW}
         if self.is_sqlite:
             options["connect_args"] = {"check_same_thread": False, "timeout": 30}
         else:
-            options.update(pool_size=10, max_overflow=20, pool_pre_ping=True)
+            options.update(pool_pre_ping=True)
         self.engine: Engine = create_engine(self.url, **options)
         if self.is_sqlite:
             _sqlite_semantics(self.engine)
