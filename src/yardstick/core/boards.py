@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, load_only
 
 from yardstick.core.accounts import Caller
 from yardstick.core.refusals import not_found
@@ -46,6 +46,13 @@ class BoardRow:
     baseline_publisher: str | None
     replay_token: str | None = None
     scores: dict[str, Any] = field(default_factory=dict)  # the run's, with the primary's interval
+
+
+# What a board row reads of a run: a board of many runs reads none of their plans (documents of every
+# episode) and other JSON columns, which would cost more to decode than the rest of the board.
+_ROW_ONLY = load_only(
+    Run.id, Run.user_id, Run.status, Run.scores, Run.received_at, Run.replay_token, raiseload=True
+)
 
 
 def primary_of(run: Run) -> float | None:
@@ -83,6 +90,7 @@ class Boards:
     def _rows(self, session: Session, board: Board) -> list[BoardRow]:
         ranked = (
             select(Run, User)
+            .options(_ROW_ONLY)
             .join(User, User.id == Run.user_id)
             .where(Run.eval_id == board.eval_id, Run.status == RunStatus.FINISHED, Run.sampled.is_(False))
         )
@@ -92,6 +100,7 @@ class Boards:
             ranked = ranked.where(Run.org_id == board.org_id, Run.audience == Audience.ORG)
         shown = session.execute(
             select(Baseline, Run)
+            .options(_ROW_ONLY)
             .join(Run, Run.id == Baseline.submission_id)
             .where(Baseline.board_id == board.id)
         ).all()

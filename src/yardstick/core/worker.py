@@ -51,7 +51,7 @@ from yardstick.store.states import ACTIVE_RUNS
 log = logging.getLogger("yardstick.worker")
 T = TypeVar("T")
 
-# Well inside the 30 s after which the platform counts a worker gone (runs.WORKER_ALIVE_S).
+# Well inside the 30 s after which the platform counts a worker gone (liveness.WORKER_ALIVE_S).
 BEAT_EVERY_S = 5.0
 KEPT_RUNTIMES = 2
 # How often the vigil looks at the beacon; how long past a call's limit it waits for the alarm to cut it.
