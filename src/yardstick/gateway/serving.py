@@ -3,6 +3,7 @@ bench's trivial route (`bench/gateway.py`, the ceiling ours is measured against)
 
 from __future__ import annotations
 
+import socket
 import sys
 from typing import Any
 
@@ -24,3 +25,8 @@ def serve(app: Any, *, host: str, port: int, log_level: str) -> None:
     server.run()
     if not server.started:
         sys.exit(STARTUP_FAILURE)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on `host:port`, bound as uvicorn binds its own (for processes that share it)."""
+    return config(None, host=host, port=port, log_level="warning").bind_socket()
