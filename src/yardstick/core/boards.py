@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session, load_only
 
 from yardstick.core.accounts import Caller
@@ -65,6 +65,25 @@ def page_url(base_url: str, token: str) -> str:
     return f"{base_url.rstrip('/')}/v/{token}/"
 
 
+# A board's reads, built once (a request builds none): the board and its eval by slug; its baselines; the
+# finished runs it ranks (a public board's public runs, a tenant board's org runs).
+_BOARD = select(Board, Eval).join(Eval, Eval.id == Board.eval_id).where(Board.slug == bindparam("slug"))
+_BASELINES = (
+    select(Baseline, Run)
+    .options(_ROW_ONLY)
+    .join(Run, Run.id == Baseline.submission_id)
+    .where(Baseline.board_id == bindparam("board_id"))
+)
+_RANKED = (
+    select(Run, User)
+    .options(_ROW_ONLY)
+    .join(User, User.id == Run.user_id)
+    .where(Run.eval_id == bindparam("eval_id"), Run.status == RunStatus.FINISHED, Run.sampled.is_(False))
+)
+_RANKED_PUBLIC = _RANKED.where(Run.audience == Audience.PUBLIC)
+_RANKED_ORG = _RANKED.where(Run.org_id == bindparam("org_id"), Run.audience == Audience.ORG)
+
+
 class Boards:
     def __init__(self, db: Database, secret: bytes) -> None:
         self.db = db
@@ -79,34 +98,21 @@ class Boards:
 
     def board(self, caller: Caller | None, slug: str) -> tuple[Board, Eval, list[BoardRow]]:
         with self.db.reading() as session:
-            found = session.execute(
-                select(Board, Eval).join(Eval, Eval.id == Board.eval_id).where(Board.slug == slug)
-            ).one_or_none()
+            found = session.execute(_BOARD, {"slug": slug}).one_or_none()
             if found is None or not _may_read(caller, found[0]):
                 raise not_found(f"board: no board {slug!r} that you can read")
             board, ev = found
             return board, ev, self._rows(session, board)
 
     def _rows(self, session: Session, board: Board) -> list[BoardRow]:
-        ranked = (
-            select(Run, User)
-            .options(_ROW_ONLY)
-            .join(User, User.id == Run.user_id)
-            .where(Run.eval_id == board.eval_id, Run.status == RunStatus.FINISHED, Run.sampled.is_(False))
-        )
-        if board.visibility == BoardVisibility.PUBLIC:
-            ranked = ranked.where(Run.audience == Audience.PUBLIC)
-        else:
-            ranked = ranked.where(Run.org_id == board.org_id, Run.audience == Audience.ORG)
-        shown = session.execute(
-            select(Baseline, Run)
-            .options(_ROW_ONLY)
-            .join(Run, Run.id == Baseline.submission_id)
-            .where(Baseline.board_id == board.id)
+        public = board.visibility == BoardVisibility.PUBLIC
+        ranked = session.execute(
+            _RANKED_PUBLIC if public else _RANKED_ORG, {"eval_id": board.eval_id, "org_id": board.org_id}
         ).all()
+        shown = session.execute(_BASELINES, {"board_id": board.id}).all()
         marked = {run.id for _, run in shown}
         best: dict[int, tuple[Run, str]] = {}
-        for run, user in session.execute(ranked).all():
+        for run, user in ranked:
             if run.id in marked:
                 continue
             mine = best.get(user.id)

@@ -206,8 +206,8 @@ class Runs:
             return []
         with self.db.reading() as session:
             # Read afresh: the caller's cached org may be seconds behind an admin's change.
-            org = session.get(Org, caller.orgs[0].id) or caller.orgs[0]
-            return admission.quotas(session, caller.user_id, org)
+            found = admission.current_quotas(session, caller.user_id, caller.orgs[0].id)
+            return found if found is not None else admission.quotas(session, caller.user_id, caller.orgs[0])
 
     # --- reading ---------------------------------------------------------------------------------------
 
