@@ -203,8 +203,9 @@ def _submissions(purchases: Purchases) -> APIRouter:
 
     @door.get(routes.SUBMISSIONS_GET, responses=refusals(404))
     def submissions_get(request: Request, plat: Plat, who: Who, id: Annotated[str, Query()]) -> Response:
-        run = plat.runs.get(who, submission_id(id), Contract.POSITRONIC)
-        return json_answer(status_view(plat, run, str(request.base_url)))
+        with plat.db.one_read():
+            run = plat.runs.get(who, submission_id(id), Contract.POSITRONIC)
+            return json_answer(status_view(plat, run, str(request.base_url)))
 
     @door.get(routes.SUBMISSIONS_LIST, response_model=SubmissionListResponse)
     def submissions_list(

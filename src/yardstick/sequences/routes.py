@@ -262,8 +262,9 @@ def router(purchases: Purchases) -> APIRouter:
         base_url = str(request.base_url)
 
         def shown(ended: Run) -> EvalReport:
-            episodes = plat.runs.episodes(ended.id)
-            return report.build(ended, episodes, base_url=base_url, reservation=purchases.held(ended.id))
+            with plat.db.one_read():
+                episodes, held = plat.runs.episodes(ended.id), purchases.held(ended.id)
+            return report.build(ended, episodes, base_url=base_url, reservation=held)
 
         # The episodes and the hold read in one trip to a thread, not two: a trip costs about a small query.
         return json_answer(await run_in_threadpool(shown, run), exclude_none=True)
