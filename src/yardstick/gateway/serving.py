@@ -28,5 +28,9 @@ def serve(app: Any, *, host: str, port: int, log_level: str) -> None:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on `host:port`, bound as uvicorn binds its own (for processes that share it)."""
-    return config(None, host=host, port=port, log_level="warning").bind_socket()
+    """A listening socket on `host:port`, bound as uvicorn binds its own (for processes that share it); one
+    that cannot be bound (the port taken) exits with the start-up failure status, as `serve` does."""
+    try:
+        return config(None, host=host, port=port, log_level="warning").bind_socket()
+    except SystemExit:  # uvicorn has logged why
+        sys.exit(STARTUP_FAILURE)
