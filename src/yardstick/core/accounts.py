@@ -101,18 +101,24 @@ class Authenticator:
     def share_revocations(self, count: Revocations) -> None:
         self._revocations, self._seen = count, count.value
 
-    def caller(self, bearer: str | None) -> Caller | None:
-        if not bearer:
-            return None
+    def cached(self, bearer: str) -> Caller | None:
+        """The caller `bearer` names if this process remembers it (no query, no wait: safe on the event
+        loop), else None (ask `caller`)."""
         if self._revocations is not None and self._revocations.value != self._seen:
             # A key revoked in another HTTP process of this server: which one is not said, so all go.
             self._seen = self._revocations.value
             self._cache.clear()
+        cached = self._cache.get(keys.digest(bearer))
+        return cached[0] if cached is not None and cached[1] > time.monotonic() else None
+
+    def caller(self, bearer: str | None) -> Caller | None:
+        if not bearer:
+            return None
+        remembered = self.cached(bearer)
+        if remembered is not None:
+            return remembered
         cache_key = keys.digest(bearer)
-        cached = self._cache.get(cache_key)
         now = time.monotonic()
-        if cached is not None and cached[1] > now:
-            return cached[0]
         with self.db.reading() as session:
             found = caller_for_key(session, bearer)
         if found is None:
