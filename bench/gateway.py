@@ -133,7 +133,7 @@ def wrk(url: str, key: str | None, clients: int, seconds: float) -> Load:
     out = subprocess.run(
         [*base[:3], f"-d{seconds:g}s", *base[3:]], capture_output=True, check=True, text=True
     ).stdout
-    percent = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out, re.MULTILINE))
+    percent = dict(re.findall(r"^\s+(50|99)%\s+(\S+)\s*$", out, re.MULTILINE))
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     failed = sum(int(n) for n in re.findall(r"Non-2xx or 3xx responses: (\d+)", out))
     errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
