@@ -11,7 +11,7 @@ SEQ_STAMP := $(SEQ_VENV)/.installed
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: demo test bench lint env clean browser sandbox
+.PHONY: demo test bench lint env clean browser sandbox wrk
 
 env: $(STAMP) $(SEQ_STAMP)
 
@@ -46,13 +46,20 @@ sandbox:
 		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq bubblewrap; }
 
+# bench/gateway.py loads the gateway with Debian's wrk (it skips that part, saying why, without it).
+wrk:
+	@command -v wrk >/dev/null 2>&1 || { \
+		echo "installing Debian's wrk for the gateway's bench"; \
+		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq wrk; }
+
 test: $(STAMP) $(SEQ_STAMP) browser sandbox
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/pytest -q --durations=15
 
-bench: $(STAMP)
+bench: $(STAMP) wrk
 	$(PY) bench/engine.py
 	$(PY) bench/wire.py
 	$(PY) bench/gateway.py

@@ -26,7 +26,7 @@ from sqlalchemy import select
 from conftest import PG_URL, fresh_database
 from platform_harness import TOYS, ServerProcess, free_port, server_process, toy_plan, wait_for
 from yardstick.core.artifacts import LocalArtifactStore
-from yardstick.core.processes import descendants
+from yardstick.core.processes import children, descendants
 from yardstick.store.db import Database
 from yardstick.store.models import Artifact, Run, RunEpisode, WorkerBeat
 from yardstick.store.states import EpisodeState
@@ -116,6 +116,29 @@ def test_sigterm_stops_every_process_the_server_started_and_a_restart_plays_ever
     assert [e.attempt for e in episodes] == [1] * 8
     assert served.stop(signal.SIGINT) == 0
     db.close()
+
+
+def test_a_server_with_several_http_processes_serves_from_all_and_sigterm_stops_them_all_leaving_no_child(
+    tmp_path: Path, database_url: str
+) -> None:
+    with server_process(tmp_path, database_url, extra=("--http-workers", "3")) as served:
+        server = served.start()
+        # Three HTTP processes and the one queue worker: the children the server spawned.
+        _until(lambda: len(served.workers()) == 4)
+        alice = served.client()
+        created = alice.create_submission(toy_plan("several", episodes=1))
+        assert wait_for(alice, created.submission_id).status.name == "finished"
+        me = f"{served.url}/v1/users.me"
+        for _ in range(20):  # each on a new connection: the kernel hands them to any of the processes
+            assert httpx.get(me, headers=_bearer(served.keys["alice"])).status_code == 200
+        started = descendants(server.pid)
+        assert served.stop(signal.SIGTERM) == 0
+        _until(lambda: not any(alive(pid) for pid in started), timeout=10)
+        assert not children(server.pid)
+
+
+def _bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
 
 
 def test_a_worker_beats_while_it_plays_and_one_killed_is_replaced_and_the_run_finishes_by_itself(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from platform_harness import running_platform
+from platform_harness import running_platform, server_process
 from yardstick.core import keys
 from yardstick.core.accounts import AUTH_CACHE_S
 
@@ -50,3 +50,25 @@ def test_a_key_revoked_by_the_admin_cli_stops_working_in_a_running_gateway_withi
         # Another user's key, never revoked, goes on working.
         bob = {"Authorization": f"Bearer {platform.keys['bob']}"}
         assert httpx.get(f"{platform.url}/v1/users.me", headers=bob).status_code == 200
+
+
+def test_a_key_revoked_through_the_api_stops_at_once_in_every_http_process_of_the_server(
+    tmp_path: Path, database_url: str
+) -> None:
+    """With `--http-workers`, a revocation through the API in one HTTP process holds at once in the others,
+    whose caches held the key (each request on a new connection, which the kernel hands to any of them)."""
+    with server_process(tmp_path, database_url, extra=("--http-workers", "3", "--no-worker")) as served:
+        served.start()
+        key = served.keys["alice"]
+        headers = {"Authorization": f"Bearer {key}"}
+        for _ in range(30):
+            assert httpx.get(f"{served.url}/v1/users.me", headers=headers).status_code == 200
+        revoked = httpx.post(
+            f"{served.url}/v1/keys.revoke", json={"prefix": key[: keys.PREFIX_LEN]}, headers=headers
+        )
+        assert revoked.status_code == 200, revoked.text
+        for _ in range(30):
+            assert httpx.get(f"{served.url}/v1/users.me", headers=headers).status_code == 401
+        bob = {"Authorization": f"Bearer {served.keys['bob']}"}
+        assert httpx.get(f"{served.url}/v1/users.me", headers=bob).status_code == 200
+        assert served.stop() == 0

@@ -87,6 +87,12 @@ def server(
     port: int = typer.Option(8080, help="The HTTP port."),
     no_worker: bool = typer.Option(False, "--no-worker", help="Serve the API only; workers run elsewhere."),
     workers: int = typer.Option(1, min=1, help="Embedded worker processes."),
+    http_workers: int = typer.Option(
+        1,
+        "--http-workers",
+        min=1,
+        help="HTTP processes serving the API on one socket (more cores); 1 serves in this process.",
+    ),
     log_level: str = typer.Option(
         "warning",
         help="uvicorn's log level; info adds a line per request (method, path, status; tokens and "
@@ -96,26 +102,31 @@ def server(
 ) -> None:
     """The whole platform on one machine: the API, workers, the database and the artifacts, migrations
     applied. OpenAPI at /docs."""
-    import uvicorn
-
     from yardstick.core.supervisor import Supervisor
-    from yardstick.gateway.access_log import log_config
     from yardstick.gateway.app import create_app
+    from yardstick.gateway.http_workers import supervisor as http_workers_of
     from yardstick.gateway.services import open_services
+    from yardstick.gateway.serving import bind, serve
 
     settings = _settings(data_dir, database, call_timeout)
     supervisor = Supervisor(settings, 0 if no_worker else workers, run_worker)
     with _stopped_by_signals():
         services = open_services(settings)
+        http: Supervisor | None = None
         try:
             console.print(f"data: {settings.data_dir}  database: {settings.database.split('@')[-1]}")
             console.print(f"API:  http://{host}:{port}/v1  (OpenAPI at /docs)")
             console.print(f"sign-in: http://{host}:{port}/device  (yardstick login)")
             supervisor.start()
-            uvicorn.run(
-                create_app(services), host=host, port=port, log_level=log_level, log_config=log_config()
-            )
+            if http_workers == 1:
+                serve(create_app(services), host=host, port=port, log_level=log_level)
+            else:
+                http = http_workers_of(settings, http_workers, bind(host, port), log_level)
+                http.start()
+                http.join()
         finally:
+            if http is not None:
+                http.stop()  # the HTTP processes first: they finish the requests in hand
             supervisor.stop()
             services.close()
 

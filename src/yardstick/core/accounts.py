@@ -7,7 +7,9 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -76,22 +78,47 @@ def caller_for_user(session: Session, user: User) -> Caller:
     return Caller(user.id, user.login, user.alias, user.is_admin, tuple(orgs))
 
 
+class Revocations(Protocol):
+    """A count of revocations shared by the HTTP processes of one server (`multiprocessing.Value`)."""
+
+    value: int
+
+    def get_lock(self) -> AbstractContextManager[Any]: ...
+
+
 class Authenticator:
     """The caller a bearer key names, remembered for `AUTH_CACHE_S` by the key's digest (never the key):
-    three queries a request cost more than the rest of a read."""
+    three queries a request cost more than the rest of a read. The HTTP processes of one server
+    (`--http-workers`) share a count of revocations (`share_revocations`): one made through the API in any
+    of them empties every one's cache, so it holds at once in all of them."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
         self._cache: dict[str, tuple[Caller, float]] = {}
+        self._revocations: Revocations | None = None
+        self._seen = 0
+
+    def share_revocations(self, count: Revocations) -> None:
+        self._revocations, self._seen = count, count.value
+
+    def cached(self, bearer: str) -> Caller | None:
+        """The caller `bearer` names if this process remembers it (no query, no wait: safe on the event
+        loop), else None (ask `caller`)."""
+        if self._revocations is not None and self._revocations.value != self._seen:
+            # A key revoked in another HTTP process of this server: which one is not said, so all go.
+            self._seen = self._revocations.value
+            self._cache.clear()
+        cached = self._cache.get(keys.digest(bearer))
+        return cached[0] if cached is not None and cached[1] > time.monotonic() else None
 
     def caller(self, bearer: str | None) -> Caller | None:
         if not bearer:
             return None
+        remembered = self.cached(bearer)
+        if remembered is not None:
+            return remembered
         cache_key = keys.digest(bearer)
-        cached = self._cache.get(cache_key)
         now = time.monotonic()
-        if cached is not None and cached[1] > now:
-            return cached[0]
         with self.db.reading() as session:
             found = caller_for_key(session, bearer)
         if found is None:
@@ -111,3 +138,6 @@ class Authenticator:
         processes stop taking them within `AUTH_CACHE_S`."""
         for digest in digests:
             self._cache.pop(digest, None)
+        if self._revocations is not None:
+            with self._revocations.get_lock():  # two revocations at once count two: neither is missed
+                self._revocations.value += 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
+from sqlalchemy import ScalarSelect, bindparam, func, or_, select
 from sqlalchemy.orm import Session
 
 from yardstick.core.refusals import Refusal, RefusalKind
@@ -35,10 +35,13 @@ class Quota:
         return self.used >= self.limit
 
 
+def _midnight() -> dt.datetime:
+    return utcnow().replace(hour=0, minute=0, second=0, microsecond=0)
+
+
 def quotas(session: Session, user_id: int, org: Org) -> list[Quota]:
     """The user's quotas in `org`, counted now."""
-    now = utcnow()
-    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    midnight = _midnight()
     counted = session.execute(
         select(QuotaEvent.kind, func.count())
         .where(QuotaEvent.user_id == user_id, QuotaEvent.org_id == org.id, QuotaEvent.at >= midnight)
@@ -48,13 +51,56 @@ def quotas(session: Session, user_id: int, org: Org) -> list[Quota]:
     active = session.execute(
         select(func.count()).select_from(Run).where(Run.org_id == org.id, Run.status.in_(ACTIVE_RUNS))
     ).scalar_one()
+    used = by_kind.get(QuotaKind.CHARGE, 0) - by_kind.get(QuotaKind.REFUND, 0)
+    return _standing(org, used, int(active), midnight)
+
+
+def _events_today(kind: QuotaKind) -> ScalarSelect[int]:
+    return (
+        select(func.count())
+        .where(
+            QuotaEvent.user_id == bindparam("user_id"),
+            QuotaEvent.org_id == Org.id,
+            QuotaEvent.at >= bindparam("since"),
+            QuotaEvent.kind == kind,
+        )
+        .scalar_subquery()
+    )
+
+
+# The org's row as it is now and what counts against its quotas, in one statement built once: what a caller's
+# quotas cost on each `users.me`.
+_ORG_AND_COUNTS = select(
+    Org,
+    _events_today(QuotaKind.CHARGE),
+    _events_today(QuotaKind.REFUND),
+    select(func.count())
+    .select_from(Run)
+    .where(Run.org_id == Org.id, or_(*(Run.status == status for status in ACTIVE_RUNS)))
+    .scalar_subquery(),
+).where(Org.id == bindparam("org_id"))
+
+
+def current_quotas(session: Session, user_id: int, org_id: int) -> list[Quota] | None:
+    """The user's quotas in the org as its row stands now (None: no such org), in one statement."""
+    midnight = _midnight()
+    found = session.execute(
+        _ORG_AND_COUNTS, {"user_id": user_id, "org_id": org_id, "since": midnight}
+    ).one_or_none()
+    if found is None:
+        return None
+    org, charged, refunded, active = found
+    return _standing(org, int(charged) - int(refunded), int(active), midnight)
+
+
+def _standing(org: Org, used_today: int, active: int, midnight: dt.datetime) -> list[Quota]:
     return [
         Quota(
             DAY_QUOTA,
             "day",
             "user",
             org.submissions_per_day,
-            by_kind.get(QuotaKind.CHARGE, 0) - by_kind.get(QuotaKind.REFUND, 0),
+            used_today,
             midnight + dt.timedelta(days=1),
             org.on_exhausted,
         ),
@@ -63,7 +109,7 @@ def quotas(session: Session, user_id: int, org: Org) -> list[Quota]:
             "concurrent",
             "tenant",
             org.concurrent_submissions,
-            int(active),
+            active,
             None,
             org.on_exhausted,
         ),

@@ -12,8 +12,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import bindparam, select
+from sqlalchemy.orm import Session, load_only
 
 from yardstick.core.accounts import Caller
 from yardstick.core.refusals import not_found
@@ -48,6 +48,13 @@ class BoardRow:
     scores: dict[str, Any] = field(default_factory=dict)  # the run's, with the primary's interval
 
 
+# What a board row reads of a run: a board of many runs reads none of their plans (documents of every
+# episode) and other JSON columns, which would cost more to decode than the rest of the board.
+_ROW_ONLY = load_only(
+    Run.id, Run.user_id, Run.status, Run.scores, Run.received_at, Run.replay_token, raiseload=True
+)
+
+
 def primary_of(run: Run) -> float | None:
     value = (run.scores or {}).get("primary")
     return float(value) if isinstance(value, (int, float)) else None
@@ -56,6 +63,25 @@ def primary_of(run: Run) -> float | None:
 def page_url(base_url: str, token: str) -> str:
     """A run's page (its replay); `data.json` beside it is the object the page renders from."""
     return f"{base_url.rstrip('/')}/v/{token}/"
+
+
+# A board's reads, built once (a request builds none): the board and its eval by slug; its baselines; the
+# finished runs it ranks (a public board's public runs, a tenant board's org runs).
+_BOARD = select(Board, Eval).join(Eval, Eval.id == Board.eval_id).where(Board.slug == bindparam("slug"))
+_BASELINES = (
+    select(Baseline, Run)
+    .options(_ROW_ONLY)
+    .join(Run, Run.id == Baseline.submission_id)
+    .where(Baseline.board_id == bindparam("board_id"))
+)
+_RANKED = (
+    select(Run, User)
+    .options(_ROW_ONLY)
+    .join(User, User.id == Run.user_id)
+    .where(Run.eval_id == bindparam("eval_id"), Run.status == RunStatus.FINISHED, Run.sampled.is_(False))
+)
+_RANKED_PUBLIC = _RANKED.where(Run.audience == Audience.PUBLIC)
+_RANKED_ORG = _RANKED.where(Run.org_id == bindparam("org_id"), Run.audience == Audience.ORG)
 
 
 class Boards:
@@ -72,32 +98,21 @@ class Boards:
 
     def board(self, caller: Caller | None, slug: str) -> tuple[Board, Eval, list[BoardRow]]:
         with self.db.reading() as session:
-            found = session.execute(
-                select(Board, Eval).join(Eval, Eval.id == Board.eval_id).where(Board.slug == slug)
-            ).one_or_none()
+            found = session.execute(_BOARD, {"slug": slug}).one_or_none()
             if found is None or not _may_read(caller, found[0]):
                 raise not_found(f"board: no board {slug!r} that you can read")
             board, ev = found
             return board, ev, self._rows(session, board)
 
     def _rows(self, session: Session, board: Board) -> list[BoardRow]:
-        ranked = (
-            select(Run, User)
-            .join(User, User.id == Run.user_id)
-            .where(Run.eval_id == board.eval_id, Run.status == RunStatus.FINISHED, Run.sampled.is_(False))
-        )
-        if board.visibility == BoardVisibility.PUBLIC:
-            ranked = ranked.where(Run.audience == Audience.PUBLIC)
-        else:
-            ranked = ranked.where(Run.org_id == board.org_id, Run.audience == Audience.ORG)
-        shown = session.execute(
-            select(Baseline, Run)
-            .join(Run, Run.id == Baseline.submission_id)
-            .where(Baseline.board_id == board.id)
+        public = board.visibility == BoardVisibility.PUBLIC
+        ranked = session.execute(
+            _RANKED_PUBLIC if public else _RANKED_ORG, {"eval_id": board.eval_id, "org_id": board.org_id}
         ).all()
+        shown = session.execute(_BASELINES, {"board_id": board.id}).all()
         marked = {run.id for _, run in shown}
         best: dict[int, tuple[Run, str]] = {}
-        for run, user in session.execute(ranked).all():
+        for run, user in ranked:
             if run.id in marked:
                 continue
             mine = best.get(user.id)

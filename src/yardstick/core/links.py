@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from yardstick.core import limits
 from yardstick.core.artifacts import UrlSigner, page
@@ -10,6 +10,11 @@ from yardstick.core.refusals import bad_request
 from yardstick.store.db import Database
 from yardstick.store.models import Artifact, Run
 from yardstick.store.states import RunStatus
+
+# Built once: what `submissions.get` asks on every read of a finished run.
+_KEYS_OF_RUN = select(Artifact.key).where(
+    Artifact.submission_id == bindparam("run_id"), Artifact.key.in_(bindparam("keys", expanding=True))
+)
 
 
 class Links:
@@ -46,11 +51,5 @@ class Links:
     def urls(self, run_id: int, keys: tuple[str, ...], base_url: str) -> dict[str, str]:
         """Signed links to those of `keys` the run wrote, in one query."""
         with self.db.reading() as session:
-            found = (
-                session.execute(
-                    select(Artifact.key).where(Artifact.submission_id == run_id, Artifact.key.in_(keys))
-                )
-                .scalars()
-                .all()
-            )
+            found = session.execute(_KEYS_OF_RUN, {"run_id": run_id, "keys": list(keys)}).scalars().all()
         return {key: self.signer.sign(run_id, key, base_url=base_url) for key in found}

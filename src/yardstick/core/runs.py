@@ -4,13 +4,12 @@ everything here speaks the platform's own types."""
 
 from __future__ import annotations
 
-import datetime as dt
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from yardstick.core import admission, limits
@@ -18,16 +17,13 @@ from yardstick.core.accounts import Caller
 from yardstick.core.catalog import CatalogEval
 from yardstick.core.idempotency import create_once
 from yardstick.core.ledger import Ledger, PricedEpisodes
+from yardstick.core.liveness import Liveness
 from yardstick.core.paging import keyset_page, page_size
 from yardstick.core.refusals import Refusal, RefusalKind, bad_request, forbidden, not_found
 from yardstick.store.db import Database
-from yardstick.store.models import Eval, Org, Run, RunEpisode, WorkerBeat, utcnow
+from yardstick.store.models import Eval, Org, Run, RunEpisode, utcnow
 from yardstick.store.queue import EpisodeQueue, stop_episodes
 from yardstick.store.states import ACTIVE_RUNS, Audience, Contract, RunStatus, TargetKind
-
-# A worker that has not beaten this long is gone; a pending run with none says it waits for one.
-WORKER_ALIVE_S = 30.0
-
 
 # A benchmark reference that names a hosted version (an org's registered benchmark): `hosted:<version id>`.
 HOSTED_REF = "hosted:"
@@ -141,6 +137,7 @@ class Runs:
         self.db = db
         self.queue = queue
         self.ledger = ledger
+        self.liveness = Liveness(db)
 
     # --- filing --------------------------------------------------------------------------------------
 
@@ -209,8 +206,8 @@ class Runs:
             return []
         with self.db.reading() as session:
             # Read afresh: the caller's cached org may be seconds behind an admin's change.
-            org = session.get(Org, caller.orgs[0].id) or caller.orgs[0]
-            return admission.quotas(session, caller.user_id, org)
+            found = admission.current_quotas(session, caller.user_id, caller.orgs[0].id)
+            return found if found is not None else admission.quotas(session, caller.user_id, caller.orgs[0])
 
     # --- reading ---------------------------------------------------------------------------------------
 
@@ -245,13 +242,7 @@ class Runs:
         return self.queue.position(run_id)
 
     def workers_alive(self) -> bool:
-        with self.db.reading() as session:
-            since = utcnow() - dt.timedelta(seconds=WORKER_ALIVE_S)
-            return bool(
-                session.execute(
-                    select(func.count()).select_from(WorkerBeat).where(WorkerBeat.seen_at >= since)
-                ).scalar_one()
-            )
+        return self.liveness.workers_alive()
 
     def episodes(self, run_id: int) -> list[RunEpisode]:
         with self.db.reading() as session:

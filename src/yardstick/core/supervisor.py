@@ -1,5 +1,6 @@
-"""The worker processes of a server (or of `yardstick worker`): started, watched, replaced when they die, and
-stopped — with whatever they started — when the supervisor stops.
+"""The worker processes of a server (or of `yardstick worker`), and a server's HTTP processes
+(`--http-workers`): started, watched, replaced when they die, and stopped — with whatever they started —
+when the supervisor stops.
 
 * A worker that dies (killed, crashed, or out by itself after a call that would not yield to the alarm) is
   replaced: at once the first time, then after a back-off that doubles, up to `BACKOFF_MAX_S`, while its
@@ -55,9 +56,22 @@ class _Slot:
 
 
 class Supervisor:
-    def __init__(self, settings: Settings, count: int, target: Target) -> None:
+    """`count` processes of `target`. `holds_leases`: they are queue workers, whose leases are ended when one
+    dies or is killed (HTTP processes hold none); `role` names them in the log."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        count: int,
+        target: Target,
+        *,
+        holds_leases: bool = True,
+        role: str = "worker",
+    ) -> None:
         self.settings = settings
         self.target = target
+        self.holds_leases = holds_leases
+        self.role = role
         self.slots = [_Slot(number) for number in range(count)]
         self._context = mp.get_context("spawn")
         self._stopping = threading.Event()
@@ -112,13 +126,15 @@ class Supervisor:
                 slot.backoff_s = 0.0  # the first death of a worker that got going: replaced at once
             slot.restart_at = now + slot.backoff_s
             slot.process = None
-            try:
-                held = self.queue.expire(slot.name)
-            except Exception:
-                log.exception("could not end the leases of worker %s", slot.name)
-                held = 0
+            held = 0
+            if self.holds_leases:
+                try:
+                    held = self.queue.expire(slot.name)
+                except Exception:
+                    log.exception("could not end the leases of worker %s", slot.name)
             log.warning(
-                "worker %s (pid %s) exited with %s after %.0f s, holding %d episodes; replacing it in %.0f s",
+                "%s %s (pid %s) exited with %s after %.0f s, holding %d episodes; replacing it in %.0f s",
+                self.role,
                 slot.name,
                 process.pid,
                 process.exitcode,
@@ -153,9 +169,11 @@ class Supervisor:
             for slot in running:
                 assert slot.process is not None
                 if slot.process.is_alive():
-                    log.warning("worker %s did not stop within %.0f s; killed", slot.name, grace_s)
+                    log.warning("%s %s did not stop within %.0f s; killed", self.role, slot.name, grace_s)
                     slot.process.kill()
                     slot.process.join(timeout=5)
+                    if not self.holds_leases:
+                        continue
                     try:
                         self.queue.release_all(slot.name)
                     except Exception:

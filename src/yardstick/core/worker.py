@@ -51,12 +51,15 @@ from yardstick.store.states import ACTIVE_RUNS
 log = logging.getLogger("yardstick.worker")
 T = TypeVar("T")
 
-# Well inside the 30 s after which the platform counts a worker gone (runs.WORKER_ALIVE_S).
+# Well inside the 30 s after which the platform counts a worker gone (liveness.WORKER_ALIVE_S).
 BEAT_EVERY_S = 5.0
 KEPT_RUNTIMES = 2
 # How often the vigil looks at the beacon; how long past a call's limit it waits for the alarm to cut it.
 VIGIL_EVERY_S = 0.5
 HANG_GRACE_S = 5.0
+# How often an idle worker looks whether episodes arrived (a read), between its rounds every `poll_s` (a
+# write): a run starts within this time of being filed, not within a round.
+IDLE_LOOK_S = 0.05
 # The exit status of a worker that ended itself over a call that would not yield (its supervisor replaces it).
 EXIT_WEDGED = 75
 
@@ -122,7 +125,7 @@ class PlatformWorker:
                     log.warning("worker %s: the database failed (%s); retrying", self.name, exc.orig)
                     played = False
                 if not played:
-                    self.stopping.wait(self.poll_s)
+                    self._idle()
         except Stopped:
             pass
         finally:
@@ -134,6 +137,18 @@ class PlatformWorker:
 
     def stop(self) -> None:
         self.stopping.set()
+
+    def _idle(self) -> None:
+        """Wait up to `poll_s` for the next round, or until the count of queued episodes changes (a run
+        filed, episodes handed back)."""
+        deadline = time.monotonic() + self.poll_s
+        try:
+            before = self.queue.queued()
+            while not self.stopping.wait(min(IDLE_LOOK_S, max(0.0, deadline - time.monotonic()))):
+                if time.monotonic() >= deadline or self.queue.queued() != before:
+                    return
+        except OperationalError:  # the database is away: wait the round out, as the loop would
+            self.stopping.wait(max(0.0, deadline - time.monotonic()))
 
     def interrupt(self) -> None:
         """`stop`, from a signal handler in the main thread: the episode in play is cut at once (it is
@@ -153,8 +168,9 @@ class PlatformWorker:
         return True
 
     def _vigil(self) -> None:
-        """All the worker's life, in a thread of its own: beat, and watch for a call stuck past its limit."""
-        while not self.stopping.wait(VIGIL_EVERY_S):
+        """All the worker's life, in a thread of its own: beat, and watch for a call stuck past its limit.
+        The first beat is at once, so a worker is seen alive as soon as it is up."""
+        while not self.stopping.is_set():
             try:
                 self._beat()
                 deadline = self.beacon.value
@@ -162,6 +178,7 @@ class PlatformWorker:
                     self._wedged(self.beacon.call)
             except OperationalError as exc:
                 log.warning("worker %s: could not beat (%s)", self.name, exc.orig)
+            self.stopping.wait(VIGIL_EVERY_S)
 
     def _beat(self) -> None:
         # Every few seconds, not every poll: a beat is a write.

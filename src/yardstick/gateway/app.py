@@ -8,8 +8,11 @@ a method a path does not take, a fault of ours) is rendered by the door whose pa
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+from anyio import to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, Response
@@ -21,6 +24,7 @@ from yardstick.core.artifacts import ARTIFACTS_PATH, ArtifactUrlRefused
 from yardstick.core.refusals import Refusal, RefusalKind
 from yardstick.gateway import openapi
 from yardstick.gateway.body_limit import BodyLimit
+from yardstick.gateway.cors import SharedReads
 from yardstick.gateway.services import Services
 from yardstick.http.routing import Door, answer_refused, refusals, refused_input
 from yardstick.positronic import routes as positronic
@@ -34,7 +38,7 @@ from yardstick.sequences.errors import SEQUENCES
 from yardstick.signin import oauth
 from yardstick.store.text import UnstorableText
 from yardstick.web import checkout_page, signin_pages
-from yardstick.web.site import CORS, site_router
+from yardstick.web.site import site_router
 
 log = logging.getLogger("yardstick.gateway")
 
@@ -47,9 +51,22 @@ _STATUS_KINDS = {
 }
 
 
+# The threads FastAPI runs the (sync) routes in, in each HTTP process: anyio's default of 40 is well past what
+# a process's one GIL can use, and each thread past the database pool (`store.db.POOL_SIZE`) would open a
+# connection per request; fewer threads wait less for the GIL between them.
+ROUTE_THREADS = 16
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    to_thread.current_default_thread_limiter().total_tokens = ROUTE_THREADS
+    yield
+
+
 def create_app(services: Services) -> FastAPI:
     platform = services.platform
     app = FastAPI(
+        lifespan=_lifespan,
         title="Yardstick",
         version=__version__,
         openapi_url="/openapi.json",
@@ -80,23 +97,7 @@ def create_app(services: Services) -> FastAPI:
         refuse=lambda request, refusal: door_of(request).refusal(request, refusal),
     )
 
-    @app.middleware("http")
-    async def _open_to_other_origins(request: Request, call_next: Any) -> Any:
-        """The replay data, its videos and both rankings routes may be read from any origin."""
-        shared = request.url.path.startswith(("/v/", "/v1/rankings."))
-        if shared and request.method == "OPTIONS":
-            return Response(
-                status_code=204,
-                headers={
-                    **CORS,
-                    "Access-Control-Allow-Headers": "Authorization",
-                    "Access-Control-Allow-Methods": "GET, OPTIONS",
-                },
-            )
-        response = await call_next(request)
-        if shared:
-            response.headers.update(CORS)
-        return response
+    app.add_middleware(SharedReads)  # outside the body limit: its refusals are shared too
 
     @app.exception_handler(Refusal)
     async def _refused(request: Request, exc: Refusal) -> Response:

@@ -49,7 +49,8 @@ class BodyLimit:
         headers = dict(scope["headers"])
         declared = headers.get(b"content-length")
         if declared is not None:
-            # h11 has checked it is a number and will deliver exactly that many bytes.
+            # uvicorn's HTTP parser (httptools, or h11) has checked it is a number and will deliver exactly
+            # that many bytes.
             if int(declared) > limit:
                 await self._too_large(scope, receive, send, limit, f"{int(declared):,} bytes")
                 return

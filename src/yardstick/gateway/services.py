@@ -32,10 +32,13 @@ def ledger_for(settings: Settings) -> CreditLedger:
     return CreditLedger(BillingTerms.locate(settings.data_dir).tariff())
 
 
-def open_services(settings: Settings) -> Services:
-    """Open the install (folders, migrations, the shipped catalogue, the secret) and compose its services."""
+def open_services(settings: Settings, *, prepare: bool = True) -> Services:
+    """Open the install (folders, migrations, the shipped catalogue, the secret) and compose its services;
+    start again the builds a gateway left unfinished. Without `prepare`, only connect and compose: an HTTP
+    process of a server that prepared the install and resumed its builds (`gateway.http_workers`)."""
     terms = BillingTerms.locate(settings.data_dir)
-    install = open_install(settings)
+    install = open_install(settings, prepare=prepare)
     platform = Platform(install, CreditLedger(terms.tariff()))
-    platform.hosting.resume()
+    if prepare:
+        platform.hosting.resume()
     return Services(platform, SignIn(platform), Purchases(install.db, terms, AdminSettles()))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Request
+from starlette.concurrency import run_in_threadpool
 
 from yardstick.core.accounts import Caller
 from yardstick.core.platform import Platform
@@ -22,21 +23,30 @@ def bearer(request: Request) -> str | None:
     return header[7:].strip() or None
 
 
-def platform_of(request: Request) -> Platform:
+# The dependencies are `async`: FastAPI runs a plain `def` dependency in a thread of its pool, a trip that
+# costs more than a remembered caller. Only a caller this process does not remember (a query, maybe a write)
+# goes to a thread.
+
+
+async def platform_of(request: Request) -> Platform:
     found: Platform = request.app.state.platform
     return found
 
 
-def caller(request: Request) -> Caller:
-    found = platform_of(request).accounts.caller(bearer(request))
+async def caller(request: Request) -> Caller:
+    accounts = (await platform_of(request)).accounts
+    key = bearer(request)
+    found = accounts.cached(key) if key else None
+    if found is None:
+        found = await run_in_threadpool(accounts.caller, key)
     if found is None:
         raise unauthenticated()
     return found
 
 
-def maybe_caller(request: Request) -> Caller | None:
+async def maybe_caller(request: Request) -> Caller | None:
     """The caller when a key is given (a key given and refused is still refused), else None."""
-    return caller(request) if bearer(request) is not None else None
+    return await caller(request) if bearer(request) is not None else None
 
 
 Plat = Annotated[Platform, Depends(platform_of)]

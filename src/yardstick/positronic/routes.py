@@ -8,7 +8,7 @@ import hashlib
 import json
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
 from platform_client import routes
 from platform_client.boards import BoardRef
@@ -47,6 +47,7 @@ from yardstick.core.ledger import PricedEpisodes
 from yardstick.core.platform import Platform
 from yardstick.core.refusals import bad_request
 from yardstick.core.runs import Filing, org_for
+from yardstick.http.answers import json_answer
 from yardstick.http.auth import MaybeWho, Plat, Who
 from yardstick.http.routing import door_router, refusals
 from yardstick.positronic import billing_routes, keys_routes, plans
@@ -58,8 +59,8 @@ from yardstick.store.models import Org
 from yardstick.store.states import Contract, RunStatus
 
 
-def answer(model: BaseModel) -> JSONResponse:
-    return JSONResponse(model.model_dump(mode="json"))
+def answer(model: BaseModel) -> Response:
+    return json_answer(model)
 
 
 def submission_id(value: str, field: str = "id") -> int:
@@ -107,7 +108,7 @@ def _accounts(sign_in: SignIn) -> APIRouter:
     door = door_router(POSITRONIC)
 
     @door.get(routes.AUTH_CONFIG, response_model=AuthConfig)
-    def auth_config() -> JSONResponse:
+    def auth_config() -> Response:
         """The sign-ins `users.register` takes: GitHub tokens when a GitHub provider is configured; never
         WorkOS. The platform's own device flow (`yardstick login`) and OpenID Connect issuers are named under
         `yardstick`, which the contract's client ignores."""
@@ -120,7 +121,7 @@ def _accounts(sign_in: SignIn) -> APIRouter:
         return JSONResponse(body)
 
     @door.post(routes.USERS_REGISTER, response_model=RegisterResponse, responses=refusals(401, 403, 503))
-    def users_register(body: RegisterRequest, request: Request) -> JSONResponse:
+    def users_register(body: RegisterRequest, request: Request) -> Response:
         """Create-or-return the user behind a sign-in credential (checked with its provider within this
         call): `created` with a key, `existing` without one, `rotated` (with `rotate`) revoking what earlier
         registrations minted."""
@@ -135,7 +136,7 @@ def _accounts(sign_in: SignIn) -> APIRouter:
         return JSONResponse(registered.model_dump(mode="json"), headers={"Cache-Control": "no-store"})
 
     @door.get(routes.USERS_ME, response_model=MeResponse)
-    def users_me(plat: Plat, who: Who) -> JSONResponse:
+    def users_me(plat: Plat, who: Who) -> Response:
         first = who.orgs[0] if who.orgs else None
         return answer(
             MeResponse(
@@ -156,16 +157,16 @@ def _submissions(purchases: Purchases) -> APIRouter:
     door = door_router(POSITRONIC)
 
     @door.get(routes.CATALOG_EVALS, response_model=EvalListResponse)
-    def catalog_evals(plat: Plat, who: Who) -> JSONResponse:
+    def catalog_evals(plat: Plat, who: Who) -> Response:
         offered = plat.catalog(who).evals.values()
         return answer(EvalListResponse(evals=[eval_summary(ev) for ev in offered if ev.accepting]))
 
     @door.get(routes.CATALOG_TASKS, response_model=TaskListResponse, responses=refusals(403))
-    def catalog_tasks(plat: Plat, who: Who) -> JSONResponse:
+    def catalog_tasks(plat: Plat, who: Who) -> Response:
         return answer(tasks_view(plat.catalog(who)))
 
     @door.post(routes.SUBMISSIONS_RESOLVE, response_model=ResolvedPlan, responses=refusals(403, 404, 409))
-    def submissions_resolve(plan: EvalPlan, plat: Plat, who: Who) -> JSONResponse:
+    def submissions_resolve(plan: EvalPlan, plat: Plat, who: Who) -> Response:
         return answer(resolution_of(plat, who, plan)[1].resolved)
 
     @door.post(
@@ -173,7 +174,7 @@ def _submissions(purchases: Purchases) -> APIRouter:
         response_model=SubmissionCreateResponse,
         responses=refusals(402, 403, 404, 409, 429),
     )
-    def submissions_create(plan: EvalPlan, plat: Plat, who: Who) -> JSONResponse:
+    def submissions_create(plan: EvalPlan, plat: Plat, who: Who) -> Response:
         """Admit a plan: resolved, within quota, its credits held, its episodes queued. The same transaction
         key with the same plan returns the first submission (not charged again); with another plan it is a
         conflict."""
@@ -201,14 +202,15 @@ def _submissions(purchases: Purchases) -> APIRouter:
         )
 
     @door.get(routes.SUBMISSIONS_GET, responses=refusals(404))
-    def submissions_get(request: Request, plat: Plat, who: Who, id: Annotated[str, Query()]) -> JSONResponse:
-        run = plat.runs.get(who, submission_id(id), Contract.POSITRONIC)
-        return JSONResponse(status_view(plat, run, str(request.base_url)).model_dump(mode="json"))
+    def submissions_get(request: Request, plat: Plat, who: Who, id: Annotated[str, Query()]) -> Response:
+        with plat.db.one_read():
+            run = plat.runs.get(who, submission_id(id), Contract.POSITRONIC)
+            return json_answer(status_view(plat, run, str(request.base_url)))
 
     @door.get(routes.SUBMISSIONS_LIST, response_model=SubmissionListResponse)
     def submissions_list(
         plat: Plat, who: Who, after: str | None = None, limit: int | None = None
-    ) -> JSONResponse:
+    ) -> Response:
         if limit is not None and limit < 1:
             raise bad_request(f"limit: {limit} is not a page size (at least 1)")
         rows, more = plat.runs.page(
@@ -224,7 +226,7 @@ def _submissions(purchases: Purchases) -> APIRouter:
         )
 
     @door.post(routes.SUBMISSIONS_CANCEL, response_model=CancelResponse, responses=refusals(404))
-    def submissions_cancel(body: CancelRequest, plat: Plat, who: Who) -> JSONResponse:
+    def submissions_cancel(body: CancelRequest, plat: Plat, who: Who) -> Response:
         status, refunded = plat.runs.cancel(who, int(body.id))
         return answer(CancelResponse(status=SubmissionStatus[status], refunded=refunded))
 
@@ -237,7 +239,7 @@ def _submissions(purchases: Purchases) -> APIRouter:
         prefix: str | None = None,
         after: str | None = None,
         limit: int | None = None,
-    ) -> JSONResponse:
+    ) -> Response:
         if limit is not None and limit < 1:
             raise bad_request(f"limit: {limit} is not a page size (at least 1)")
         run = plat.runs.get(who, submission_id(id), Contract.POSITRONIC)
@@ -249,7 +251,7 @@ def _submissions(purchases: Purchases) -> APIRouter:
         )
 
     @door.get(routes.RANKINGS_LIST, response_model=BoardListResponse)
-    def rankings_list(plat: Plat, who: MaybeWho) -> JSONResponse:
+    def rankings_list(plat: Plat, who: MaybeWho) -> Response:
         boards = [
             BoardSummary(
                 board=BoardRef(b.slug),
@@ -263,7 +265,7 @@ def _submissions(purchases: Purchases) -> APIRouter:
         return answer(BoardListResponse(boards=boards))
 
     @door.get(routes.RANKINGS_GET, response_model=RankingsResponse, responses=refusals(404))
-    def rankings_get(request: Request, plat: Plat, who: MaybeWho, board: str) -> JSONResponse:
+    def rankings_get(request: Request, plat: Plat, who: MaybeWho, board: str) -> Response:
         found, ev, rows = plat.boards.board(who, board)
         pages = {r.run_id: page_url(str(request.base_url), r.replay_token) for r in rows if r.replay_token}
         ranked = [

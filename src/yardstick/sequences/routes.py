@@ -30,6 +30,7 @@ from yardstick.core.refusals import Refusal, RefusalKind, bad_request, not_found
 from yardstick.core.runs import HOSTED_REF, BenchmarkTarget, Filing, org_for
 from yardstick.engine.failures import FailureKind
 from yardstick.engine.recording import TRAJECTORY, episode_folder
+from yardstick.http.answers import json_answer
 from yardstick.http.auth import Plat, Who
 from yardstick.http.routing import door_router, refusals
 from yardstick.sequences import evals, report
@@ -250,7 +251,7 @@ def router(purchases: Purchases) -> APIRouter:
         return JSONResponse(answer.model_dump(mode="json", exclude_none=True))
 
     @door.get("/v1/eval/{eval_id}", response_model=EvalReport, responses=refusals(404))
-    async def get_eval(eval_id: str, request: Request, plat: Plat, who: Who) -> JSONResponse:
+    async def get_eval(eval_id: str, request: Request, plat: Plat, who: Who) -> Response:
         """The report. A run still playing is waited for a few seconds first: the CLI polls every 10 s, so a
         short eval answers `completed` on its first poll instead of one poll later."""
         run = await run_in_threadpool(_run, plat, who, eval_id)
@@ -258,10 +259,15 @@ def router(purchases: Purchases) -> APIRouter:
         while run.status in ACTIVE_RUNS and time.monotonic() < deadline:
             await asyncio.sleep(REPORT_POLL_S)
             run = await run_in_threadpool(_run, plat, who, eval_id)
-        episodes = await run_in_threadpool(plat.runs.episodes, run.id)
-        held = await run_in_threadpool(purchases.held, run.id)
-        shown = report.build(run, episodes, base_url=str(request.base_url), reservation=held)
-        return JSONResponse(shown.model_dump(mode="json", exclude_none=True))
+        base_url = str(request.base_url)
+
+        def shown(ended: Run) -> EvalReport:
+            with plat.db.one_read():
+                episodes, held = plat.runs.episodes(ended.id), purchases.held(ended.id)
+            return report.build(ended, episodes, base_url=base_url, reservation=held)
+
+        # The episodes and the hold read in one trip to a thread, not two: a trip costs about a small query.
+        return json_answer(await run_in_threadpool(shown, run), exclude_none=True)
 
     @door.get("/v1/eval/{eval_id}/details", responses=refusals(404))
     def eval_details(eval_id: str, plat: Plat, who: Who) -> JSONResponse:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from yardstick.store.text import UnstorableText
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+# The session `Database.one_read` shares, with the database it is of; a context variable, so each thread (and
+# each route FastAPI runs in one) has its own.
+_one_read: ContextVar[tuple[Database, Session] | None] = ContextVar("yardstick_one_read", default=None)
+
+# Connections a process keeps open: more than the gateway's route threads (`gateway.app.ROUTE_THREADS`) and
+# its few others, so a busy gateway never opens a connection per request (a PostgreSQL connection costs
+# milliseconds; a SQLite one its pragmas); past it, overflow connections are opened and closed as needed.
+POOL_SIZE, POOL_OVERFLOW = 20, 20
 
 
 def normalize_url(url: str) -> str:
@@ -35,11 +44,11 @@ class Database:
     def __init__(self, url: str) -> None:
         self.url = normalize_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
-        options: dict[str, Any] = {"future": True}
+        options: dict[str, Any] = {"future": True, "pool_size": POOL_SIZE, "max_overflow": POOL_OVERFLOW}
         if self.is_sqlite:
             options["connect_args"] = {"check_same_thread": False, "timeout": 30}
         else:
-            options.update(pool_size=10, max_overflow=20, pool_pre_ping=True)
+            options.update(pool_pre_ping=True)
         self.engine: Engine = create_engine(self.url, **options)
         if self.is_sqlite:
             _sqlite_semantics(self.engine)
@@ -48,8 +57,24 @@ class Database:
 
     @contextmanager
     def reading(self) -> Iterator[Session]:
+        shared = _one_read.get()
+        if shared is not None and shared[0] is self:
+            yield shared[1]  # inside `one_read`: its session
+            return
         with _text_refused(), self._reader() as session:
             yield session
+
+    @contextmanager
+    def one_read(self) -> Iterator[None]:
+        """Every `reading()` in the block, in this thread, shares one session: a read-only route's queries
+        in one transaction, which costs one BEGIN and one close where each read would cost its own (as much
+        as a small query). Writes (`writing()`) are their own as ever."""
+        with self.reading() as session:
+            token = _one_read.set((self, session))
+            try:
+                yield
+            finally:
+                _one_read.reset(token)
 
     @contextmanager
     def writing(self) -> Iterator[Session]:

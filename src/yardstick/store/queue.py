@@ -152,6 +152,13 @@ class EpisodeQueue:
             )
         )
 
+    def queued(self) -> int:
+        """How many episodes wait to be leased: a read of the queue's index, cheap enough for an idle worker
+        to ask many times a second (a lease is a write)."""
+        waiting = select(func.count()).select_from(RunEpisode).where(RunEpisode.state == EpisodeState.QUEUED)
+        with self.db.reading() as session:
+            return int(session.execute(waiting).scalar_one())
+
     def abandoned(self) -> list[tuple[int, str]]:
         """Active submissions with an episode that failed for being lost: (submission id, error)."""
         with self.db.reading() as session:

@@ -1,0 +1,36 @@
+"""How the gateway's HTTP is served: one place for the uvicorn settings, so `yardstick server` and the
+bench's trivial route (`bench/gateway.py`, the ceiling ours is measured against) are served alike."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from typing import Any
+
+import uvicorn
+from uvicorn.config import STARTUP_FAILURE
+
+from yardstick.gateway.access_log import log_config
+
+
+def config(app: Any, *, host: str, port: int, log_level: str) -> uvicorn.Config:
+    """uvicorn's settings for `app` on `host:port`."""
+    return uvicorn.Config(app, host=host, port=port, log_level=log_level, log_config=log_config())
+
+
+def serve(app: Any, *, host: str, port: int, log_level: str) -> None:
+    """Serve `app` in this process until SIGTERM or SIGINT (uvicorn re-raises the signal once it stopped);
+    exit with uvicorn's start-up failure status when it could not start (the port taken), as `uvicorn.run`."""
+    server = uvicorn.Server(config(app, host=host, port=port, log_level=log_level))
+    server.run()
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on `host:port`, bound as uvicorn binds its own (for processes that share it); one
+    that cannot be bound (the port taken) exits with the start-up failure status, as `serve` does."""
+    try:
+        return config(None, host=host, port=port, log_level="warning").bind_socket()
+    except SystemExit:  # uvicorn has logged why
+        sys.exit(STARTUP_FAILURE)
