@@ -20,9 +20,11 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import secrets
 import select
 import socket
 import ssl
+import struct
 import threading
 import time
 from collections.abc import Mapping
@@ -34,11 +36,19 @@ from websockets.http11 import USER_AGENT
 from websockets.protocol import CLOSED, CONNECTING, OPEN, Event
 from websockets.uri import parse_uri
 
+try:  # the C speed-up, where websockets was built with it (as the library itself picks)
+    from websockets.speedups import apply_mask
+except ImportError:  # pragma: no cover
+    from websockets.utils import apply_mask
+
 # One read takes this much at most: an observation of two 224² images is ~300 KB, five reads.
 _READ_BYTES = 256 * 1024
 # How often the helper thread looks at a connection nobody reads. A server's pings wait at most this long
 # for their pong (websockets' servers allow 20 s).
 _IDLE_CHECK_S = 1.0
+# The first two bytes of a client's frame: FIN with the binary opcode, and the mask bit on the length.
+_FIN_BINARY = 0x80 | BINARY
+_MASKED = 0x80
 
 
 class CallerWebsocket:
@@ -83,12 +93,25 @@ class CallerWebsocket:
     # ------------------------------------------------------------------------------------------ public
 
     def send(self, message: bytes) -> None:
-        """Write one binary message. Raises ConnectionClosed once closed, OSError when the write fails."""
+        """Write one binary message. Raises ConnectionClosed once closed, OSError when the write fails.
+
+        The frame is built here rather than by the protocol's `send_binary`: its serializer copies the
+        payload through a BytesIO, ~0.2 ms for two 224² images, where the header and the masked payload
+        (the one pass masking needs) go to the socket as they are. The protocol tracks nothing of the
+        data frames it did not send but a fragmented message in progress, and this never fragments."""
+        mask = secrets.token_bytes(4)
+        size = len(message)
+        if size < 126:
+            header = struct.pack("!BB", _FIN_BINARY, _MASKED | size) + mask
+        elif size < 65536:
+            header = struct.pack("!BBH", _FIN_BINARY, _MASKED | 126, size) + mask
+        else:
+            header = struct.pack("!BBQ", _FIN_BINARY, _MASKED | 127, size) + mask
+        payload = apply_mask(message, mask)
         with self._lock:
             if self._protocol.state is not OPEN:
                 raise self._closed()
-            self._protocol.send_binary(message)
-            self._flush()
+            self._write(header, payload)
 
     def recv(self, timeout: float | None = None) -> bytes | str:
         """The next message. TimeoutError when none comes within `timeout` s; ConnectionClosed once the
@@ -192,6 +215,20 @@ class CallerWebsocket:
             else:  # the protocol's end of our stream
                 with contextlib.suppress(OSError):
                     self._sock.shutdown(socket.SHUT_WR)
+
+    def _write(self, header: bytes, payload: bytes) -> None:
+        """Write one frame without joining its parts. Holds `_lock`."""
+        if self._tls is not None:  # TLS takes no scatter list, and copies as it encrypts anyway
+            self._sock.sendall(header + payload)
+            return
+        parts = [memoryview(header), memoryview(payload)]
+        while parts:
+            sent = self._sock.sendmsg(parts)
+            while parts and sent >= len(parts[0]):
+                sent -= len(parts[0])
+                parts.pop(0)
+            if parts:
+                parts[0] = parts[0][sent:]
 
     def _closed(self) -> ConnectionClosed:
         protocol = self._protocol
