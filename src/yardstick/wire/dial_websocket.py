@@ -36,9 +36,10 @@ from websockets.exceptions import (
     InvalidURI,
     WebSocketException,
 )
-from websockets.sync.client import ClientConnection, connect
 
+from yardstick.wire import caller_websocket
 from yardstick.wire.address import KEEPALIVE_PATH, HostPort, Root, UnixSocket, bracketed, netloc
+from yardstick.wire.caller_websocket import CallerWebsocket
 from yardstick.wire.codec import MAX_MESSAGE_BYTES
 from yardstick.wire.errors import AddressError, ConnectRefused, PeerDisconnected, Refusal, RemoteError
 from yardstick.wire.protocol import ALIVE_SECONDS
@@ -221,33 +222,24 @@ def _handshake(
     ping_interval: float | None = SESSION_PING_SECONDS,
     ping_timeout: float | None = 20.0,
     close_timeout: float | None = 10.0,
-) -> ClientConnection:
+) -> CallerWebsocket:
     """The websocket upgrade of `uri` on the connected `sock`, finished before `deadline`.
 
-    `sock` belongs to the connection from here on, and is closed when the upgrade fails.
+    `sock` belongs to the connection from here on, and is closed when the upgrade fails. The connection
+    reads on the caller's thread (caller_websocket.py): websockets' own sync client reads on a thread of
+    its own, and handing each reply over from it costs a thread switch a round trip.
     """
-    try:
-        # websockets leaves the timeout of a plain socket it is handed as it finds it, and a timeout left on
-        # would end its reader thread at the first quiet spell.
-        sock.settimeout(None)
-        return connect(
-            uri,
-            sock=sock,
-            ssl=tls,
-            additional_headers=headers,
-            open_timeout=seconds_left(deadline),
-            ping_interval=ping_interval,
-            ping_timeout=ping_timeout,
-            close_timeout=close_timeout,
-            max_size=MAX_MESSAGE_BYTES,
-            # Deflate costs the sender more CPU on camera frames than it saves on the network.
-            compression=None,
-            proxy=None,
-            legacy=True,
-        )
-    except BaseException:
-        sock.close()
-        raise
+    return caller_websocket.connect(
+        uri,
+        sock,
+        deadline,
+        headers,
+        tls=tls,
+        max_size=MAX_MESSAGE_BYTES,
+        ping_interval=ping_interval,
+        ping_timeout=ping_timeout,
+        close_timeout=close_timeout,
+    )
 
 
 @contextlib.contextmanager
@@ -299,7 +291,7 @@ def _post_keepalive(
 class WebsocketConnection:
     """One open websocket: binary frames are messages, a text frame is the peer's error."""
 
-    def __init__(self, websocket: ClientConnection, where: str) -> None:
+    def __init__(self, websocket: CallerWebsocket, where: str) -> None:
         self._websocket = websocket
         self._where = where
 
@@ -377,7 +369,7 @@ class _RoutedWebsocket(abc.ABC, Generic[A]):
         except (OSError, WebSocketException) as e:
             raise ConnectRefused(self._refusal(e, checked), f"{where}: {e}") from e
         except ValueError as e:
-            # The redirect websockets will not follow on a socket it was handed.
+            # Something websockets refuses before any byte is sent (a header value it cannot write).
             raise ConnectRefused(Refusal.FINAL, f"{where}: {e}") from e
         return WebsocketConnection(websocket, where)
 

@@ -26,6 +26,7 @@ from yardstick.wire.address import bracketed
 from yardstick.wire.codec import MAX_MESSAGE_BYTES
 from yardstick.wire.server.grpc_service import grpc_server
 from yardstick.wire.server.host import PolicyHost
+from yardstick.wire.server.malloc import keep_freed_memory
 from yardstick.wire.server.ws_server import Activity, WebsocketRoutes
 
 log = logging.getLogger("yardstick.server")
@@ -83,6 +84,7 @@ class PolicyServer:
 
     def start(self, timeout: float = 30.0) -> PolicyServer:
         """Serve on a background thread; returns once bound."""
+        keep_freed_memory()  # see malloc.py: the loop's thread would map each request's buffers anew
         self._thread = threading.Thread(target=self._run, name="policy-server", daemon=True)
         self._thread.start()
         if not self._ready.wait(timeout):
