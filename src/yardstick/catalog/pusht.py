@@ -117,46 +117,199 @@ class PushT(_PushTBody):
 GOAL = np.array([256.0, 256.0, math.pi / 4])
 
 
+# The T in its own frame (gym-pusht's `add_tee`, scale 30): the bar is x in [-60, 60], y in [0, 30], the stem
+# x in [-15, 15], y in [30, 120]; the state's block x, y is this frame's origin (the middle of the bar's far
+# edge), the centre of mass is (0, 45), the moment about it 3000 (mass 1). The shapes have no friction, so
+# the agent (a circle of radius 15) pushes only along the contact normal.
+T_OUTLINE = np.array(
+    [(-60, 0), (60, 0), (60, 30), (15, 30), (15, 120), (-15, 120), (-15, 30), (-60, 30)], dtype=np.float64
+)
+T_COM = np.array([0.0, 45.0])
+T_MOMENT = 3000.0
+AGENT_RADIUS = 15.0
+
+
+def _rotation(angle: float) -> npt.NDArray[np.float64]:
+    c, s = math.cos(angle), math.sin(angle)
+    return np.array([[c, -s], [s, c]])
+
+
+def _wrap(angle: float) -> float:
+    return (angle + math.pi) % (2 * math.pi) - math.pi
+
+
+def _outline_distance(point: npt.NDArray[np.float64]) -> float:
+    """How far a point (in the T's frame) lies from the T: positive outside, negative inside."""
+    nearest = math.inf
+    for i in range(len(T_OUTLINE)):
+        a, b = T_OUTLINE[i], T_OUTLINE[(i + 1) % len(T_OUTLINE)]
+        t = float(np.clip(np.dot(point - a, b - a) / np.dot(b - a, b - a), 0.0, 1.0))
+        nearest = min(nearest, float(np.linalg.norm(point - (a + t * (b - a)))))
+    x, y = point
+    inside = (-60 <= x <= 60 and 0 <= y <= 30) or (-15 <= x <= 15 and 30 <= y <= 120)
+    return -nearest if inside else nearest
+
+
+def _contacts(gap: float) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Points every 5 px along the T's edges (not within 6 px of a corner) and their outward normals, where
+    the agent fits at `gap` from the edge (so not deep in the corners under the bar)."""
+    points, normals = [], []
+    for i in range(len(T_OUTLINE)):
+        a, b = T_OUTLINE[i], T_OUTLINE[(i + 1) % len(T_OUTLINE)]
+        length = float(np.linalg.norm(b - a))
+        along = (b - a) / length
+        normal = np.array([along[1], -along[0]])
+        if _outline_distance((a + b) / 2 + normal) < 0:
+            normal = -normal
+        count = int(length // 5.0)
+        for j in range(count + 1):
+            point = a + along * (6.0 + (length - 12.0) * j / count)
+            if _outline_distance(point + normal * gap) >= AGENT_RADIUS + 2.0:
+                points.append(point)
+                normals.append(normal)
+    return np.array(points), np.array(normals)
+
+
+def _clearance_radii(bins: int = 72) -> npt.NDArray[np.float64]:
+    """Per direction about the centre of mass (`bins` sectors), the radius from which on outwards the agent
+    clears the T by 6 px: the tightest path round the block."""
+    radii = []
+    for angle in np.linspace(-math.pi, math.pi, bins + 1)[:-1]:
+        widest = 0.0
+        for spread in (-0.05, 0.0, 0.05):
+            ray = np.array([math.cos(angle + spread), math.sin(angle + spread)])
+            r = 130.0
+            while r > 0 and _outline_distance(T_COM + ray * r) > AGENT_RADIUS + 6.0:
+                r -= 1.0
+            widest = max(widest, r + 1.0)
+        radii.append(widest)
+    return np.array(radii)
+
+
 @policy(hz=HZ)
 class PushTHeuristic:
-    """A hand-written pusher: it aligns the block with the goal by pushing it from the side opposite to where
-    it must go, turning it by pushing one end of the T's bar. A floor for learned policies, not an expert.
+    """A hand-written contact-point pusher: a baseline for learned policies.
 
-    Each step: if the block is far from the goal position, the agent goes behind the block (on the line from
-    the goal through the block, `STANDOFF` pixels past it) and then pushes through it towards the goal; once
-    close, it turns the block by pushing the bar's end that leads the turn."""
+    It works in the block's frame from the state alone. Each step it takes the pose error of the block —
+    the centre of mass's offset from where it lies on the goal, and the angle left to turn — and scores
+    every candidate contact on the T's edge (`_contacts`): the shapes are frictionless, so pushing there
+    moves the block along the inward normal and turns it by the push's moment about the centre of mass;
+    the score is how well that motion points along the error (a cosine, an angle weighted by `TURN_SCALE`
+    pixels a radian), so far from the goal it pushes through the centre of mass towards it and close in it
+    pushes the bar's ends to turn it, finishing with small corrections of both. It keeps its contact while
+    it stays nearly the best (`HYSTERESIS`). The agent goes round the block (not through it: on a circle
+    about the centre of mass, or the T's tightest clearance where the circle leaves the board) to a
+    standoff `GAP` out from the contact, then pushes in by the distance the error asks (2 to 25 px),
+    re-aimed every step; it steps back to going round when it slides off its line. Contacts whose standoff
+    is off the board, or that it cannot get round to, are set aside for a while."""
 
-    STANDOFF = 45.0
-    PUSH = 30.0
+    TURN_SCALE = 60.0
+    HYSTERESIS = 0.8
+    GAP = AGENT_RADIUS + 4.0
+    ORBIT = 100.0
+    ARC_STEP = 0.5
+    POINTS, NORMALS = _contacts(GAP)
+    # The block's motion, per pixel pushed, at each contact (in its frame): velocity and angular velocity.
+    MOVES = -NORMALS
+    TURNS = np.cross(POINTS - T_COM, -NORMALS) / T_MOMENT
+    CLEARANCE = _clearance_radii()
+    GOAL_COM = GOAL[:2] + _rotation(float(GOAL[2])) @ T_COM
 
     @infer
     def act(self, obs: dict[str, Any], *, episode: Episode) -> npt.NDArray[np.float64]:
-        agent = np.asarray(obs["state"][:2], dtype=np.float64)
-        block = np.asarray(obs["state"][2:4], dtype=np.float64)
-        angle = float(obs["state"][4])
-        to_goal = GOAL[:2] - block
-        distance = float(np.linalg.norm(to_goal))
-        turn = (GOAL[2] - angle + math.pi) % (2 * math.pi) - math.pi
-        if distance > 15.0:
-            direction = to_goal / distance
-            behind = block - direction * self.STANDOFF
-            # Go round the block to the pushing side first, then push through it.
-            if np.linalg.norm(agent - behind) > 12.0 and np.dot(agent - block, direction) > -20.0:
-                side = np.array([-direction[1], direction[0]])
-                if np.dot(agent - block, side) < 0:
-                    side = -side
-                target = block + side * self.STANDOFF * 1.5 - direction * self.STANDOFF * 0.5
-            elif np.linalg.norm(agent - behind) > 12.0:
-                target = behind
-            else:
-                target = block + direction * self.PUSH
-        elif abs(turn) > 0.08:
-            # The bar's ends lie along the block's x axis; pushing an end sideways turns the block.
-            bar = np.array([math.cos(angle), math.sin(angle)])
-            normal = np.array([-bar[1], bar[0]]) * (1.0 if turn > 0 else -1.0)
-            end = block + bar * 45.0
-            start = end - normal * 30.0
-            target = start if np.linalg.norm(agent - start) > 10.0 else end + normal * 20.0
-        else:
-            target = block + to_goal
-        return np.clip(target, 0.0, BOARD)[None, :]
+        memory = episode.state
+        memory["step"] = memory.get("step", 0) + 1
+        memory.setdefault("contact", None)
+        memory.setdefault("pushing", False)
+        memory.setdefault("set_aside", {})
+        state = np.asarray(obs["state"], dtype=np.float64)
+        for _ in range(len(self.POINTS)):
+            target = self._target(state, memory)
+            if target is not None:
+                return np.clip(target, 0.0, BOARD)[None, :]
+        return np.clip(state[:2], 0.0, BOARD)[None, :]  # nowhere to push from: stay
+
+    def _target(
+        self, state: npt.NDArray[np.float64], memory: dict[str, Any]
+    ) -> npt.NDArray[np.float64] | None:
+        agent, origin, angle = state[:2], state[2:4], float(state[4])
+        rotation = _rotation(angle)
+        com = origin + rotation @ T_COM
+        weight = self.TURN_SCALE**2
+        dot = (self.MOVES @ rotation.T) @ (self.GOAL_COM - com) + weight * _wrap(
+            float(GOAL[2]) - angle
+        ) * self.TURNS
+        norm2 = 1.0 + weight * self.TURNS**2
+        score = dot / np.sqrt(norm2)
+        standoffs = origin + (self.POINTS + self.NORMALS * self.GAP) @ rotation.T
+        on_board = np.all((standoffs > 23.0) & (standoffs < BOARD - 24.0), axis=1)
+        score = np.where(on_board, score, -np.inf)
+        for k, until in memory["set_aside"].items():
+            if until > memory["step"]:
+                score[k] = -np.inf
+        best = int(np.argmax(score))
+        if not np.isfinite(score[best]):
+            return agent
+        contact = memory["contact"]
+        if contact is None or score[contact] < self.HYSTERESIS * score[best] or score[contact] <= 0:
+            if contact != best:
+                memory["contact"], memory["pushing"] = best, False
+            contact = best
+        point, normal = self.POINTS[contact], self.NORMALS[contact]
+        here = rotation.T @ (agent - origin)
+        depth = float(np.clip(dot[contact] / norm2[contact], 2.0, 25.0))
+        push: npt.NDArray[np.float64] = origin + rotation @ (point + normal * (AGENT_RADIUS - depth))
+        if memory["pushing"]:
+            rel = here - point
+            if abs(rel[0] * normal[1] - rel[1] * normal[0]) <= 8.0 and float(rel @ normal) <= self.GAP + 15.0:
+                return push
+            memory["pushing"] = False
+        standoff = point + normal * self.GAP
+        if np.linalg.norm(here - standoff) < 4.0:
+            memory["pushing"] = True
+            return push
+        path = [here + (standoff - here) * t for t in np.linspace(0.0, 1.0, 12)]
+        if min(_outline_distance(q) for q in path) > AGENT_RADIUS + 1.5:
+            direct: npt.NDArray[np.float64] = origin + rotation @ standoff
+            return direct
+        return self._round(here, standoff, origin, rotation, contact, memory)
+
+    def _round(
+        self,
+        here: npt.NDArray[np.float64],
+        standoff: npt.NDArray[np.float64],
+        origin: npt.NDArray[np.float64],
+        rotation: npt.NDArray[np.float64],
+        contact: int,
+        memory: dict[str, Any],
+    ) -> npt.NDArray[np.float64] | None:
+        """The next waypoint round the block towards the standoff (both in the block's frame), or None (the
+        contact set aside) when neither way round stays on the board."""
+        start = math.atan2(here[1] - T_COM[1], here[0] - T_COM[0])
+        short = _wrap(math.atan2(standoff[1] - T_COM[1], standoff[0] - T_COM[0]) - start)
+        for tight in (False, True):
+            for arc in (short, short - math.copysign(2 * math.pi, short)):
+                angles = np.linspace(start, start + arc, max(2, int(abs(arc) / 0.15) + 1))
+                radii = np.array([self._radius(a, tight) for a in angles])[:, None]
+                way = (
+                    origin + (T_COM + radii * np.stack([np.cos(angles), np.sin(angles)], axis=1)) @ rotation.T
+                )
+                if np.all((way > 2.0) & (way < BOARD - 2.0)):
+                    step = math.copysign(min(abs(arc), self.ARC_STEP), arc)
+                    if np.linalg.norm(here - T_COM) < self._radius(start, tight) - 8.0:
+                        step *= 0.3  # close in: out first
+                    heading = start + step
+                    waypoint = T_COM + self._radius(heading, tight) * np.array(
+                        [math.cos(heading), math.sin(heading)]
+                    )
+                    return origin + rotation @ waypoint
+        memory["set_aside"][contact] = memory["step"] + 20
+        memory["contact"] = None
+        return None
+
+    def _radius(self, heading: float, tight: bool) -> float:
+        if not tight:
+            return self.ORBIT
+        bins = len(self.CLEARANCE)
+        i = round((_wrap(heading) + math.pi) / (2 * math.pi) * bins) % bins
+        return float(max(self.CLEARANCE[i], self.CLEARANCE[(i + 1) % bins], self.CLEARANCE[i - 1])) + 6.0
