@@ -420,42 +420,22 @@ def test_a_deployment_reads_its_weights_volume_and_plays_what_they_say(
             tmp_path / f"ckpt{sign}", {"policy.json": json.dumps({"sign": sign, "most": 0.1}).encode()}
         )
 
+    def gated() -> subprocess.CompletedProcess[str]:
+        asked = ("eval", "run", "weighted-policy", "--benchmark", "reach-bench", "--trials", "1")
+        return seq(platform, *asked, "--gate", "success>=0.5", state=state)
+
     assert seq(platform, "volume", "put", "reach-ckpt", str(learned(-1.0)), state=state).returncode == 0
     for example in ("reach-bench", "weighted-policy"):
         done = seq(platform, "deploy", str(code / example), state=state)
         assert done.returncode == 0, done.stdout + done.stderr
-    backwards = seq(
-        platform,
-        "eval",
-        "run",
-        "weighted-policy",
-        "--benchmark",
-        "reach-bench",
-        "--trials",
-        "1",
-        "--gate",
-        "success>=0.5",
-        state=state,
-    )
+    backwards = gated()
     assert backwards.returncode == 8 and "success: overall 0.0%" in backwards.stdout, backwards.stdout
 
     # New weights are a new volume version; the deployment pinned v1, so deploying again pins v2.
     assert seq(platform, "volume", "put", "reach-ckpt", str(learned(1.0)), state=state).returncode == 0
     again = seq(platform, "deploy", str(code / "weighted-policy"), state=state)
     assert again.returncode == 0, again.stdout + again.stderr
-    forwards = seq(
-        platform,
-        "eval",
-        "run",
-        "weighted-policy",
-        "--benchmark",
-        "reach-bench",
-        "--trials",
-        "1",
-        "--gate",
-        "success>=0.5",
-        state=state,
-    )
+    forwards = gated()
     assert forwards.returncode == 0 and "success: overall 100.0%" in forwards.stdout, forwards.stdout
 
     listed = seq(platform, "policy", "ls", state=state)
