@@ -106,6 +106,44 @@ def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(
         assert _scores_of(platform, killed.submission_id) == _scores_of(platform, clean_run.submission_id)
 
 
+def test_a_run_left_unfinished_after_its_last_episode_landed_is_finished_by_a_worker(
+    tmp_path: Path, database_url: str
+) -> None:
+    """A worker lands a run's last episode and finishes the run in a second transaction; a connection cut (or
+    a kill) between the two left the run running for ever with every episode done. A worker's sweep
+    finishes it, with the scores its episodes give."""
+    import datetime as dt
+
+    from sqlalchemy import update
+
+    from yardstick.store.models import Run, RunEpisode
+    from yardstick.store.states import RunStatus
+
+    with running_platform(tmp_path, database_url, workers=0) as platform:
+        client = platform.client("alice")
+        worker = platform.start_worker()
+        created = client.create_submission(toy_plan("stranded", episodes=3))
+        played = platform.wait(client, created.submission_id)
+        assert played.status.name == "finished"
+        platform.stop_workers()
+        worker.join()
+        run_id = int(created.submission_id)
+        long_ago = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1)
+        with platform.platform.db.writing() as session:  # as if its finish never ran
+            session.execute(
+                update(Run)
+                .where(Run.id == run_id)
+                .values(status=RunStatus.RUNNING, scores=None, ended_at=None)
+            )
+            session.execute(
+                update(RunEpisode).where(RunEpisode.submission_id == run_id).values(finished_at=long_ago)
+            )
+        assert client.get_submission(created.submission_id).status.name == "running"
+        platform.start_worker()
+        again = platform.wait(client, created.submission_id, timeout=60)
+        assert again.status.name == "finished" and again.scores == played.scores
+
+
 def test_concurrent_creates_never_pass_the_days_quota(tmp_path: Path, database_url: str) -> None:
     with running_platform(tmp_path, database_url, workers=0, per_day=3) as platform:
         outcomes: list[Any] = []

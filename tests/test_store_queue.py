@@ -102,6 +102,27 @@ def test_exactly_one_completion_is_the_last(db: Database) -> None:
         assert session.get(Run, sub).episodes_done == 3  # type: ignore[union-attr]
 
 
+def test_a_run_whose_last_episode_landed_but_was_never_finished_is_found_after_a_grace(db: Database) -> None:
+    """The worker that lands a run's last episode finishes it in a second transaction; cut between the two
+    (its connection terminated, the process killed), the run would stay active for ever. The sweep finds it,
+    once the landing worker has had its time."""
+    sub = submission(db, 2)
+    other = submission(db, 2)
+    queue = EpisodeQueue(db)
+    batch = queue.lease("w", 2)
+    assert [queue.complete("w", e.id, {"n": e.index}).last for e in batch] == [False, True]
+    half = queue.lease("w", 2)
+    queue.complete("w", half[0].id, {"n": 0})  # `other`: one episode still leased
+    assert sub not in queue.unfinished()  # within the grace: its worker may be finishing it now
+    assert queue.unfinished(grace_s=0) == [sub]
+    with db.writing() as session:
+        run = session.get(Run, sub)
+        assert run is not None
+        run.status = "finished"
+    assert queue.unfinished(grace_s=0) == []
+    assert other not in queue.unfinished(grace_s=0)
+
+
 def test_renewal_keeps_a_lease_and_release_hands_it_back(db: Database) -> None:
     submission(db, 2)
     queue = EpisodeQueue(db, lease_s=0.3)

@@ -16,6 +16,7 @@ where the engine is (never inside a write of ours) and handed back with the rest
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from yardstick.core import lifecycle
 from yardstick.core.artifacts import LocalArtifactStore
@@ -222,6 +223,11 @@ class PlatformWorker:
             os._exit(EXIT_WEDGED)
 
     def _sweep(self) -> None:
+        for run_id in self.queue.unfinished():
+            # Once: the run's status decides who ends it; two sweeps in the same moment may both write its
+            # result.json row, and the second's insert is refused.
+            with contextlib.suppress(IntegrityError):
+                self.lifecycle.finish(run_id)
         for run_id, error in self.queue.abandoned():
             self.lifecycle.fail(
                 run_id,

@@ -22,6 +22,9 @@ from yardstick.store.db import Database
 from yardstick.store.models import Artifact, Run, RunEpisode, utcnow
 from yardstick.store.states import ACTIVE_RUNS, UNPLAYED_EPISODES, EpisodeState, RunStatus
 
+# How long after its last episode landed a run still being active counts as one nobody finished.
+UNFINISHED_GRACE_S = 10.0
+
 
 @dataclass(frozen=True)
 class LeasedEpisode:
@@ -158,6 +161,23 @@ class EpisodeQueue:
         waiting = select(func.count()).select_from(RunEpisode).where(RunEpisode.state == EpisodeState.QUEUED)
         with self.db.reading() as session:
             return int(session.execute(waiting).scalar_one())
+
+    def unfinished(self, grace_s: float = UNFINISHED_GRACE_S) -> list[int]:
+        """Active submissions whose every episode is done, the last more than `grace_s` ago: the worker that
+        landed it did not get to finish the run (its connection cut, or the process killed, between the two
+        transactions). The grace leaves a worker that is finishing it now to do so alone."""
+        left = select(RunEpisode.id).where(
+            RunEpisode.submission_id == Run.id,
+            (RunEpisode.state != EpisodeState.DONE)
+            | (RunEpisode.finished_at > utcnow() - dt.timedelta(seconds=grace_s)),
+        )
+        played = select(RunEpisode.id).where(RunEpisode.submission_id == Run.id)
+        with self.db.reading() as session:
+            return list(
+                session.execute(
+                    select(Run.id).where(Run.status.in_(ACTIVE_RUNS), played.exists(), ~left.exists())
+                ).scalars()
+            )
 
     def abandoned(self) -> list[tuple[int, str]]:
         """Active submissions with an episode that failed for being lost: (submission id, error)."""
