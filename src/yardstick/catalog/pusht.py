@@ -186,6 +186,11 @@ def _clearance_radii(bins: int = 72) -> npt.NDArray[np.float64]:
     return np.array(radii)
 
 
+def _cross2(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """The z of the cross product of rows of 2-vectors (NumPy 2 deprecates `np.cross` on 2-vectors)."""
+    return np.asarray(a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0], dtype=np.float64)
+
+
 @policy(hz=HZ)
 class PushTHeuristic:
     """A hand-written contact-point pusher: a baseline for learned policies.
@@ -211,7 +216,7 @@ class PushTHeuristic:
     POINTS, NORMALS = _contacts(GAP)
     # The block's motion, per pixel pushed, at each contact (in its frame): velocity and angular velocity.
     MOVES = -NORMALS
-    TURNS = np.cross(POINTS - T_COM, -NORMALS) / T_MOMENT
+    TURNS = _cross2(POINTS - T_COM, -NORMALS) / T_MOMENT
     CLEARANCE = _clearance_radii()
     GOAL_COM = GOAL[:2] + _rotation(float(GOAL[2])) @ T_COM
 
