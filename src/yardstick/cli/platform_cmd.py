@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -59,20 +59,46 @@ def run_worker(settings: Settings, name: str | None = None, parent: int | None =
     worker.run()
 
 
+class _Held:
+    """`with held():` a signal that arrives inside the block takes effect when the block ends, not in it:
+    a process spawned while SIGTERM cut its parent short was handed half its start-up data (it died with
+    a traceback)."""
+
+    def __init__(self, stop: Callable[[int, Any], None]) -> None:
+        self._stop = stop
+        self.holding = False
+        self.arrived: int | None = None
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        self.holding = True
+        try:
+            yield
+        finally:
+            self.holding = False
+            if self.arrived is not None:
+                self._stop(self.arrived, None)
+
+
 @contextmanager
-def _stopped_by_signals() -> Iterator[None]:
+def _stopped_by_signals() -> Iterator[_Held]:
     """SIGTERM (and SIGINT) end the block by an exception, so what follows it (stopping the workers) runs:
     uvicorn re-raises the signal it caught once it has shut down, and the default SIGTERM would kill the
-    process there, before the workers were stopped. A second signal while stopping is ignored."""
+    process there, before the workers were stopped. A second signal while stopping is ignored. The block is
+    handed a `_Held`, to start processes in without a signal cutting a start in half."""
 
     def stop(signum: int, frame: Any) -> None:
+        if held.holding:
+            held.arrived = signum
+            return
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         raise SystemExit(0)
 
+    held = _Held(stop)
     before = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        yield
+        yield held
     except KeyboardInterrupt:
         pass
     finally:
@@ -110,19 +136,21 @@ def server(
 
     settings = _settings(data_dir, database, call_timeout)
     supervisor = Supervisor(settings, 0 if no_worker else workers, run_worker)
-    with _stopped_by_signals():
+    with _stopped_by_signals() as held:
         services = open_services(settings)
         http: Supervisor | None = None
         try:
             console.print(f"data: {settings.data_dir}  database: {settings.database.split('@')[-1]}")
             console.print(f"API:  http://{host}:{port}/v1  (OpenAPI at /docs)")
             console.print(f"sign-in: http://{host}:{port}/device  (yardstick login)")
-            supervisor.start()
+            with held():
+                supervisor.start()
             if http_workers == 1:
                 serve(create_app(services), host=host, port=port, log_level=log_level)
             else:
                 http = http_workers_of(settings, http_workers, bind(host, port), log_level)
-                http.start()
+                with held():
+                    http.start()
                 http.join()
         finally:
             if http is not None:
@@ -144,9 +172,10 @@ def worker(
 
     settings = _settings(data_dir, database, call_timeout)
     supervisor = Supervisor(settings, concurrency, run_worker)
-    with _stopped_by_signals():
+    with _stopped_by_signals() as held:
         try:
-            supervisor.start()
+            with held():
+                supervisor.start()
             supervisor.join()
         finally:
             supervisor.stop()
