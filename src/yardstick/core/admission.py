@@ -40,19 +40,23 @@ def _midnight() -> dt.datetime:
 
 
 def quotas(session: Session, user_id: int, org: Org) -> list[Quota]:
-    """The user's quotas in `org`, counted now."""
+    """The user's quotas in `org` (a row already read, perhaps locked), counted now."""
     midnight = _midnight()
-    counted = session.execute(
-        select(QuotaEvent.kind, func.count())
-        .where(QuotaEvent.user_id == user_id, QuotaEvent.org_id == org.id, QuotaEvent.at >= midnight)
-        .group_by(QuotaEvent.kind)
-    ).all()
-    by_kind = {kind: int(count) for kind, count in counted}
-    active = session.execute(
-        select(func.count()).select_from(Run).where(Run.org_id == org.id, Run.status.in_(ACTIVE_RUNS))
-    ).scalar_one()
-    used = by_kind.get(QuotaKind.CHARGE, 0) - by_kind.get(QuotaKind.REFUND, 0)
-    return _standing(org, used, int(active), midnight)
+    found = session.execute(_ORG_AND_COUNTS, {"user_id": user_id, "org_id": org.id, "since": midnight}).one()
+    _, charged, refunded, active = found
+    return _standing(org, int(charged) - int(refunded), int(active), midnight)
+
+
+def current_quotas(session: Session, user_id: int, org_id: int) -> list[Quota] | None:
+    """The user's quotas in the org as its row stands now (None: no such org), in one statement."""
+    midnight = _midnight()
+    found = session.execute(
+        _ORG_AND_COUNTS, {"user_id": user_id, "org_id": org_id, "since": midnight}
+    ).one_or_none()
+    if found is None:
+        return None
+    org, charged, refunded, active = found
+    return _standing(org, int(charged) - int(refunded), int(active), midnight)
 
 
 def _events_today(kind: QuotaKind) -> ScalarSelect[int]:
@@ -68,8 +72,8 @@ def _events_today(kind: QuotaKind) -> ScalarSelect[int]:
     )
 
 
-# The org's row as it is now and what counts against its quotas, in one statement built once: what a caller's
-# quotas cost on each `users.me`.
+# The org's row as it is now and what counts against its quotas, in one statement built once (admission and
+# every `users.me` ask it).
 _ORG_AND_COUNTS = select(
     Org,
     _events_today(QuotaKind.CHARGE),
@@ -79,18 +83,6 @@ _ORG_AND_COUNTS = select(
     .where(Run.org_id == Org.id, or_(*(Run.status == status for status in ACTIVE_RUNS)))
     .scalar_subquery(),
 ).where(Org.id == bindparam("org_id"))
-
-
-def current_quotas(session: Session, user_id: int, org_id: int) -> list[Quota] | None:
-    """The user's quotas in the org as its row stands now (None: no such org), in one statement."""
-    midnight = _midnight()
-    found = session.execute(
-        _ORG_AND_COUNTS, {"user_id": user_id, "org_id": org_id, "since": midnight}
-    ).one_or_none()
-    if found is None:
-        return None
-    org, charged, refunded, active = found
-    return _standing(org, int(charged) - int(refunded), int(active), midnight)
 
 
 def _standing(org: Org, used_today: int, active: int, midnight: dt.datetime) -> list[Quota]:
