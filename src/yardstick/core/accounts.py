@@ -104,20 +104,23 @@ class Authenticator:
     def cached(self, bearer: str) -> Caller | None:
         """The caller `bearer` names if this process remembers it (no query, no wait: safe on the event
         loop), else None (ask `caller`)."""
+        return self._remembered(keys.digest(bearer))
+
+    def _remembered(self, cache_key: str) -> Caller | None:
         if self._revocations is not None and self._revocations.value != self._seen:
             # A key revoked in another HTTP process of this server: which one is not said, so all go.
             self._seen = self._revocations.value
             self._cache.clear()
-        cached = self._cache.get(keys.digest(bearer))
+        cached = self._cache.get(cache_key)
         return cached[0] if cached is not None and cached[1] > time.monotonic() else None
 
     def caller(self, bearer: str | None) -> Caller | None:
         if not bearer:
             return None
-        remembered = self.cached(bearer)
+        cache_key = keys.digest(bearer)
+        remembered = self._remembered(cache_key)
         if remembered is not None:
             return remembered
-        cache_key = keys.digest(bearer)
         now = time.monotonic()
         with self.db.reading() as session:
             found = caller_for_key(session, bearer)
