@@ -153,14 +153,20 @@ def _open_params(reference: str, fixed: Mapping[str, Any]) -> dict[str, InferPar
     return found
 
 
+def _quoted(plat: Platform, mode: str, resolved: evals.Resolved) -> tuple[object | None, float]:
+    """The ledger's quote for the eval as it stands (None: this install charges nothing) and its price in
+    dollars (credits are the install's dollars)."""
+    quote = plat.ledger.quote(mode, resolved.plan.priced())
+    return quote, credits_value(getattr(quote, "total_units", 0)) if quote is not None else 0.0
+
+
 def _within_cap(plat: Platform, mode: str, resolved: evals.Resolved, cap_usd: float) -> evals.Resolved:
     """The eval cut to the most episodes whose held cost (each at its task's cap) stays within `cap_usd`:
     an eval never spends past its cap, and stops there (`stop_reason: spend_cap`). Refused when not even one
     episode fits."""
 
     def cost(keep: int) -> float:
-        quote = plat.ledger.quote(mode, resolved.first(keep).plan.priced())
-        return credits_value(getattr(quote, "total_units", 0)) if quote is not None else 0.0
+        return _quoted(plat, mode, resolved.first(keep))[1]
 
     low, high = 0, len(resolved.plan.episodes)  # cost(low) <= cap < cost(high)
     while high - low > 1:
@@ -199,13 +205,11 @@ def router(purchases: Purchases) -> APIRouter:
         if asked.replay == "none":
             resolved = resolved.unrecorded()
         mode = plat.runs.billing_mode(org)
-        quote = plat.ledger.quote(mode, resolved.plan.priced())
-        cost = credits_value(getattr(quote, "total_units", 0)) if quote is not None else 0.0
+        quote, cost = _quoted(plat, mode, resolved)
         asked_episodes = len(resolved.plan.episodes)
         if body.spend_cap_usd is not None and cost > body.spend_cap_usd:
             resolved = _within_cap(plat, mode, resolved, body.spend_cap_usd)
-            quote = plat.ledger.quote(mode, resolved.plan.priced())
-            cost = credits_value(getattr(quote, "total_units", 0)) if quote is not None else 0.0
+            quote, cost = _quoted(plat, mode, resolved)
         estimate = Estimate(
             wall_clock_s=_wall_clock(resolved),
             cost_usd=cost,
