@@ -59,6 +59,10 @@ class Upload:
     assets: tuple[AssetRef, ...] = ()
 
 
+# What a version's volumes are to it, in the reasons that name them: a benchmark's assets, a policy's weights.
+VOLUMES_FIELD = {HostedKind.BENCHMARK: "assets", HostedKind.POLICY: "weights"}
+
+
 @dataclass(frozen=True)
 class Located:
     """A hosted version as a worker plays it: its code's folder, the reference, the interpreter, the secrets
@@ -215,17 +219,16 @@ class Hosting:
             except (ImageRefused, PrepareFailed) as exc:
                 self._ended(version_id, None, f"image: {exc}")
                 return
-            env = self.secrets.unsealed(located.org_id, located.secrets)
             try:
-                mounted = self.volumes.mounted(located.assets)
+                env, mounted = self.box_of(located)
             except LookupError as gone:
-                self._ended(version_id, None, f"assets: {gone}")
+                self._ended(version_id, None, f"{VOLUMES_FIELD[located.kind]}: {gone}")
                 return
             check = check_benchmark if located.kind == HostedKind.BENCHMARK else check_policy
             checked = check(
                 located.folder,
                 located.handler_ref,
-                env={**env, **mounts.environment({pin.name: pin.mount for pin in located.assets})},
+                env=env,
                 timeout_s=CHECK_TIMEOUT_S,
                 python=environment.python,
                 mounts=mounted,
@@ -258,6 +261,14 @@ class Hosting:
             version.built_at = utcnow()
 
     # --- reading -----------------------------------------------------------------------------------------
+
+    def box_of(self, located: Located) -> tuple[dict[str, str], list[tuple[Path, str]]]:
+        """What a version's box is handed: its environment (its secrets, and where each of its volumes is)
+        and the volume folders it mounts with their places. LookupError naming a volume deleted since."""
+        env = self.secrets.unsealed(located.org_id, located.secrets)
+        mounted = self.volumes.mounted(located.assets)
+        env.update(mounts.environment({pin.name: pin.mount for pin in located.assets}))
+        return env, mounted
 
     def located(self, version_id: int, *, building: bool = False) -> Located:
         """A version as a worker (or its build) finds it. Refused unless it is ready (or being built)."""

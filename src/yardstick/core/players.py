@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from yardstick.core.artifacts import load_secret
-from yardstick.core.hosting import Hosting
+from yardstick.core.hosting import VOLUMES_FIELD, Hosting, Located
 from yardstick.core.refusals import Refusal
 from yardstick.core.runs import HOSTED_REF
 from yardstick.core.secrets import Secrets
@@ -26,7 +26,6 @@ from yardstick.engine.guard import CallBeacon
 from yardstick.engine.recording import Recording
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.runtime import BuildError, Component, Runtime, Work
-from yardstick.hosted import mounts
 from yardstick.hosted.player import BoxedExecutor
 from yardstick.hosted.server import BoxedPolicyServer
 from yardstick.store.db import Database
@@ -109,13 +108,7 @@ class Players:
                 Work(benchmark, policy, call_timeout_s=self.call_timeout_s, recording=recording), self.beacon
             )
         located = self._located(benchmark.ref[len(HOSTED_REF) :], FailureKind.BENCHMARK_SETUP_CRASH)
-        assert self.hosting is not None
-        env = self.hosting.secrets.unsealed(located.org_id, located.secrets)
-        try:
-            mounted = self.hosting.volumes.mounted(located.assets)
-        except LookupError as gone:
-            raise BuildError(f"assets: {gone}", FailureKind.BENCHMARK_SETUP_CRASH) from None
-        env.update(mounts.environment({pin.name: pin.mount for pin in located.assets}))
+        env, mounted = self._box_of(located, FailureKind.BENCHMARK_SETUP_CRASH)
         work = Work(
             Component(located.handler_ref, dict(benchmark.params)),
             policy,
@@ -148,13 +141,7 @@ class Players:
             if found is not None:
                 found.close()
             located = self._located(version_id, FailureKind.POLICY_SETUP_CRASH)
-            assert self.hosting is not None
-            env = self.hosting.secrets.unsealed(located.org_id, located.secrets)
-            try:
-                mounted = self.hosting.volumes.mounted(located.assets)
-            except LookupError as gone:
-                raise BuildError(f"weights: {gone}", FailureKind.POLICY_SETUP_CRASH) from None
-            env.update(mounts.environment({pin.name: pin.mount for pin in located.assets}))
+            env, mounted = self._box_of(located, FailureKind.POLICY_SETUP_CRASH)
             try:
                 found = BoxedPolicyServer(
                     located.folder,
@@ -172,7 +159,14 @@ class Players:
             self._servers.popitem(last=False)[1].close()
         return found
 
-    def _located(self, version_id: str, setup: FailureKind) -> Any:
+    def _box_of(self, located: Located, setup: FailureKind) -> tuple[dict[str, str], list[tuple[Path, str]]]:
+        assert self.hosting is not None
+        try:
+            return self.hosting.box_of(located)
+        except LookupError as gone:
+            raise BuildError(f"{VOLUMES_FIELD[located.kind]}: {gone}", setup) from None
+
+    def _located(self, version_id: str, setup: FailureKind) -> Located:
         if self.hosting is None:
             raise BuildError("this worker cannot read the install's secret: hosted code needs it", setup)
         try:
