@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Final
@@ -20,6 +21,19 @@ ENV: Final = "YARDSTICK_VOLUMES"
 
 def mount_rule(root: PurePosixPath = ASSETS) -> str:
     return f"{root} or a folder under it (a volume is mounted there, read-only)"
+
+
+VOLUME_REF: Final = re.compile(r"vol://(?P<name>[^@/]+)(?:@v(?P<version>[1-9][0-9]{0,8}))?/?")
+
+
+def volume_ref(uri: str) -> tuple[str, int | None] | None:
+    """An uploaded volume's reference, `vol://<name>[@v<n>]`, as (name, version or None); None for any
+    other URI."""
+    found = VOLUME_REF.fullmatch(uri.strip())
+    if found is None:
+        return None
+    version = found.group("version")
+    return found.group("name"), int(version) if version else None
 
 
 def default_mount(name: str, count: int) -> str:

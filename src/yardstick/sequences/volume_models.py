@@ -19,7 +19,6 @@ from yardstick.core.volumes import AssetRef, VolumeView
 from yardstick.hosted import mounts
 from yardstick.sequences.models import VolumeMount, VolumeRef
 
-VOL = re.compile(r"vol://(?P<name>[^@/]*)(?:@v(?P<version>[1-9][0-9]{0,8}))?/?")
 _REQUEST = ConfigDict(extra="forbid")
 
 
@@ -134,8 +133,8 @@ def asset_refs(assets: Sequence[VolumeRef]) -> tuple[AssetRef, ...]:
     refs: list[AssetRef] = []
     for position, asset in enumerate(assets):
         field = f"assets[{position}]"
-        found = VOL.fullmatch(asset.uri.strip())
-        if found is None or not found.group("name"):
+        found = mounts.volume_ref(asset.uri)
+        if found is None:
             problems.append(
                 limits.Problem(
                     f"{field}.uri",
@@ -144,8 +143,7 @@ def asset_refs(assets: Sequence[VolumeRef]) -> tuple[AssetRef, ...]:
                 )
             )
             continue
-        version = found.group("version")
-        refs.append(AssetRef(found.group("name"), int(version) if version else None, asset.mount, field))
+        refs.append(AssetRef(*found, asset.mount, field))
     limits.check(problems)
     return tuple(refs)
 
@@ -169,8 +167,8 @@ def weight_refs(
     refs: list[AssetRef] = []
     seen: dict[str, str] = {}
     for field, part, mount in named:
-        found = VOL.fullmatch(mount.uri.strip())
-        if found is None or not found.group("name"):
+        found = mounts.volume_ref(mount.uri)
+        if found is None:
             problems.append(
                 limits.Problem(
                     f"{field}.uri",
@@ -182,15 +180,14 @@ def weight_refs(
         if part is not None and not WEIGHTS_PART.fullmatch(part):
             problems.append(limits.Problem(field, f"{part!r} is not a part's name: {WEIGHTS_PART.pattern}"))
             continue
-        name = found.group("name")
+        name, version = found
         if name in seen:
             problems.append(
                 limits.Problem(f"{field}.uri", f"vol://{name} is {seen[name]} already: a volume one place")
             )
             continue
         seen[name] = field
-        version = found.group("version")
         place = mount.mount if part is None else f"{mount.mount.rstrip('/')}/{part}"
-        refs.append(AssetRef(name, int(version) if version else None, place, field, root=mounts.WEIGHTS))
+        refs.append(AssetRef(name, version, place, field, root=mounts.WEIGHTS))
     limits.check(problems)
     return tuple(refs)

@@ -205,18 +205,14 @@ def _weights_dirs(declared: Any) -> str | dict[str, str] | None:
 
 
 def _weights_dir(uri: Any, part: str | None) -> str:
-    name = uri.name if isinstance(uri, Volume) else _volume_name(uri)
+    found = mounts.volume_ref(uri) if isinstance(uri, str) else None
+    name = uri.name if isinstance(uri, Volume) else found[0] if found else None
     if name is not None:
         try:
             return str(mounts.where(name))
         except LookupError:
             pass  # not mounted here (a local run): the SDK's place, as on its platform
     return str(mounts.WEIGHTS / part) if part else str(mounts.WEIGHTS)
-
-
-def _volume_name(uri: Any) -> str | None:
-    found = re.fullmatch(r"vol://([^@/]+)(?:@v[0-9]+)?/?", uri.strip()) if isinstance(uri, str) else None
-    return found.group(1) if found else None
 
 
 def _handed_infer_params(cls: type, name: str, infer: Callable[..., Any], names: set[str]) -> Any:
