@@ -213,12 +213,16 @@ class PushTHeuristic:
     GAP = AGENT_RADIUS + 4.0
     ORBIT = 100.0
     ARC_STEP = 0.5
-    POINTS, NORMALS = _contacts(GAP)
-    # The block's motion, per pixel pushed, at each contact (in its frame): velocity and angular velocity.
-    MOVES = -NORMALS
-    TURNS = _cross2(POINTS - T_COM, -NORMALS) / T_MOMENT
-    CLEARANCE = _clearance_radii()
     GOAL_COM = GOAL[:2] + _rotation(float(GOAL[2])) @ T_COM
+
+    def __init__(self) -> None:
+        # The T's geometry, worked out when the heuristic is built (about a second), not when the module is
+        # imported: loading the PushT benchmark alone needs none of it.
+        self.points, self.normals = _contacts(self.GAP)
+        # The block's motion, per pixel pushed, at each contact (in its frame): velocity and angular velocity.
+        self.moves = -self.normals
+        self.turns = _cross2(self.points - T_COM, -self.normals) / T_MOMENT
+        self.clearance = _clearance_radii()
 
     @infer
     def act(self, obs: dict[str, Any], *, episode: Episode) -> npt.NDArray[np.float64]:
@@ -228,7 +232,7 @@ class PushTHeuristic:
         memory.setdefault("pushing", False)
         memory.setdefault("set_aside", {})
         state = np.asarray(obs["state"], dtype=np.float64)
-        for _ in range(len(self.POINTS)):
+        for _ in range(len(self.points)):
             target = self._target(state, memory)
             if target is not None:
                 return np.clip(target, 0.0, BOARD)[None, :]
@@ -241,12 +245,12 @@ class PushTHeuristic:
         rotation = _rotation(angle)
         com = origin + rotation @ T_COM
         weight = self.TURN_SCALE**2
-        dot = (self.MOVES @ rotation.T) @ (self.GOAL_COM - com) + weight * _wrap(
+        dot = (self.moves @ rotation.T) @ (self.GOAL_COM - com) + weight * _wrap(
             float(GOAL[2]) - angle
-        ) * self.TURNS
-        norm2 = 1.0 + weight * self.TURNS**2
+        ) * self.turns
+        norm2 = 1.0 + weight * self.turns**2
         score = dot / np.sqrt(norm2)
-        standoffs = origin + (self.POINTS + self.NORMALS * self.GAP) @ rotation.T
+        standoffs = origin + (self.points + self.normals * self.GAP) @ rotation.T
         on_board = np.all((standoffs > 23.0) & (standoffs < BOARD - 24.0), axis=1)
         score = np.where(on_board, score, -np.inf)
         for k, until in memory["set_aside"].items():
@@ -260,7 +264,7 @@ class PushTHeuristic:
             if contact != best:
                 memory["contact"], memory["pushing"] = best, False
             contact = best
-        point, normal = self.POINTS[contact], self.NORMALS[contact]
+        point, normal = self.points[contact], self.normals[contact]
         here = rotation.T @ (agent - origin)
         depth = float(np.clip(dot[contact] / norm2[contact], 2.0, 25.0))
         push: npt.NDArray[np.float64] = origin + rotation @ (point + normal * (AGENT_RADIUS - depth))
@@ -315,6 +319,6 @@ class PushTHeuristic:
     def _radius(self, heading: float, tight: bool) -> float:
         if not tight:
             return self.ORBIT
-        bins = len(self.CLEARANCE)
+        bins = len(self.clearance)
         i = round((_wrap(heading) + math.pi) / (2 * math.pi) * bins) % bins
-        return float(max(self.CLEARANCE[i], self.CLEARANCE[(i + 1) % bins], self.CLEARANCE[i - 1])) + 6.0
+        return float(max(self.clearance[i], self.clearance[(i + 1) % bins], self.clearance[i - 1])) + 6.0
