@@ -630,6 +630,10 @@ def test_a_sequences_eval_with_a_spend_cap_plays_what_the_cap_covers_and_stops_t
     assert sorted((row["task"], row["seed"]) for row in kept) == [
         ("ten", "0"), ("ten", "1"), ("three", "0"), ("three", "1"),
     ]  # fmt: skip
+    # The listings say what it cost, settled, as its report does.
+    listed = httpx.get(f"{shop.url}/v1/benchmarks/toys.tally/evals", headers=headers, timeout=30).json()
+    (row,) = [row for row in listed["evals"] if row["eval_id"] == eval_id]
+    assert row["cost_usd"] == report["cost_usd"] > 0 and row["cost_settled"] is True, row
 
     with shop.platform.db.reading() as session:
         before = session.execute(select(func.count()).select_from(Reservation)).scalar_one()

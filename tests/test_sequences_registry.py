@@ -102,6 +102,15 @@ def test_a_benchmark_and_a_policy_deploy_and_an_eval_meets_its_gate(platform: Ha
     assert by_benchmark.returncode == 0, by_benchmark.stdout + by_benchmark.stderr
     assert all(eval_id in by_benchmark.stdout for eval_id in ran), by_benchmark.stdout
 
+    # The ids as the listings show them (their first 8 characters) name their evals.
+    short = eval_id_of(met.stdout)[:8]
+    reported = seq(platform, "eval", "report", short)
+    assert reported.returncode == 0 and "success: overall 100.0% (n=4)" in reported.stdout, reported
+    last = re.search(
+        r"reach-bench .*?(ev-[0-9a-f]{5})\s+reach-policy", seq(platform, "benchmark", "ls").stdout
+    )
+    assert last is not None and last.group(1) == eval_id_of(missed.stdout)[:8]  # the newest eval on it
+
 
 def test_benchmark_ls_and_tasks_show_what_was_registered(platform: Harness, folders: Path) -> None:
     deployed(platform, folders, "reach-bench")

@@ -84,6 +84,14 @@ class Purchases:
         with self.db.reading() as session:
             return session.get(Reservation, run_id)
 
+    def held_by(self, run_ids: list[int]) -> dict[int, Reservation]:
+        """What each of those runs holds (those admitted paying as they go), in one query."""
+        if not run_ids:
+            return {}
+        with self.db.reading() as session:
+            found = session.execute(select(Reservation).where(Reservation.submission_id.in_(run_ids)))
+            return {row.submission_id: row for row in found.scalars()}
+
     def account(self, caller: Caller, slug: str) -> Account:
         with self.db.reading() as session:
             org, role = _membership(session, caller, slug)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from yardstick.core import admission, limits
@@ -218,6 +218,35 @@ class Runs:
         if row is None or not caller.may_see(row.org_id, row.user_id) or contract not in (None, row.contract):
             raise not_found(f"id: no submission {run_id:x} that you can see")
         return row
+
+    def newest(self, caller: Caller, contract: Contract, most: int) -> list[Run]:
+        """The caller's `most` newest runs filed through `contract` (an admin's: everyone's), newest first."""
+        query = select(Run).where(Run.contract == contract)
+        if not caller.is_admin:
+            query = query.where(Run.user_id == caller.user_id)
+        with self.db.reading() as session:
+            return list(
+                session.execute(query.order_by(Run.received_at.desc(), Run.id.desc()).limit(most)).scalars()
+            )
+
+    def by_prefix(self, caller: Caller, contract: Contract, prefix: str, most: int = 10) -> list[Run]:
+        """The caller's runs filed through `contract` whose hex id starts with `prefix` (what a listing that
+        shortens ids shows), up to `most`. Ids are random, so a prefix is a range for each length an id may
+        have."""
+        if prefix.startswith("0"):
+            return []  # a hex id is written without leading zeros
+        number, digits = int(prefix, 16), len(prefix)
+        spans = [
+            (number << 4 * (length - digits), ((number + 1) << 4 * (length - digits)) - 1)
+            for length in range(digits, 17)
+        ]
+        top = (1 << 63) - 1  # ids are below 2**63 (a signed 64-bit column on both databases)
+        ranges = [Run.id.between(low, min(high, top)) for low, high in spans if low <= top]
+        with self.db.reading() as session:
+            rows = session.execute(
+                select(Run).where(Run.contract == contract, or_(*ranges)).limit(most * 4)
+            ).scalars()
+            return [run for run in rows if caller.may_see(run.org_id, run.user_id)][:most]
 
     def page(
         self, caller: Caller, contract: Contract, after: int | None, limit: int | None

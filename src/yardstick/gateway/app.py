@@ -78,7 +78,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(positronic.router(services.sign_in, services.purchases))
     app.include_router(sequences.router(services.purchases))
     app.include_router(sequence_secrets.router())
-    app.include_router(sequence_registry.router(platform.hosting))
+    app.include_router(sequence_registry.router(platform.hosting, services.purchases))
     app.include_router(sequence_volumes.router())
     app.include_router(sequence_uploads.router())
     app.include_router(oauth.router(services.sign_in))

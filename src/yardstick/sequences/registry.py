@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse, Response
 
+from yardstick.billing.purchases import Purchases
 from yardstick.core.accounts import Caller
 from yardstick.core.hosting import Hosting, Upload
 from yardstick.core.platform import Platform
@@ -40,6 +41,8 @@ CONTRACT = "0.5.35"
 # How long a registration waits for its build before answering `building`.
 BUILD_WAIT_S = 20.0
 PAGE = 50
+# The most evals a listing reads (`seq eval ls`, a benchmark's last eval).
+LISTED = 200
 PARAMS = "params."
 
 
@@ -113,8 +116,11 @@ def _registered(hosting: Hosting, caller: Caller, name: str) -> bool:
     return any(h.name == name for h, _ in hosting.listed(_org(caller), HostedKind.BENCHMARK))
 
 
-def router(hosting: Hosting) -> APIRouter:
+def router(hosting: Hosting, purchases: Purchases) -> APIRouter:
     door = door_router(SEQUENCES, tags=["sequences: benchmarks and deployments"])
+
+    def evals_of(plat: Platform, caller: Caller) -> list[dict[str, Any]]:
+        return _evals(plat, caller, purchases)
 
     # --- benchmarks ---------------------------------------------------------------------------------------
 
@@ -138,6 +144,7 @@ def router(hosting: Hosting) -> APIRouter:
 
     @door.get("/v1/benchmarks")
     def list_benchmarks(
+        plat: Plat,
         who: Who,
         limit: Annotated[int, Query(ge=1, le=500)] = PAGE,
         cursor: Annotated[str | None, Query()] = None,
@@ -145,9 +152,14 @@ def router(hosting: Hosting) -> APIRouter:
         rows = hosting.listed(_org(who), HostedKind.BENCHMARK)
         offset = cursor_offset(cursor)
         page = rows[offset : offset + limit]
+        last: dict[str, dict[str, Any]] = {}
+        for row in evals_of(plat, who):  # newest first: the first of each benchmark is its last
+            last.setdefault(str(row["benchmark"]), row)
         return JSONResponse(
             {
-                "benchmarks": [_benchmark_row(hosted, version) for hosted, version in page],
+                "benchmarks": [
+                    _benchmark_row(hosted, version, last.get(hosted.name)) for hosted, version in page
+                ],
                 "total": len(rows),
                 "offset": offset,
                 "next_cursor": str(offset + limit) if offset + limit < len(rows) else None,
@@ -204,7 +216,7 @@ def router(hosting: Hosting) -> APIRouter:
     ) -> JSONResponse:
         if not _registered(hosting, who, name):
             offered_benchmark(plat, who, name)  # a catalogue eval's, or refused naming what there is
-        listed = [row for row in _evals(plat, who) if row["benchmark"] == name][:limit]
+        listed = [row for row in evals_of(plat, who) if row["benchmark"] == name][:limit]
         return JSONResponse(
             {"benchmark": name, "evals": listed, "total": len(listed), "offset": 0, "next_cursor": None}
         )
@@ -352,7 +364,7 @@ def router(hosting: Hosting) -> APIRouter:
         name: str, plat: Plat, who: Who, limit: Annotated[int, Query(ge=1, le=500)] = PAGE
     ) -> JSONResponse:
         hosting.current(_org(who), HostedKind.POLICY, name)
-        listed = [row for row in _evals(plat, who) if row["policy"] == name][:limit]
+        listed = [row for row in evals_of(plat, who) if row["policy"] == name][:limit]
         return JSONResponse(
             {"deployment": name, "history": listed, "total": len(listed), "offset": 0, "next_cursor": None}
         )
@@ -422,7 +434,9 @@ def _setting(key: str, settings: dict[str, Any], code: Any, reads: str) -> dict[
     }
 
 
-def _benchmark_row(hosted: Hosted, version: HostedVersion) -> dict[str, Any]:
+def _benchmark_row(
+    hosted: Hosted, version: HostedVersion, last_eval: dict[str, Any] | None = None
+) -> dict[str, Any]:
     declared = version.declared
     return {
         "name": hosted.name,
@@ -435,7 +449,7 @@ def _benchmark_row(hosted: Hosted, version: HostedVersion) -> dict[str, Any]:
         "error": version.error,
         "template": None,
         "replay": None,
-        "last_eval": None,
+        "last_eval": last_eval,
     }
 
 
@@ -456,12 +470,15 @@ def _weights(version: HostedVersion) -> str | None:
     return ", ".join(f"vol://{pin['name']}@v{pin['version']}" for pin in pins) or None
 
 
-def _evals(platform: Platform, caller: Caller) -> list[dict[str, Any]]:
-    """The caller's evals, newest first, as the listings show them."""
-    rows, _ = platform.runs.page(caller, Contract.SEQUENCES, None, 200)
+def _evals(platform: Platform, caller: Caller, purchases: Purchases) -> list[dict[str, Any]]:
+    """The caller's newest evals (`LISTED` at most), newest first, as the listings show them: what each
+    cost (held while it plays, `cost_settled` once charged)."""
+    runs = platform.runs.newest(caller, Contract.SEQUENCES, LISTED)
+    held = purchases.held_by([run.id for run in runs])
     listed = []
-    for run in reversed(rows):
+    for run in runs:
         answer = run.resolved or {}
+        reservation = held.get(run.id)
         listed.append(
             {
                 "eval_id": report.eval_id(run.id),
@@ -475,7 +492,8 @@ def _evals(platform: Platform, caller: Caller) -> list[dict[str, Any]]:
                 "episodes": run.episodes_total,
                 "metric": "success",
                 "value": (run.scores or {}).get("primary"),
-                "cost_usd": 0.0,
+                "cost_usd": report.cost_of(reservation),
+                "cost_settled": reservation is None or reservation.charged_units is not None,
             }
         )
     return listed

@@ -137,7 +137,7 @@ def build(
     return EvalReport(
         status=status,  # type: ignore[arg-type]
         metrics=first_metrics,
-        cost_usd=_cost(reservation),
+        cost_usd=cost_of(reservation),
         dashboard_url=page,
         videos=_videos(run, episodes, base_url),
         incomplete=incomplete,
@@ -155,7 +155,7 @@ def build(
     )
 
 
-def _cost(reservation: Reservation | None) -> float:
+def cost_of(reservation: Reservation | None) -> float:
     """What the run cost in credits (Yardstick prices in credits; the contract's `_usd` fields carry them)."""
     if reservation is None:
         return 0.0

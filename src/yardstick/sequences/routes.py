@@ -153,6 +153,10 @@ def _open_params(reference: str, fixed: Mapping[str, Any]) -> dict[str, InferPar
     return found
 
 
+# The fewest hex digits of an eval id that may name it, as the start of the id: what `seq eval ls` shows.
+SHORT_ID_HEX = 5
+
+
 def _quoted(plat: Platform, mode: str, resolved: evals.Resolved) -> tuple[object | None, float]:
     """The ledger's quote for the eval as it stands (None: this install charges nothing) and its price in
     dollars (credits are the install's dollars)."""
@@ -393,13 +397,23 @@ def router(purchases: Purchases) -> APIRouter:
 
 
 def _run(platform: Platform, caller: Caller, eval_id: str) -> Run:
+    """The eval `eval_id` names: a whole id, or the start of one (`seq eval ls` shows 8 characters), at
+    least `SHORT_ID_HEX` hex digits and naming one eval only."""
     run_id = report.run_id_of(eval_id)
     if run_id is None:
         raise not_found(f"eval_id: {eval_id!r} is no eval id (ev-<hex>)")
     try:
         return platform.runs.get(caller, run_id, Contract.SEQUENCES)
     except Refusal:
-        raise not_found(f"eval_id: no eval {eval_id!r} that you can see") from None
+        pass
+    hexits = eval_id.partition("-")[2]
+    found = platform.runs.by_prefix(caller, Contract.SEQUENCES, hexits) if len(hexits) >= SHORT_ID_HEX else []
+    if len(found) > 1:
+        named = ", ".join(report.eval_id(run.id) for run in found)
+        raise bad_request(f"eval_id: {eval_id!r} starts more than one eval ({named}): give more of it")
+    if not found:
+        raise not_found(f"eval_id: no eval {eval_id!r} that you can see")
+    return found[0]
 
 
 def _with_rerun(
