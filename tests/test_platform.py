@@ -66,6 +66,13 @@ def test_the_contracts_client_runs_a_plan_end_to_end(tmp_path: Path, database_ur
         assert [s.id for s in client.list_submissions().submissions] == [created.submission_id]
 
 
+def _row_of(platform: Harness, run_id: int) -> Any:
+    from yardstick.store.models import Run
+
+    with platform.platform.db.reading() as session:
+        return session.get(Run, run_id)
+
+
 def _scores_of(platform: Harness, submission_id: Any) -> list[tuple[int, bool, int]]:
     from sqlalchemy import select
 
@@ -106,6 +113,43 @@ def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(
         assert _scores_of(platform, killed.submission_id) == _scores_of(platform, clean_run.submission_id)
 
 
+def test_an_ended_run_is_read_from_the_database_once(tmp_path: Path, database_url: str) -> None:
+    """Clients poll a submission until it ends, and pages and scripts read it long after: a run that ended
+    never changes, so the gateway reads it and its record links once. While it is active, every read is
+    read afresh; a finished run's links are signed afresh on every read (they expire)."""
+    from sqlalchemy import event
+
+    with running_platform(tmp_path, database_url) as platform:
+        client = platform.client("alice")
+        run_reads: list[str] = []
+
+        def counted(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+            if "FROM submissions" in statement or "FROM artifacts" in statement:
+                run_reads.append(statement)
+
+        event.listen(platform.platform.db.engine, "before_cursor_execute", counted)
+        created = client.create_submission(toy_plan("read-once", spec="slow", episodes=2))
+        run_reads.clear()
+        for _ in range(2):
+            assert client.get_submission(created.submission_id).status.name in ("blocked", "pending", "running")
+        assert len(run_reads) >= 2  # each read of an active run asks the database
+        ended = platform.wait(client, created.submission_id)
+        assert ended.status.name == "finished"
+        run_reads.clear()
+        again = [client.get_submission(created.submission_id) for _ in range(3)]
+        assert run_reads == []
+        assert all(
+            view.model_dump(exclude={"artifacts"}) == ended.model_dump(exclude={"artifacts"})
+            for view in again
+        )
+        assert (
+            httpx.get(again[-1].artifacts.result).json()["scores"]
+            == httpx.get(ended.artifacts.result).json()["scores"]
+        )
+        gina = platform.client("gina")  # kept or not, a run is shown only to whom may see it
+        assert _refusal(lambda: gina.get_submission(created.submission_id)).code.name == "not_found"
+
+
 def test_a_run_left_unfinished_after_its_last_episode_landed_is_finished_by_a_worker(
     tmp_path: Path, database_url: str
 ) -> None:
@@ -123,11 +167,15 @@ def test_a_run_left_unfinished_after_its_last_episode_landed_is_finished_by_a_wo
         client = platform.client("alice")
         worker = platform.start_worker()
         created = client.create_submission(toy_plan("stranded", episodes=3))
-        played = platform.wait(client, created.submission_id)
-        assert played.status.name == "finished"
+        run_id = int(created.submission_id)
+        # Watched in the database, not through the gateway: a gateway keeps a run it read as ended (ended runs
+        # never change), and this test makes an ended run unended, which nothing else does.
+        deadline = time.monotonic() + 60
+        while (played := _row_of(platform, run_id)).status != RunStatus.FINISHED:
+            assert time.monotonic() < deadline, f"the run is still {played.status}"
+            time.sleep(0.05)
         platform.stop_workers()
         worker.join()
-        run_id = int(created.submission_id)
         long_ago = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1)
         with platform.platform.db.writing() as session:  # as if its finish never ran
             session.execute(
@@ -141,7 +189,7 @@ def test_a_run_left_unfinished_after_its_last_episode_landed_is_finished_by_a_wo
         assert client.get_submission(created.submission_id).status.name == "running"
         platform.start_worker()
         again = platform.wait(client, created.submission_id, timeout=60)
-        assert again.status.name == "finished" and again.scores == played.scores
+        assert again.status.name == "finished" and again.scores.primary == played.scores["primary"]
 
 
 def test_concurrent_creates_never_pass_the_days_quota(tmp_path: Path, database_url: str) -> None:

@@ -7,6 +7,7 @@ from yardstick.core.accounts import Authenticator, Caller
 from yardstick.core.artifacts import UrlSigner
 from yardstick.core.boards import Boards
 from yardstick.core.catalog import Catalog, read_catalog
+from yardstick.core.ended import EndedRuns
 from yardstick.core.hosting import Hosting
 from yardstick.core.install import Install
 from yardstick.core.ledger import NO_CREDITS, Ledger
@@ -34,10 +35,12 @@ class Platform:
             self.db, lease_s=self.settings.lease_s, max_attempts=self.settings.max_attempts
         )
         self.accounts = Authenticator(self.db)
-        self.runs = Runs(self.db, self.queue, ledger)
+        # What each process has read of ended runs, which never change (`core.ended`).
+        self.ended = EndedRuns()
+        self.runs = Runs(self.db, self.queue, ledger, self.ended)
         self.lifecycle = Lifecycle(self.db, self.store, ledger)
         self.boards = Boards(self.db, self.secret)
-        self.links = Links(self.db, self.signer)
+        self.links = Links(self.db, self.signer, self.ended)
         self.secrets = Secrets(self.db, self.secret)
         self.volumes = Volumes(self.db, volume_store(self.settings))
         self.uploads = Uploads(self.db, self.volumes.store, self.secret)

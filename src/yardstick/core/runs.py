@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from yardstick.core import admission, limits
 from yardstick.core.accounts import Caller
 from yardstick.core.catalog import CatalogEval
+from yardstick.core.ended import EndedRuns, has_ended
 from yardstick.core.idempotency import create_once
 from yardstick.core.ledger import Ledger, PricedEpisodes
 from yardstick.core.liveness import Liveness
@@ -133,10 +134,11 @@ class Filing:
 
 
 class Runs:
-    def __init__(self, db: Database, queue: EpisodeQueue, ledger: Ledger) -> None:
+    def __init__(self, db: Database, queue: EpisodeQueue, ledger: Ledger, ended: EndedRuns) -> None:
         self.db = db
         self.queue = queue
         self.ledger = ledger
+        self.ended = ended
         self.liveness = Liveness(db)
 
     # --- filing --------------------------------------------------------------------------------------
@@ -212,11 +214,24 @@ class Runs:
     # --- reading ---------------------------------------------------------------------------------------
 
     def get(self, caller: Caller, run_id: int, contract: Contract | None = None) -> Run:
-        """The run, if the caller may see it (and it came through `contract`, when one is named)."""
-        with self.db.reading() as session:
-            row = session.get(Run, run_id)
+        """The run, if the caller may see it (and it came through `contract`, when one is named). An ended
+        run is read once a process (`core.ended`)."""
+        row: Run | None = self.ended.get(("run", run_id))
+        if row is None:
+            with self.db.reading() as session:
+                row = session.get(Run, run_id)
+            if row is not None and has_ended(row.status):
+                self.ended.keep(("run", run_id), row)
         if row is None or not caller.may_see(row.org_id, row.user_id) or contract not in (None, row.contract):
             raise not_found(f"id: no submission {run_id:x} that you can see")
+        return row
+
+    def kept(self, caller: Caller, run_id: int, contract: Contract) -> Run | None:
+        """The run as `get` would answer it, if it ended and this process has read it: no I/O, so an async
+        route may ask on the event loop. None means ask `get`."""
+        row: Run | None = self.ended.get(("run", run_id))
+        if row is None or not caller.may_see(row.org_id, row.user_id) or row.contract != contract:
+            return None
         return row
 
     def newest(self, caller: Caller, contract: Contract, most: int) -> list[Run]:

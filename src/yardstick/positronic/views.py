@@ -24,6 +24,7 @@ from platform_client.responses import (
 from pydantic import BaseModel
 
 from yardstick.core.boards import page_url
+from yardstick.core.ended import has_ended
 from yardstick.core.platform import Platform
 from yardstick.positronic.errors import reason_code
 from yardstick.store.models import Run
@@ -49,7 +50,7 @@ def status_view(platform: Platform, run: Run, base_url: str) -> BaseModel:
     common: dict[str, Any] = {
         "id": SubmissionId(run.id),
         "episodes": episodes,
-        "resolved": ResolvedPlan.model_validate(run.resolved),
+        "resolved": _resolved(platform, run),
     }
     attempts = [
         RunSummary(run_tag="attempt-1", started_at=run.started_at, ended_at=run.ended_at, episodes=episodes)
@@ -110,9 +111,19 @@ def list_row(run: Run, *, blocked: bool) -> SubmissionListRow:
     )
 
 
+def _resolved(platform: Platform, run: Run) -> ResolvedPlan:
+    """The plan as it was resolved, checked against the contract's model: once a process for a run that
+    ended (`core.ended`; the check is most of what a finished run's `submissions.get` costs)."""
+    if not has_ended(run.status):
+        return ResolvedPlan.model_validate(run.resolved)
+    return platform.ended.kept(
+        ("positronic.resolved", run.id), lambda: ResolvedPlan.model_validate(run.resolved)
+    )
+
+
 def _refs(platform: Platform, run: Run, base_url: str) -> ArtifactRefs | None:
     """Links to the run's own records; None where it wrote none (the contract leaves `artifacts` out)."""
-    urls = platform.links.urls(run.id, ("result.json", "diagnostics.json"), base_url)
+    urls = platform.links.urls(run, ("result.json", "diagnostics.json"), base_url)
     if "result.json" not in urls:
         return None
     return ArtifactRefs(result=urls["result.json"], diagnostics=urls.get("diagnostics.json"))
