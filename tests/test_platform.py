@@ -131,7 +131,11 @@ def test_an_ended_run_is_read_from_the_database_once(tmp_path: Path, database_ur
         created = client.create_submission(toy_plan("read-once", spec="slow", episodes=2))
         run_reads.clear()
         for _ in range(2):
-            assert client.get_submission(created.submission_id).status.name in ("blocked", "pending", "running")
+            assert client.get_submission(created.submission_id).status.name in (
+                "blocked",
+                "pending",
+                "running",
+            )
         assert len(run_reads) >= 2  # each read of an active run asks the database
         ended = platform.wait(client, created.submission_id)
         assert ended.status.name == "finished"
@@ -148,6 +152,29 @@ def test_an_ended_run_is_read_from_the_database_once(tmp_path: Path, database_ur
         )
         gina = platform.client("gina")  # kept or not, a run is shown only to whom may see it
         assert _refusal(lambda: gina.get_submission(created.submission_id)).code.name == "not_found"
+
+
+def test_a_board_polled_while_a_run_plays_shows_it_within_a_second_of_its_end(
+    tmp_path: Path, database_url: str
+) -> None:
+    """Each process reads a board at most once a second and answers every caller from that reading
+    (`core.boards.BOARD_FRESH_S`): a board polled all through a run shows the run within that second of its
+    end, and never a run that has not finished."""
+    from yardstick.core.boards import BOARD_FRESH_S
+
+    with running_platform(tmp_path, database_url) as platform:
+        client = platform.client("alice")
+        board = BoardRef("toys.tally")
+        created = client.create_submission(toy_plan("fresh", spec="slow", competition=True))
+        while client.get_submission(created.submission_id).status.name not in ("finished", "errored"):
+            assert client.rankings(board=board).rankings == []  # read all along: the reading stays warm
+            time.sleep(0.05)
+        ended = time.monotonic()
+        while not [
+            row for row in client.rankings(board=board).rankings if row.submission_id == created.submission_id
+        ]:
+            assert time.monotonic() - ended < BOARD_FRESH_S + 0.5, "the board did not show the finished run"
+            time.sleep(0.02)
 
 
 def test_a_run_left_unfinished_after_its_last_episode_landed_is_finished_by_a_worker(

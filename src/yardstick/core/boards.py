@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,10 +85,26 @@ _RANKED_PUBLIC = _RANKED.where(Run.audience == Audience.PUBLIC)
 _RANKED_ORG = _RANKED.where(Run.org_id == bindparam("org_id"), Run.audience == Audience.ORG)
 
 
+# How old a board a process answers with may be. A board is what many clients and pages poll at once, the
+# same for every caller who may read it, and it changes only when a run on its eval finishes (in a worker,
+# another process) or an admin marks a baseline; so each process reads a board at most once in this long and
+# answers everyone from that reading: a change shows on every board within it.
+BOARD_FRESH_S = 1.0
+
+
+@dataclass(frozen=True)
+class _Reading:
+    at: float  # time.monotonic()
+    board: Board
+    eval: Eval
+    rows: list[BoardRow]
+
+
 class Boards:
     def __init__(self, db: Database, secret: bytes) -> None:
         self.db = db
         self._tag_secret = hashlib.sha256(b"board-tags" + secret).digest()
+        self._readings: dict[str, _Reading] = {}  # by slug; only boards that exist, so few
 
     def boards(self, caller: Caller | None) -> list[tuple[Board, Eval]]:
         with self.db.reading() as session:
@@ -97,12 +114,24 @@ class Boards:
         return [(board, ev) for board, ev in rows if _may_read(caller, board)]
 
     def board(self, caller: Caller | None, slug: str) -> tuple[Board, Eval, list[BoardRow]]:
+        """The board, its eval and its rows as of at most `BOARD_FRESH_S` ago, if `caller` may read it."""
+        reading = self._readings.get(slug)
+        if reading is None or time.monotonic() - reading.at > BOARD_FRESH_S:
+            reading = self._read(slug)
+        if reading is None or not _may_read(caller, reading.board):
+            raise not_found(f"board: no board {slug!r} that you can read")
+        return reading.board, reading.eval, reading.rows
+
+    def _read(self, slug: str) -> _Reading | None:
+        at = time.monotonic()  # before the reads: the reading is at least as fresh as it says
         with self.db.reading() as session:
             found = session.execute(_BOARD, {"slug": slug}).one_or_none()
-            if found is None or not _may_read(caller, found[0]):
-                raise not_found(f"board: no board {slug!r} that you can read")
+            if found is None:
+                return None
             board, ev = found
-            return board, ev, self._rows(session, board)
+            reading = _Reading(at, board, ev, self._rows(session, board))
+        self._readings[slug] = reading
+        return reading
 
     def _rows(self, session: Session, board: Board) -> list[BoardRow]:
         public = board.visibility == BoardVisibility.PUBLIC
