@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import ScalarSelect, bindparam, func, or_, select
 from sqlalchemy.orm import Session
 
 from yardstick.core.refusals import Refusal, RefusalKind
+from yardstick.store.db import Database
 from yardstick.store.models import Org, QuotaEvent, Run, utcnow
 from yardstick.store.states import ACTIVE_RUNS, OnExhausted, QuotaKind
 
@@ -42,21 +44,21 @@ def _midnight() -> dt.datetime:
 def quotas(session: Session, user_id: int, org: Org) -> list[Quota]:
     """The user's quotas in `org` (a row already read, perhaps locked), counted now."""
     midnight = _midnight()
-    found = session.execute(_ORG_AND_COUNTS, {"user_id": user_id, "org_id": org.id, "since": midnight}).one()
-    _, charged, refunded, active = found
-    return _standing(org, int(charged) - int(refunded), int(active), midnight)
-
-
-def current_quotas(session: Session, user_id: int, org_id: int) -> list[Quota] | None:
-    """The user's quotas in the org as its row stands now (None: no such org), in one statement."""
-    midnight = _midnight()
     found = session.execute(
-        _ORG_AND_COUNTS, {"user_id": user_id, "org_id": org_id, "since": midnight}
-    ).one_or_none()
-    if found is None:
+        _LIMITS_AND_COUNTS, {"user_id": user_id, "org_id": org.id, "since": midnight}
+    ).one()
+    return _standing(tuple(found), midnight)
+
+
+def current_quotas(db: Database, user_id: int, org_id: int) -> list[Quota] | None:
+    """The user's quotas in the org as its row stands now (None: no such org), in one statement on a
+    connection of its own: `users.me` asks it on every call, and an ORM session around one row of numbers
+    costs more than the statement."""
+    midnight = _midnight()
+    found = db.rows(_LIMITS_AND_COUNTS, {"user_id": user_id, "org_id": org_id, "since": midnight})
+    if not found:
         return None
-    org, charged, refunded, active = found
-    return _standing(org, int(charged) - int(refunded), int(active), midnight)
+    return _standing(tuple(found[0]), midnight)
 
 
 def _events_today(kind: QuotaKind) -> ScalarSelect[int]:
@@ -72,10 +74,12 @@ def _events_today(kind: QuotaKind) -> ScalarSelect[int]:
     )
 
 
-# The org's row as it is now and what counts against its quotas, in one statement built once (admission and
-# every `users.me` ask it).
-_ORG_AND_COUNTS = select(
-    Org,
+# The org's limits as its row is now and what counts against them, in one statement built once (admission and
+# every `users.me` ask it): columns only, so it needs no ORM session.
+_LIMITS_AND_COUNTS = select(
+    Org.submissions_per_day,
+    Org.concurrent_submissions,
+    Org.on_exhausted,
     _events_today(QuotaKind.CHARGE),
     _events_today(QuotaKind.REFUND),
     select(func.count())
@@ -85,26 +89,20 @@ _ORG_AND_COUNTS = select(
 ).where(Org.id == bindparam("org_id"))
 
 
-def _standing(org: Org, used_today: int, active: int, midnight: dt.datetime) -> list[Quota]:
+def _standing(counted: tuple[Any, ...], midnight: dt.datetime) -> list[Quota]:
+    """The quotas from a row of `_LIMITS_AND_COUNTS`."""
+    per_day, concurrent, on_exhausted, charged, refunded, active = counted
     return [
         Quota(
             DAY_QUOTA,
             "day",
             "user",
-            org.submissions_per_day,
-            used_today,
+            per_day,
+            int(charged) - int(refunded),
             midnight + dt.timedelta(days=1),
-            org.on_exhausted,
+            on_exhausted,
         ),
-        Quota(
-            CONCURRENT_QUOTA,
-            "concurrent",
-            "tenant",
-            org.concurrent_submissions,
-            active,
-            None,
-            org.on_exhausted,
-        ),
+        Quota(CONCURRENT_QUOTA, "concurrent", "tenant", concurrent, int(active), None, on_exhausted),
     ]
 
 

@@ -206,10 +206,8 @@ class Runs:
     def quotas(self, caller: Caller) -> list[admission.Quota]:
         if not caller.orgs:
             return []
-        with self.db.reading() as session:
-            # Read afresh: the caller's cached org may be seconds behind an admin's change.
-            found = admission.current_quotas(session, caller.user_id, caller.orgs[0].id)
-            return found if found is not None else admission.quotas(session, caller.user_id, caller.orgs[0])
+        # Read afresh: the caller's cached org may be seconds behind an admin's change.
+        return admission.current_quotas(self.db, caller.user_id, caller.orgs[0].id) or []
 
     # --- reading ---------------------------------------------------------------------------------------
 

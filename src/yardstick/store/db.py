@@ -8,13 +8,13 @@ never deadlock upgrading a read lock) and on PostgreSQL is an ordinary transacti
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, Executable, Row, create_engine, event
 from sqlalchemy.exc import StatementError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -75,6 +75,15 @@ class Database:
                 yield
             finally:
                 _one_read.reset(token)
+
+    def rows(self, statement: Executable, params: Mapping[str, Any]) -> Sequence[Row[Any]]:
+        """A Core statement's rows, read on a pooled connection of its own (or in the `one_read` session of
+        this thread): for a hot read of columns, where an ORM session would cost as much as the query."""
+        shared = _one_read.get()
+        if shared is not None and shared[0] is self:
+            return shared[1].execute(statement, params).all()
+        with _text_refused(), self.engine.connect() as connection:
+            return connection.execute(statement, params).all()
 
     @contextmanager
     def writing(self) -> Iterator[Session]:
