@@ -6,7 +6,6 @@ from sqlalchemy import bindparam, select
 
 from yardstick.core import limits
 from yardstick.core.artifacts import UrlSigner, page
-from yardstick.core.ended import EndedRuns, has_ended
 from yardstick.core.refusals import bad_request
 from yardstick.store.db import Database
 from yardstick.store.models import Artifact, Run
@@ -19,10 +18,9 @@ _KEYS_OF_RUN = select(Artifact.key).where(
 
 
 class Links:
-    def __init__(self, db: Database, signer: UrlSigner, ended: EndedRuns) -> None:
+    def __init__(self, db: Database, signer: UrlSigner) -> None:
         self.db = db
         self.signer = signer
-        self.ended = ended
 
     def page(
         self, run: Run, prefix: str | None, after: str | None, limit: int | None, base_url: str
@@ -50,15 +48,11 @@ class Links:
             (key, size, self.signer.sign(run.id, key, base_url=base_url)) for key, size in rows
         ], after_key
 
-    def urls(self, run: Run, keys: tuple[str, ...], base_url: str) -> dict[str, str]:
-        """Signed links to those of `keys` the run wrote, in one query (none again for a run that ended: its
-        records are written by then, `core.ended`). Each link is signed afresh: links expire."""
+    def written(self, run_id: int, keys: tuple[str, ...]) -> tuple[str, ...]:
+        """Those of `keys` the run wrote, in one query."""
+        with self.db.reading() as session:
+            return tuple(session.execute(_KEYS_OF_RUN, {"run_id": run_id, "keys": list(keys)}).scalars())
 
-        def written() -> tuple[str, ...]:
-            with self.db.reading() as session:
-                return tuple(session.execute(_KEYS_OF_RUN, {"run_id": run.id, "keys": list(keys)}).scalars())
-
-        found = (
-            self.ended.kept(("artifact keys", run.id, keys), written) if has_ended(run.status) else written()
-        )
-        return {key: self.signer.sign(run.id, key, base_url=base_url) for key in found}
+    def signed(self, run_id: int, keys: tuple[str, ...], base_url: str) -> dict[str, str]:
+        """A link to each of `keys` (ones the run wrote), signed now: links expire, so none is kept."""
+        return {key: self.signer.sign(run_id, key, base_url=base_url) for key in keys}

@@ -40,7 +40,7 @@ class Platform:
         self.runs = Runs(self.db, self.queue, ledger, self.ended)
         self.lifecycle = Lifecycle(self.db, self.store, ledger)
         self.boards = Boards(self.db, self.secret)
-        self.links = Links(self.db, self.signer, self.ended)
+        self.links = Links(self.db, self.signer)
         self.secrets = Secrets(self.db, self.secret)
         self.volumes = Volumes(self.db, volume_store(self.settings))
         self.uploads = Uploads(self.db, self.volumes.store, self.secret)

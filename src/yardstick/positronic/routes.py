@@ -38,6 +38,7 @@ from platform_client.responses import (
 )
 from positronic_evals.evals import EvalRef
 from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
 
 from yardstick.billing.purchases import Purchases
 from yardstick.core.accounts import Caller
@@ -53,7 +54,7 @@ from yardstick.http.routing import door_router, refusals
 from yardstick.positronic import billing_routes, keys_routes, plans
 from yardstick.positronic.catalog_view import eval_summary, tasks_view
 from yardstick.positronic.errors import POSITRONIC, quota_dict, reason_code
-from yardstick.positronic.views import list_row, status_view
+from yardstick.positronic.views import kept_view, list_row, status_view
 from yardstick.signin.service import SignIn
 from yardstick.store.models import Org
 from yardstick.store.states import Contract, RunStatus
@@ -202,10 +203,22 @@ def _submissions(purchases: Purchases) -> APIRouter:
         )
 
     @door.get(routes.SUBMISSIONS_GET, responses=refusals(404))
-    def submissions_get(request: Request, plat: Plat, who: Who, id: Annotated[str, Query()]) -> Response:
-        with plat.db.one_read():
-            run = plat.runs.get(who, submission_id(id), Contract.POSITRONIC)
-            return json_answer(status_view(plat, run, str(request.base_url)))
+    async def submissions_get(
+        request: Request, plat: Plat, who: Who, id: Annotated[str, Query()]
+    ) -> Response:
+        """Clients poll it until a run ends, and read it after: an ended run this process has read before
+        is answered on the event loop (`core.ended`: nothing to read), any other in a thread."""
+        run_id, base_url = submission_id(id), str(request.base_url)
+        kept = plat.runs.kept(who, run_id, Contract.POSITRONIC)
+        if kept is not None and (view := kept_view(plat, kept, base_url)) is not None:
+            return json_answer(view)
+
+        def read() -> Response:
+            with plat.db.one_read():
+                run = plat.runs.get(who, run_id, Contract.POSITRONIC)
+                return json_answer(status_view(plat, run, base_url))
+
+        return await run_in_threadpool(read)
 
     @door.get(routes.SUBMISSIONS_LIST, response_model=SubmissionListResponse)
     def submissions_list(

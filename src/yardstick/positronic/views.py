@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from platform_client.enums import SubmissionStatus
@@ -43,15 +44,43 @@ def counts(run: Run) -> EpisodeCounts:
     )
 
 
+# A run's own records, which `submissions.get` links to.
+RECORDS = ("result.json", "diagnostics.json")
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What `submissions.get` shows of a run that ended, beside its row: its plan as resolved, checked
+    against the contract's model (most of what the view costs), and which of its records it wrote. Neither
+    changes again (`core.ended`), so each process works them out once."""
+
+    resolved: ResolvedPlan
+    records: tuple[str, ...]
+
+
 def status_view(platform: Platform, run: Run, base_url: str) -> BaseModel:
     """The `submissions.get` variant of the run's status. A pending run with no worker alive is blocked
-    on one."""
+    on one. May read the database."""
+    if not has_ended(run.status):
+        return _view(platform, run, base_url, None)
+
+    def settle() -> Settled:
+        return Settled(ResolvedPlan.model_validate(run.resolved), platform.links.written(run.id, RECORDS))
+
+    return _view(platform, run, base_url, platform.ended.kept(("positronic.settled", run.id), settle))
+
+
+def kept_view(platform: Platform, run: Run, base_url: str) -> BaseModel | None:
+    """The view of an ended run this process has worked out before, without reading anything (so an async
+    route may build it on the event loop); None: ask `status_view`."""
+    settled: Settled | None = platform.ended.get(("positronic.settled", run.id))
+    return _view(platform, run, base_url, settled) if settled is not None and has_ended(run.status) else None
+
+
+def _view(platform: Platform, run: Run, base_url: str, settled: Settled | None) -> BaseModel:
     episodes = counts(run)
-    common: dict[str, Any] = {
-        "id": SubmissionId(run.id),
-        "episodes": episodes,
-        "resolved": _resolved(platform, run),
-    }
+    resolved = settled.resolved if settled is not None else ResolvedPlan.model_validate(run.resolved)
+    common: dict[str, Any] = {"id": SubmissionId(run.id), "episodes": episodes, "resolved": resolved}
     attempts = [
         RunSummary(run_tag="attempt-1", started_at=run.started_at, ended_at=run.ended_at, episodes=episodes)
     ]
@@ -74,7 +103,7 @@ def status_view(platform: Platform, run: Run, base_url: str) -> BaseModel:
             stage_detail=f"{run.episodes_done} of {run.episodes_total}",
         )
     if run.status == RunStatus.FINISHED:
-        refs = _refs(platform, run, base_url)
+        refs = _refs(platform, run, settled, base_url)
         # A run is marked finished only after its result.json landed (lifecycle.finish).
         assert refs is not None, f"finished submission {run.id:x} has no result.json"
         return FinishedSubmissionView(
@@ -89,7 +118,7 @@ def status_view(platform: Platform, run: Run, base_url: str) -> BaseModel:
             **common,
             runs=attempts,
             reason=run.reason,
-            artifacts=_refs(platform, run, base_url),
+            artifacts=_refs(platform, run, settled, base_url),
             reason_code=reason_code(run.failure),
         )
     return CancelledSubmissionView(**common, cancelled_at=run.cancelled_at)
@@ -111,19 +140,10 @@ def list_row(run: Run, *, blocked: bool) -> SubmissionListRow:
     )
 
 
-def _resolved(platform: Platform, run: Run) -> ResolvedPlan:
-    """The plan as it was resolved, checked against the contract's model: once a process for a run that
-    ended (`core.ended`; the check is most of what a finished run's `submissions.get` costs)."""
-    if not has_ended(run.status):
-        return ResolvedPlan.model_validate(run.resolved)
-    return platform.ended.kept(
-        ("positronic.resolved", run.id), lambda: ResolvedPlan.model_validate(run.resolved)
-    )
-
-
-def _refs(platform: Platform, run: Run, base_url: str) -> ArtifactRefs | None:
+def _refs(platform: Platform, run: Run, settled: Settled | None, base_url: str) -> ArtifactRefs | None:
     """Links to the run's own records; None where it wrote none (the contract leaves `artifacts` out)."""
-    urls = platform.links.urls(run, ("result.json", "diagnostics.json"), base_url)
+    written = settled.records if settled is not None else platform.links.written(run.id, RECORDS)
+    urls = platform.links.signed(run.id, written, base_url)
     if "result.json" not in urls:
         return None
     return ArtifactRefs(result=urls["result.json"], diagnostics=urls.get("diagnostics.json"))
