@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,6 +106,7 @@ class Boards:
         self.db = db
         self._tag_secret = hashlib.sha256(b"board-tags" + secret).digest()
         self._readings: dict[str, _Reading] = {}  # by slug; only boards that exist, so few
+        self._refreshing = threading.Lock()
 
     def boards(self, caller: Caller | None) -> list[tuple[Board, Eval]]:
         with self.db.reading() as session:
@@ -114,10 +116,18 @@ class Boards:
         return [(board, ev) for board, ev in rows if _may_read(caller, board)]
 
     def board(self, caller: Caller | None, slug: str) -> tuple[Board, Eval, list[BoardRow]]:
-        """The board, its eval and its rows as of at most `BOARD_FRESH_S` ago, if `caller` may read it."""
+        """The board, its eval and its rows as read at most `BOARD_FRESH_S` ago (and the time of one read
+        more, while another thread reads it anew), if `caller` may read it."""
         reading = self._readings.get(slug)
-        if reading is None or time.monotonic() - reading.at > BOARD_FRESH_S:
+        if reading is None:
             reading = self._read(slug)
+        elif time.monotonic() - reading.at > BOARD_FRESH_S and self._refreshing.acquire(blocking=False):
+            # One thread reads a board that has gone stale; the others answer from the last reading meanwhile
+            # rather than all reading it at once.
+            try:
+                reading = self._read(slug)
+            finally:
+                self._refreshing.release()
         if reading is None or not _may_read(caller, reading.board):
             raise not_found(f"board: no board {slug!r} that you can read")
         return reading.board, reading.eval, reading.rows
@@ -127,6 +137,7 @@ class Boards:
         with self.db.reading() as session:
             found = session.execute(_BOARD, {"slug": slug}).one_or_none()
             if found is None:
+                self._readings.pop(slug, None)
                 return None
             board, ev = found
             reading = _Reading(at, board, ev, self._rows(session, board))
