@@ -72,3 +72,31 @@ def test_a_key_revoked_through_the_api_stops_at_once_in_every_http_process_of_th
         bob = {"Authorization": f"Bearer {served.keys['bob']}"}
         assert httpx.get(f"{served.url}/v1/users.me", headers=bob).status_code == 200
         assert served.stop() == 0
+
+
+def test_requests_that_arrive_together_with_a_key_not_remembered_look_it_up_once(
+    tmp_path: Path, database_url: str
+) -> None:
+    """Under load, a remembered caller expires while dozens of requests with its key are in flight: they wait
+    for one lookup (PostgreSQL took seconds when each asked, and wrote the key's last use, at once)."""
+    import asyncio
+
+    from sqlalchemy import event
+
+    with running_platform(tmp_path, database_url, workers=0) as platform:
+        lookups: list[str] = []
+
+        def counted(conn: object, cursor: object, statement: str, *rest: object) -> None:
+            if "FROM api_keys" in statement:
+                lookups.append(statement)
+
+        event.listen(platform.platform.db.engine, "before_cursor_execute", counted)
+        headers = {"Authorization": f"Bearer {platform.keys['bob']}"}  # not asked for yet in this gateway
+
+        async def together() -> list[int]:
+            async with httpx.AsyncClient(base_url=platform.url, headers=headers) as client:
+                answers = await asyncio.gather(*(client.get("/v1/users.me") for _ in range(30)))
+            return [answer.status_code for answer in answers]
+
+        assert asyncio.run(together()) == [200] * 30
+        assert len(lookups) == 1

@@ -132,6 +132,18 @@ class Boards:
             raise not_found(f"board: no board {slug!r} that you can read")
         return reading.board, reading.eval, reading.rows
 
+    def kept(self, caller: Caller | None, slug: str) -> tuple[Board, Eval, list[BoardRow]] | None:
+        """The board as `board` answers it, if this process read it less than `BOARD_FRESH_S` ago and
+        `caller` may read it: no I/O, so an async route may ask on the event loop. None means ask `board`."""
+        reading = self._readings.get(slug)
+        if (
+            reading is None
+            or time.monotonic() - reading.at > BOARD_FRESH_S
+            or not _may_read(caller, reading.board)
+        ):
+            return None
+        return reading.board, reading.eval, reading.rows
+
     def _read(self, slug: str) -> _Reading | None:
         at = time.monotonic()  # before the reads: the reading is at least as fresh as it says
         with self.db.reading() as session:

@@ -5,12 +5,14 @@ door renders in its own error body."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
-from yardstick.core.accounts import Caller
+from yardstick.core.accounts import Authenticator, Caller
+from yardstick.core.keys import digest
 from yardstick.core.platform import Platform
 from yardstick.core.refusals import unauthenticated
 
@@ -37,11 +39,30 @@ async def caller(request: Request) -> Caller:
     accounts = (await platform_of(request)).accounts
     key = bearer(request)
     found = accounts.cached(key) if key else None
-    if found is None:
-        found = await run_in_threadpool(accounts.caller, key)
+    if found is None and key:
+        found = await _looked_up(accounts, key)
     if found is None:
         raise unauthenticated()
     return found
+
+
+# The lookups of keys under way, by event loop and key digest.
+_looking_up: dict[tuple[int, str], asyncio.Future[Caller | None]] = {}
+
+
+async def _looked_up(accounts: Authenticator, key: str) -> Caller | None:
+    """The caller of `key` from the database, one lookup at a time for each key in an event loop: when a
+    remembered caller expires under load, every request then in flight with that key waits for the one
+    lookup instead of each asking the database at once (and each writing the key's last use, which
+    PostgreSQL does one after another on the key's row: seconds, with fifty requests in flight)."""
+    entry = (id(asyncio.get_running_loop()), digest(key))
+    pending = _looking_up.get(entry)
+    if pending is None:
+        pending = asyncio.ensure_future(run_in_threadpool(accounts.caller, key))
+        _looking_up[entry] = pending
+        pending.add_done_callback(lambda _: _looking_up.pop(entry, None))
+    # Shielded: a request that goes away does not cancel the lookup the others wait for.
+    return await asyncio.shield(pending)
 
 
 async def maybe_caller(request: Request) -> Caller | None:

@@ -278,8 +278,11 @@ def _submissions(purchases: Purchases) -> APIRouter:
         return answer(BoardListResponse(boards=boards))
 
     @door.get(routes.RANKINGS_GET, response_model=RankingsResponse, responses=refusals(404))
-    def rankings_get(request: Request, plat: Plat, who: MaybeWho, board: str) -> Response:
-        found, ev, rows = plat.boards.board(who, board)
+    async def rankings_get(request: Request, plat: Plat, who: MaybeWho, board: str) -> Response:
+        """Read by pages and clients polling at once: a board this process read within the last second is
+        answered on the event loop (`core.boards`), any other read in a thread."""
+        kept = plat.boards.kept(who, board)
+        found, ev, rows = kept if kept is not None else await run_in_threadpool(plat.boards.board, who, board)
         pages = {r.run_id: page_url(str(request.base_url), r.replay_token) for r in rows if r.replay_token}
         ranked = [
             RankingRow(
