@@ -409,3 +409,33 @@ def test_a_worker_sigkilled_during_a_sequences_eval_leaves_the_same_report_each_
         run = session.get(Run, run_id)
         assert run is not None and run.episodes_done == run.episodes_total == 8
     db.close()
+
+
+def test_a_stop_signal_that_lands_inside_the_workers_wait_on_its_stop_stops_it(tmp_path: Path) -> None:
+    """A signal is handled between bytecodes, also at the start of the main thread's `stopping.wait()`,
+    where that thread holds the lock `Event.set()` takes. A handler that set the event there waited on its
+    own thread for good: a harness worker whose parent had gone lived on, hung, adopted by init. The handler
+    only asks; the worker stops at its next look."""
+    import threading
+
+    from yardstick.core.install import open_install
+    from yardstick.core.settings import Settings
+    from yardstick.core.worker import PlatformWorker
+    from yardstick.gateway.services import ledger_for
+
+    settings = Settings(data_dir=tmp_path)
+    open_install(settings).close()
+    worker = PlatformWorker(settings, ledger_for(settings))
+
+    def signal_inside_the_wait() -> None:
+        with worker.stopping._cond:  # type: ignore[attr-defined]  # held as at the start of Event.wait
+            worker.interrupt()
+
+    handler = threading.Thread(target=signal_inside_the_wait, daemon=True)
+    handler.start()
+    handler.join(5)
+    assert not handler.is_alive(), "the signal handler hung on the lock its own thread holds"
+    running = threading.Thread(target=worker.run, daemon=True)
+    running.start()
+    running.join(10)
+    assert not running.is_alive() and worker.stopping.is_set()

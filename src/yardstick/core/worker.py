@@ -100,6 +100,7 @@ class PlatformWorker:
         self.poll_s = poll_s
         self.call_timeout_s = settings.call_timeout_s
         self.stopping = threading.Event()
+        self._interrupted = False  # a signal asked for a stop (`interrupt`); the main thread makes it one
         self._warm: set[str] = set()  # tasks this worker has played: their worlds are built
         # Episodes record here, then their files go to the artifact store and leave this folder.
         self._recordings = Path(tempfile.mkdtemp(prefix="yardstick-recording-"))
@@ -117,7 +118,7 @@ class PlatformWorker:
         vigil = threading.Thread(target=self._vigil, name="yardstick-vigil", daemon=True)
         vigil.start()
         try:
-            while not self.stopping.is_set():
+            while not self._stop_asked():
                 try:
                     played = self.step()
                 except OperationalError as exc:
@@ -139,23 +140,36 @@ class PlatformWorker:
     def stop(self) -> None:
         self.stopping.set()
 
+    def _stop_asked(self) -> bool:
+        """Whether the worker is to stop; a stop a signal asked for (`interrupt`) is made `stop()` here,
+        outside the handler."""
+        if self._interrupted:
+            self.stop()
+        return self.stopping.is_set()
+
     def _idle(self) -> None:
         """Wait up to `poll_s` for the next round, or until the count of queued episodes changes (a run
-        filed, episodes handed back)."""
+        filed, episodes handed back), looking every `IDLE_LOOK_S` (also for a stop a signal asked for)."""
         deadline = time.monotonic() + self.poll_s
         try:
             before = self.queue.queued()
-            while not self.stopping.wait(min(IDLE_LOOK_S, max(0.0, deadline - time.monotonic()))):
-                if time.monotonic() >= deadline or self.queue.queued() != before:
-                    return
         except OperationalError:  # the database is away: wait the round out, as the loop would
-            self.stopping.wait(max(0.0, deadline - time.monotonic()))
+            before = None
+        while not self._stop_asked() and time.monotonic() < deadline:
+            self.stopping.wait(min(IDLE_LOOK_S, max(0.0, deadline - time.monotonic())))
+            try:
+                if before is not None and self.queue.queued() != before:
+                    return
+            except OperationalError:
+                before = None
 
     def interrupt(self) -> None:
         """`stop`, from a signal handler in the main thread: the episode in play is cut at once (it is
         handed back with the rest of the batch), unless the worker is in a write of its own, which ends
-        first and is followed by no other."""
-        self.stop()
+        first and is followed by no other. It takes no lock: the signal may land while the main thread holds
+        the one `stopping.set()` takes (at the start of its `stopping.wait`), and a handler waiting for it
+        hung the worker for good. The main thread makes it a `stop()` at its next look."""
+        self._interrupted = True
         if self._in_engine and threading.current_thread() is threading.main_thread():
             raise Stopped(0)
 
@@ -406,7 +420,7 @@ class PlatformWorker:
         """`step()`, in the engine: where `interrupt` may cut it."""
         self._in_engine = True
         try:
-            if self.stopping.is_set():
+            if self._stop_asked():
                 raise Stopped(0)
             return step()
         finally:
@@ -415,7 +429,7 @@ class PlatformWorker:
     def _until(self, specs: list[EpisodeSpec], leased: dict[int, LeasedEpisode]) -> Iterator[EpisodeSpec]:
         """The episodes, one by one, until the worker is asked to stop; each in play once handed out."""
         for spec in specs:
-            if self.stopping.is_set():
+            if self._stop_asked():
                 return
             self._playing[spec.index] = leased[spec.index]
             yield spec
