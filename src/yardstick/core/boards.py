@@ -100,6 +100,10 @@ class _Reading:
     eval: Eval
     rows: list[BoardRow]
 
+    @property
+    def fresh(self) -> bool:
+        return time.monotonic() - self.at <= BOARD_FRESH_S
+
 
 class Boards:
     def __init__(self, db: Database, secret: bytes) -> None:
@@ -121,7 +125,7 @@ class Boards:
         reading = self._readings.get(slug)
         if reading is None:
             reading = self._read(slug)
-        elif time.monotonic() - reading.at > BOARD_FRESH_S and self._refreshing.acquire(blocking=False):
+        elif not reading.fresh and self._refreshing.acquire(blocking=False):
             # One thread reads a board that has gone stale; the others answer from the last reading meanwhile
             # rather than all reading it at once.
             try:
@@ -136,11 +140,7 @@ class Boards:
         """The board as `board` answers it, if this process read it less than `BOARD_FRESH_S` ago and
         `caller` may read it: no I/O, so an async route may ask on the event loop. None means ask `board`."""
         reading = self._readings.get(slug)
-        if (
-            reading is None
-            or time.monotonic() - reading.at > BOARD_FRESH_S
-            or not _may_read(caller, reading.board)
-        ):
+        if reading is None or not reading.fresh or not _may_read(caller, reading.board):
             return None
         return reading.board, reading.eval, reading.rows
 

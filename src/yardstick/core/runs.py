@@ -220,7 +220,7 @@ class Runs:
                 row = session.get(Run, run_id)
             if row is not None and has_ended(row.status):
                 self.ended.keep(("run", run_id), row)
-        if row is None or not caller.may_see(row.org_id, row.user_id) or contract not in (None, row.contract):
+        if row is None or not _shown_to(caller, row, contract):
             raise not_found(f"id: no submission {run_id:x} that you can see")
         return row
 
@@ -228,9 +228,7 @@ class Runs:
         """The run as `get` would answer it, if it ended and this process has read it: no I/O, so an async
         route may ask on the event loop. None means ask `get`."""
         row: Run | None = self.ended.get(("run", run_id))
-        if row is None or not caller.may_see(row.org_id, row.user_id) or row.contract != contract:
-            return None
-        return row
+        return row if row is not None and _shown_to(caller, row, contract) else None
 
     def newest(self, caller: Caller, contract: Contract, most: int) -> list[Run]:
         """The caller's `most` newest runs filed through `contract` (an admin's: everyone's), newest first."""
@@ -313,6 +311,11 @@ class Runs:
             self.ledger.settle(session, row.id, charged=True)
             stop_episodes(session, row.id)
         return RunStatus.CANCELLED, refunded
+
+
+def _shown_to(caller: Caller, run: Run, contract: Contract | None) -> bool:
+    """Whether `caller` may see `run` (through `contract`, when one is named)."""
+    return caller.may_see(run.org_id, run.user_id) and contract in (None, run.contract)
 
 
 def org_for(caller: Caller, slug: str | None, field: str = "org") -> Org:

@@ -72,9 +72,7 @@ def serve_routes_of(app: FastAPI, router: APIRouter) -> None:
     prefix and tags are already in its routes' paths and tags), so their routes stand in the table as they
     are, in the same order."""
     for route in router.routes:
-        if isinstance(route, APIRouter):
-            serve_routes_of(app, route)
-        elif (included := getattr(route, "original_router", None)) is not None:
+        if (included := getattr(route, "original_router", None)) is not None:
             serve_routes_of(app, included)  # a router it included: FastAPI's branch around it
         else:
             app.router.routes.append(route)

@@ -58,6 +58,10 @@ class Settled:
     records: tuple[str, ...]
 
 
+def _settled_key(run: Run) -> tuple[str, int]:
+    return ("positronic.settled", run.id)
+
+
 def status_view(platform: Platform, run: Run, base_url: str) -> BaseModel:
     """The `submissions.get` variant of the run's status. A pending run with no worker alive is blocked
     on one. May read the database."""
@@ -67,13 +71,13 @@ def status_view(platform: Platform, run: Run, base_url: str) -> BaseModel:
     def settle() -> Settled:
         return Settled(ResolvedPlan.model_validate(run.resolved), platform.links.written(run.id, RECORDS))
 
-    return _view(platform, run, base_url, platform.ended.kept(("positronic.settled", run.id), settle))
+    return _view(platform, run, base_url, platform.ended.kept(_settled_key(run), settle))
 
 
 def kept_view(platform: Platform, run: Run, base_url: str) -> BaseModel | None:
     """The view of an ended run this process has worked out before, without reading anything (so an async
     route may build it on the event loop); None: ask `status_view`."""
-    settled: Settled | None = platform.ended.get(("positronic.settled", run.id))
+    settled: Settled | None = platform.ended.get(_settled_key(run))
     return _view(platform, run, base_url, settled) if settled is not None and has_ended(run.status) else None
 
 

@@ -265,7 +265,7 @@ def router(purchases: Purchases) -> APIRouter:
         known = report.run_id_of(eval_id)
         kept = plat.runs.kept(who, known, Contract.SEQUENCES) if known is not None else None
         base_url = str(request.base_url)
-        if kept is not None and (body := plat.ended.get(("sequences.report", kept.id, base_url))) is not None:
+        if kept is not None and (body := plat.ended.get(_report_key(kept, base_url))) is not None:
             return Response(body, media_type="application/json")  # read and built before: no trip to a thread
         run = await run_in_threadpool(_run, plat, who, eval_id)
         deadline = time.monotonic() + REPORT_WAIT_S
@@ -280,7 +280,7 @@ def router(purchases: Purchases) -> APIRouter:
             return built.model_dump_json(exclude_none=True)
 
         if has_ended(run.status):  # its report never changes again (`core.ended`): built once a process
-            ended, key = run, ("sequences.report", run.id, base_url)
+            ended, key = run, _report_key(run, base_url)
             body = await run_in_threadpool(plat.ended.kept, key, lambda: shown(ended))
             return Response(body, media_type="application/json")
         # The episodes and the hold read in one trip to a thread, not two: a trip costs about a small query.
@@ -403,6 +403,11 @@ def router(purchases: Purchases) -> APIRouter:
         return JSONResponse({"eval_id": report.eval_id(run.id), "status": "canceled"})
 
     return door
+
+
+def _report_key(run: Run, base_url: str) -> tuple[str, int, str]:
+    """Where a process keeps an ended eval's report as sent (`core.ended`): it names its base URL."""
+    return ("sequences.report", run.id, base_url)
 
 
 def _run(platform: Platform, caller: Caller, eval_id: str) -> Run:
