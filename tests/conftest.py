@@ -67,6 +67,17 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         yield url
 
 
+@pytest.fixture
+def migrated_db(database_url: str) -> Iterator[Any]:
+    """A `Database` on each kind of database, its migrations applied."""
+    from yardstick.store.db import Database
+
+    database = Database(database_url)
+    database.upgrade()
+    yield database
+    database.close()
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """The fuzz run's counts (tests/test_fuzz.py), after the test run's own summary."""
     from test_fuzz import FUZZ_COUNTS

@@ -100,3 +100,45 @@ def test_requests_that_arrive_together_with_a_key_not_remembered_look_it_up_once
 
         assert asyncio.run(together()) == [200] * 30
         assert len(lookups) == 1
+
+
+def test_a_remembered_caller_is_read_anew_in_the_background_while_its_requests_go_on(
+    tmp_path: Path, database_url: str
+) -> None:
+    """Past `AUTH_REFRESH_AFTER_S` a request is answered from memory while one lookup renews the caller, so a
+    busy key's requests never wait on its expiry. Each lookup is held in the database here: a request that
+    waited on one would not be answered."""
+    import threading
+
+    from sqlalchemy import event
+
+    from yardstick.core.accounts import AUTH_REFRESH_AFTER_S
+
+    with running_platform(tmp_path, database_url, workers=0) as platform:
+        headers = {"Authorization": f"Bearer {platform.keys['bob']}"}
+        assert httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code == 200
+        read_at = time.monotonic()
+        began = [threading.Event(), threading.Event()]
+        released = [threading.Event(), threading.Event()]
+        lookups = 0
+
+        def held(conn: object, cursor: object, statement: str, *rest: object) -> None:
+            nonlocal lookups
+            if "FROM api_keys" in statement and lookups < len(began):
+                lookups += 1
+                began[lookups - 1].set()
+                released[lookups - 1].wait(10)
+
+        event.listen(platform.platform.db.engine, "before_cursor_execute", held)
+        try:
+            time.sleep(AUTH_REFRESH_AFTER_S + 0.05)
+            assert httpx.get(f"{platform.url}/v1/users.me", headers=headers, timeout=5).status_code == 200
+            assert began[0].wait(5), "no lookup began in the background"
+            assert time.monotonic() - read_at < AUTH_CACHE_S, "too slow a machine to tell: it expired"
+            released[0].set()
+            # Past the first reading's expiry the renewed caller answers, while the next renewal is held.
+            time.sleep(max(0.0, read_at + AUTH_CACHE_S + 0.05 - time.monotonic()))
+            assert httpx.get(f"{platform.url}/v1/users.me", headers=headers, timeout=5).status_code == 200
+        finally:
+            for hold in released:
+                hold.set()

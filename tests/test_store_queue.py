@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,11 +14,8 @@ from yardstick.store.queue import EpisodeQueue
 
 
 @pytest.fixture
-def db(database_url: str) -> Iterator[Database]:
-    database = Database(database_url)
-    database.upgrade()
-    yield database
-    database.close()
+def db(migrated_db: Database) -> Database:
+    return migrated_db
 
 
 def submission(db: Database, episodes: int) -> int:

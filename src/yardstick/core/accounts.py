@@ -24,6 +24,9 @@ from yardstick.store.models import ApiKey, Membership, Org, User, utcnow
 # joined or left, admin granted). A second keeps a busy key at three small queries a second per process,
 # where a query per request would cost more than the rest of a read.
 AUTH_CACHE_S, AUTH_CACHE_SIZE = 1.0, 4096
+# Past this age a remembered caller is read anew in the background while it is still served (`refresh_due`),
+# so a busy key's callers do not all wait on a lookup each time it expires.
+AUTH_REFRESH_AFTER_S = AUTH_CACHE_S / 2
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,13 @@ class Authenticator:
         loop), else None (ask `caller`)."""
         return self._remembered(keys.digest(bearer))
 
+    def refresh_due(self, bearer: str) -> bool:
+        """Whether the caller remembered for `bearer` is old enough to be read anew (`look_up`) while it is
+        still served: it is forgotten `AUTH_CACHE_S` after it was read whatever happens, so a revocation
+        holds as soon as it would without this."""
+        cached = self._cache.get(keys.digest(bearer))
+        return cached is not None and cached[1] - time.monotonic() < AUTH_CACHE_S - AUTH_REFRESH_AFTER_S
+
     def _remembered(self, cache_key: str) -> Caller | None:
         if self._revocations is not None and self._revocations.value != self._seen:
             # A key revoked in another HTTP process of this server: which one is not said, so all go.
@@ -115,12 +125,15 @@ class Authenticator:
         return cached[0] if cached is not None and cached[1] > time.monotonic() else None
 
     def caller(self, bearer: str | None) -> Caller | None:
+        """The caller `bearer` names: remembered, or read (`look_up`)."""
         if not bearer:
             return None
+        return self._remembered(keys.digest(bearer)) or self.look_up(bearer)
+
+    def look_up(self, bearer: str) -> Caller | None:
+        """The caller `bearer` names, read from the database now (and remembered), or None for a key that
+        names no one (forgotten, if it was remembered)."""
         cache_key = keys.digest(bearer)
-        remembered = self._remembered(cache_key)
-        if remembered is not None:
-            return remembered
         now = time.monotonic()
         with self.db.reading() as session:
             found = caller_for_key(session, bearer)

@@ -50,15 +50,17 @@ def quotas(session: Session, user_id: int, org: Org) -> list[Quota]:
     return _standing(tuple(found), midnight)
 
 
-def current_quotas(db: Database, user_id: int, org_id: int) -> list[Quota] | None:
-    """The user's quotas in the org as its row stands now (None: no such org), in one statement on a
-    connection of its own: `users.me` asks it on every call, and an ORM session around one row of numbers
-    costs more than the statement."""
+async def current_quotas(db: Database, user_id: int, org_id: int) -> list[Quota] | None:
+    """The user's quotas in the org as its row stands now (None: no such org), in one statement read on the
+    event loop (`Database.rows_on_loop`): `users.me` asks it on every call, and a route thread, or an ORM
+    session around one row of numbers, costs more than the statement."""
     midnight = _midnight()
-    found = db.rows(_LIMITS_AND_COUNTS, {"user_id": user_id, "org_id": org_id, "since": midnight})
+    found = await db.rows_on_loop(
+        _LIMITS_AND_COUNTS, {"user_id": user_id, "org_id": org_id, "since": midnight}
+    )
     if not found:
         return None
-    return _standing(tuple(found[0]), midnight)
+    return _standing(found[0], midnight)
 
 
 def _events_today(kind: QuotaKind) -> ScalarSelect[int]:

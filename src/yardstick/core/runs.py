@@ -203,11 +203,12 @@ class Runs:
         with self.db.reading() as session:
             return str(session.execute(select(Org.billing_mode).where(Org.id == org.id)).scalar_one())
 
-    def quotas(self, caller: Caller) -> list[admission.Quota]:
+    async def quotas(self, caller: Caller) -> list[admission.Quota]:
+        """The caller's quotas in its first org, counted now, read on the event loop."""
         if not caller.orgs:
             return []
         # Read afresh: the caller's cached org may be seconds behind an admin's change.
-        return admission.current_quotas(self.db, caller.user_id, caller.orgs[0].id) or []
+        return await admission.current_quotas(self.db, caller.user_id, caller.orgs[0].id) or []
 
     # --- reading ---------------------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@ bench's trivial route (`bench/gateway.py`, the ceiling ours is measured against)
 
 from __future__ import annotations
 
+import gc
 import socket
 import sys
 from typing import Any
@@ -22,9 +23,18 @@ def serve(app: Any, *, host: str, port: int, log_level: str) -> None:
     """Serve `app` in this process until SIGTERM or SIGINT (uvicorn re-raises the signal once it stopped);
     exit with uvicorn's start-up failure status when it could not start (the port taken), as `uvicorn.run`."""
     server = uvicorn.Server(config(app, host=host, port=port, log_level=log_level))
+    settle_heap()
     server.run()
     if not server.started:
         sys.exit(STARTUP_FAILURE)
+
+
+def settle_heap() -> None:
+    """Take what was built before serving (the app, its routes and schemas, the catalogue: it lives as long
+    as the process) out of the garbage collector's reach, so a full collection while serving walks only what
+    requests made. It walked everything: pauses of 90-190 ms under load, the slowest percent of requests."""
+    gc.collect()
+    gc.freeze()
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -41,6 +41,8 @@ async def caller(request: Request) -> Caller:
     found = accounts.cached(key) if key else None
     if found is None and key:
         found = await _looked_up(accounts, key)
+    elif found is not None and key and accounts.refresh_due(key):
+        _looking_up_for(accounts, key)  # read anew meanwhile; this request goes on with what is remembered
     if found is None:
         raise unauthenticated()
     return found
@@ -55,14 +57,27 @@ async def _looked_up(accounts: Authenticator, key: str) -> Caller | None:
     remembered caller expires under load, every request then in flight with that key waits for the one
     lookup instead of each asking the database at once (and each writing the key's last use, which
     PostgreSQL does one after another on the key's row: seconds, with fifty requests in flight)."""
+    # Shielded: a request that goes away does not cancel the lookup the others wait for.
+    return await asyncio.shield(_looking_up_for(accounts, key))
+
+
+def _looking_up_for(accounts: Authenticator, key: str) -> asyncio.Future[Caller | None]:
+    """The lookup of `key` under way in this event loop, started if there is none."""
     entry = (id(asyncio.get_running_loop()), digest(key))
     pending = _looking_up.get(entry)
     if pending is None:
-        pending = asyncio.ensure_future(run_in_threadpool(accounts.caller, key))
+        pending = asyncio.ensure_future(run_in_threadpool(accounts.look_up, key))
         _looking_up[entry] = pending
-        pending.add_done_callback(lambda _: _looking_up.pop(entry, None))
-    # Shielded: a request that goes away does not cancel the lookup the others wait for.
-    return await asyncio.shield(pending)
+        pending.add_done_callback(lambda done: _finished_lookup(entry, done))
+    return pending
+
+
+def _finished_lookup(entry: tuple[int, str], done: asyncio.Future[Caller | None]) -> None:
+    _looking_up.pop(entry, None)
+    if not done.cancelled():
+        # Retrieved, so a background refresh that failed (the database away) is not logged as lost: the
+        # next request whose remembered caller has expired asks again, and is answered with the error.
+        done.exception()
 
 
 async def maybe_caller(request: Request) -> Caller | None:

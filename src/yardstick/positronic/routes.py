@@ -137,7 +137,9 @@ def _accounts(sign_in: SignIn) -> APIRouter:
         return JSONResponse(registered.model_dump(mode="json"), headers={"Cache-Control": "no-store"})
 
     @door.get(routes.USERS_ME, response_model=MeResponse)
-    def users_me(plat: Plat, who: Who) -> Response:
+    async def users_me(plat: Plat, who: Who) -> Response:
+        # On the event loop: the caller is remembered and its quotas are one short read (`Runs.quotas`).
+        quotas = await plat.runs.quotas(who)
         first = who.orgs[0] if who.orgs else None
         return answer(
             MeResponse(
@@ -145,7 +147,7 @@ def _accounts(sign_in: SignIn) -> APIRouter:
                 alias=who.alias,
                 tenant=first.slug if first else "",
                 plan=first.plan if first else "none",
-                quota=[QuotaLimit.model_validate(quota_dict(q)) for q in plat.runs.quotas(who)],
+                quota=[QuotaLimit.model_validate(quota_dict(q)) for q in quotas],
                 client=next((o.slug for o in who.orgs if o.may_compose), None),
                 organizations=[OrgSlug(o.slug) for o in who.orgs],
             )

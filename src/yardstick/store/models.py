@@ -230,10 +230,13 @@ class Run(Base):
     __table_args__ = (
         UniqueConstraint("user_id", "transaction_key"),
         Index("ix_submissions_status_received", "status", "received_at"),
+        # An org's runs by state: its active ones are counted on every admission and every `users.me`, and
+        # an org's finished runs, which only grow, must not be read to count them.
+        Index("ix_submissions_org_status", "org_id", "status"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
-    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id"), index=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id"))  # indexed with status, above
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
     eval_id: Mapped[int | None] = mapped_column(ForeignKey("evals.id"), nullable=True)
     alias: Mapped[str | None] = mapped_column(Chars(200), nullable=True)
