@@ -11,6 +11,8 @@ machine is shared and noisy): in-process should keep >= 0.97 of the plain loop, 
 play: its interpreter, its imports and its build; the same measure of the in-process executor is its build).
 Both pool figures are printed, with start-up apart and in. Beside the wall-clock ratio, the in-process/plain
 ratio of CPU seconds in the window: other people's work on a shared machine moves wall time, not that.
+The machine's own ceiling for the pool is measured beside it: two plain loops at once, against one alone
+(a virtual machine's two cores may give less than twice one; the pool cannot beat that).
 The ways run `--rounds` times, interleaved; each way's best round counts. Run with `make bench`.
 """
 
@@ -75,6 +77,25 @@ def engine(trials: int, pool: bool) -> tuple[float, list[list[Any]], float]:
     return outcome.wall_s, results, max(outcome.cold_starts)
 
 
+def two_at_once(trials: int) -> float:
+    """Two plain loops in two fresh interpreters started together: the slower one's wall seconds."""
+    children = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--way", "plain", "--trials", str(trials)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    walls = []
+    for child in children:
+        out, _ = child.communicate()
+        if child.returncode != 0:
+            raise SystemExit("a plain loop of the pair failed")
+        walls.append(json.loads(out.strip().splitlines()[-1])["wall"])
+    return max(walls)
+
+
 def one_way(way: str, trials: int) -> None:
     """Run in a fresh interpreter: print one JSON line."""
     # CPU seconds of this process over the same window (the pool's workers are not counted: it is printed
@@ -105,6 +126,7 @@ def main() -> None:
     cpu: dict[str, float] = {}
     reference: list[list[Any]] | None = None
     cold = 0.0
+    pair_best = float("inf")
     for round_ in range(args.rounds):
         for way in WAYS:
             child = subprocess.run(
@@ -130,6 +152,13 @@ def main() -> None:
                 flush=True,
             )
 
+        pair = two_at_once(args.trials)
+        pair_best = min(pair_best, pair)
+        print(
+            f"round {round_ + 1}  plain x2    {pair:6.2f} s  (two plain loops at once, the slower)",
+            flush=True,
+        )
+
     assert reference is not None
     steps = sum(o[3] for o in reference)
     rate = {way: steps / wall for way, wall in best.items()}
@@ -148,6 +177,11 @@ def main() -> None:
         f"pool / in-process  = {apart:.3f} with start-up counted apart  (target >= 1.8 on two cores: "
         f"{_met(apart, 1.8)}); {rate['pool'] / rate['in-process']:.3f} with the workers' {cold:.2f} s "
         "start-up in"
+    )
+    ceiling = 2 * best["plain"] / pair_best
+    print(
+        f"the machine's own: two plain loops at once do {ceiling:.3f}x the work of one alone in the same "
+        f"time (the pool's ceiling here); pool / that = {apart / ceiling:.3f}"
     )
 
 
