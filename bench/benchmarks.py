@@ -5,7 +5,7 @@ same tuned renderer at the same size) and the engine in this process (`yardstick
 the same task, seeds and actions (the robot held still), both timed from the reset to the episode's last
 step. Printed: steps/s, ms a step, ms a frame of the rendering, and the engine's steps/s as a ratio of the
 plain loop's (target >= 0.95). The machine is shared and noisy: each way runs `--rounds` times, interleaved,
-and its best round counts. Run with `make bench`.
+and its best round counts (3 rounds unless told). Run with `make bench`.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def main() -> None:
     import yardstick.engine  # noqa: F401  # ys.engine below
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", choices=sorted(CASES), action="append")
     args = parser.parse_args()
     for name in args.only or list(CASES):

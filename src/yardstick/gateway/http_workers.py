@@ -47,7 +47,7 @@ def _serve(
 
     from yardstick.gateway.app import create_app
     from yardstick.gateway.services import open_services
-    from yardstick.gateway.serving import config, settle_heap
+    from yardstick.gateway.serving import SHARING_LOOP, config, settle_heap
 
     die_with_parent(parent, lambda: os.kill(os.getpid(), signal.SIGTERM))
     # uvicorn catches SIGTERM and SIGINT while it serves and, once it has shut down, raises the signal again
@@ -60,6 +60,7 @@ def _serve(
         host, port = listening.getsockname()[:2]
         app = create_app(services)
         settle_heap()
-        uvicorn.Server(config(app, host=host, port=port, log_level=log_level)).run(sockets=[listening])
+        shared = config(app, host=host, port=port, log_level=log_level, loop=SHARING_LOOP)
+        uvicorn.Server(shared).run(sockets=[listening])
     finally:
         services.close()
