@@ -87,12 +87,12 @@ def two_at_once(trials: int) -> float:
         )
         for _ in range(2)
     ]
-    walls = []
+    walls: list[float] = []
     for child in children:
         out, _ = child.communicate()
         if child.returncode != 0:
             raise SystemExit("a plain loop of the pair failed")
-        walls.append(json.loads(out.strip().splitlines()[-1])["wall"])
+        walls.append(float(json.loads(out.strip().splitlines()[-1])["wall"]))
     return max(walls)
 
 
