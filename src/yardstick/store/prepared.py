@@ -22,10 +22,14 @@ from sqlalchemy import Engine, Select
 
 
 class NotPreparable(ValueError):
-    """A statement a `PreparedRead` cannot run as the ORM would: `rule` says why."""
+    """A statement a `PreparedRead` cannot run as the ORM would; the message names the column or parameter
+    and why."""
 
 
 class PreparedRead:
+    """One statement, compiled for `engine`'s database, read on its pool (`rows`) or anywhere the driver's
+    own form of its arguments (`sql`, `arguments`) can be run."""
+
     def __init__(self, engine: Engine, statement: Select[Any]) -> None:
         dialect = engine.dialect
         for column in statement.selected_columns:
