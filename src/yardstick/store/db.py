@@ -81,15 +81,10 @@ class Database:
             finally:
                 _one_read.reset(token)
 
-    def rows(self, statement: Select[Any], params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        """A Core statement's rows, run as a `PreparedRead` (compiled once for this database, on a pooled
-        connection of its own): for a hot read of plain columns, where SQLAlchemy's work around each
-        execution costs ten times the query."""
-        return self._prepared_read(statement).rows(params)
-
     async def rows_on_loop(self, statement: Select[Any], params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        """The rows `rows` reads, read on the calling event loop's own connection (`LoopConnections`): for
-        a short read in a route served on the loop, where a route thread would cost more than the read."""
+        """A Core statement's rows, run as a `PreparedRead` (compiled once for this database) on the calling
+        event loop's own connection (`LoopConnections`): for a short read of plain columns in a route served
+        on the loop, where a route thread, or SQLAlchemy's work around each execution, costs more than it."""
         prepared = self._prepared_read(statement)
         return await self._loop_connections.rows(prepared.sql, prepared.arguments(params))
 
@@ -97,7 +92,7 @@ class Database:
         found = self._prepared.get(id(statement))
         if found is None:
             # Kept beside the statement it was made from, so an id is never reused while it is remembered.
-            found = self._prepared[id(statement)] = (statement, PreparedRead(self.engine, statement))
+            found = self._prepared[id(statement)] = (statement, PreparedRead(self.engine.dialect, statement))
         return found[1]
 
     @contextmanager
