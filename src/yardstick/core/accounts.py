@@ -24,7 +24,7 @@ from yardstick.store.models import ApiKey, Membership, Org, User, utcnow
 # joined or left, admin granted). A second keeps a busy key at three small queries a second per process,
 # where a query per request would cost more than the rest of a read.
 AUTH_CACHE_S, AUTH_CACHE_SIZE = 1.0, 4096
-# Past this age a remembered caller is read anew in the background while it is still served (`refresh_due`),
+# Past this age a remembered caller is read anew in the background while it is still served (`cached`),
 # so a busy key's callers do not all wait on a lookup each time it expires.
 AUTH_REFRESH_AFTER_S = AUTH_CACHE_S / 2
 
@@ -104,17 +104,17 @@ class Authenticator:
     def share_revocations(self, count: Revocations) -> None:
         self._revocations, self._seen = count, count.value
 
-    def cached(self, bearer: str) -> Caller | None:
+    def cached(self, bearer: str) -> tuple[Caller | None, bool]:
         """The caller `bearer` names if this process remembers it (no query, no wait: safe on the event
-        loop), else None (ask `caller`)."""
-        return self._remembered(keys.digest(bearer))
-
-    def refresh_due(self, bearer: str) -> bool:
-        """Whether the caller remembered for `bearer` is old enough to be read anew (`look_up`) while it is
-        still served: it is forgotten `AUTH_CACHE_S` after it was read whatever happens, so a revocation
-        holds as soon as it would without this."""
-        cached = self._cache.get(keys.digest(bearer))
-        return cached is not None and cached[1] - time.monotonic() < AUTH_CACHE_S - AUTH_REFRESH_AFTER_S
+        loop), else None (ask `caller`); and whether it is old enough to be read anew (`look_up`) while it
+        is still served. It is forgotten `AUTH_CACHE_S` after it was read whatever happens, so a revocation
+        holds as soon as it would without the early reading."""
+        cache_key = keys.digest(bearer)
+        remembered = self._remembered(cache_key)
+        if remembered is None:
+            return None, False
+        expires = self._cache[cache_key][1]
+        return remembered, expires - time.monotonic() < AUTH_CACHE_S - AUTH_REFRESH_AFTER_S
 
     def _remembered(self, cache_key: str) -> Caller | None:
         if self._revocations is not None and self._revocations.value != self._seen:

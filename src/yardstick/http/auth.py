@@ -38,10 +38,12 @@ async def platform_of(request: Request) -> Platform:
 async def caller(request: Request) -> Caller:
     accounts = (await platform_of(request)).accounts
     key = bearer(request)
-    found = accounts.cached(key) if key else None
-    if found is None and key:
+    if not key:
+        raise unauthenticated()
+    found, refresh_due = accounts.cached(key)
+    if found is None:
         found = await _looked_up(accounts, key)
-    elif found is not None and key and accounts.refresh_due(key):
+    elif refresh_due:
         _looking_up_for(accounts, key)  # read anew meanwhile; this request goes on with what is remembered
     if found is None:
         raise unauthenticated()
