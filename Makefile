@@ -8,6 +8,11 @@ STAMP := $(VENV)/.installed
 # imports it); the tests drive our server with it.
 SEQ_VENV := .venv-seq
 SEQ_STAMP := $(SEQ_VENV)/.installed
+# The suite runs on this many pytest-xdist processes, each test file whole on one of them (its module
+# fixtures, a real server or simulator, are built once). Two keep both cores busy: a test spends most of
+# its time waiting on the servers, workers and simulators it starts. `make test TEST_WORKERS=0` runs it in
+# this one process.
+TEST_WORKERS ?= 2
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
@@ -57,7 +62,7 @@ test: $(STAMP) $(SEQ_STAMP) browser sandbox
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/pytest -q --durations=15
+	$(VENV)/bin/pytest -q --durations=15 --numprocesses=$(TEST_WORKERS) --dist=loadfile
 
 bench: $(STAMP) wrk
 	$(PY) bench/engine.py

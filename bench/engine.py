@@ -92,8 +92,13 @@ def two_at_once(trials: int) -> float:
         out, _ = child.communicate()
         if child.returncode != 0:
             raise SystemExit("a plain loop of the pair failed")
-        walls.append(float(json.loads(out.strip().splitlines()[-1])["wall"]))
+        walls.append(float(_measured(out)["wall"]))
     return max(walls)
+
+
+def _measured(stdout: str) -> dict[str, Any]:
+    """What a child run of `one_way` printed: its last line (the simulators may print before it)."""
+    return dict(json.loads(stdout.strip().splitlines()[-1]))
 
 
 def one_way(way: str, trials: int) -> None:
@@ -135,7 +140,7 @@ def main() -> None:
                 text=True,
                 check=True,
             )
-            measured = json.loads(child.stdout.strip().splitlines()[-1])
+            measured = _measured(child.stdout)
             if reference is None:
                 reference = measured["outcomes"]
             elif measured["outcomes"] != reference:

@@ -12,6 +12,13 @@ import pytest
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 
+# pytest-xdist gives each worker the controller's terminal width as COLUMNS. The CLI's console reads it
+# once, when it is imported, and would keep it for good, where each CLI test sets the width it wants for
+# its own call (as a user's shell does for a fresh process).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
+
 TOYS = Path(__file__).parent / "toys.py"
 
 
