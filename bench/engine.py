@@ -13,7 +13,10 @@ Both pool figures are printed, with start-up apart and in. Beside the wall-clock
 ratio of CPU seconds in the window: other people's work on a shared machine moves wall time, not that.
 The machine's own ceiling for the pool is measured beside it: two plain loops at once, against one alone
 (a virtual machine's two cores may give less than twice one; the pool cannot beat that).
-The ways run `--rounds` times, interleaved; each way's best round counts. Run with `make bench`.
+The ways run `--rounds` times, interleaved; each way's best round counts. Last, in-process against plain
+in instructions executed (valgrind's callgrind), which others' load on the machine does not move: the runs
+of 3 trials less those of 1, so that start-up cancels out and what is left is the engine's cost a step.
+Run with `make bench`.
 """
 
 from __future__ import annotations
@@ -21,14 +24,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 WAYS = ("plain", "in-process", "pool")
 HORIZON = 500
+# The trial counts the instructions are counted at: their difference is two trials of every task, with
+# start-up (imports, building the ten worlds) cancelled out.
+COUNTED_TRIALS = (1, 3)
 
 
 def plain(trials: int) -> tuple[float, list[list[Any]]]:
@@ -119,6 +128,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--trials", type=int, default=20, help="episodes per task (seeds 0..trials-1)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--instructions",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also count in-process against plain in instructions, under valgrind (about 12 min on 2 cores)",
+    )
     parser.add_argument("--way", choices=WAYS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.way:
@@ -187,6 +202,46 @@ def main() -> None:
     print(
         f"the machine's own: two plain loops at once do {ceiling:.3f}x the work of one alone in the same "
         f"time (the pool's ceiling here); pool / that = {apart / ceiling:.3f}"
+    )
+    if args.instructions:
+        count_instructions()
+
+
+def instructions(way: str, trials: int) -> tuple[int, int]:
+    """The instructions a run of `way` executes, counted by callgrind, and the steps it played."""
+    counted = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+    child = subprocess.run(
+        [*counted, sys.executable, __file__, "--way", way, "--trials", str(trials)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    collected = re.search(r"Collected : (\d+)", child.stderr)
+    if collected is None:
+        raise SystemExit(f"callgrind printed no count for {way}: {child.stderr[-500:]}")
+    return int(collected.group(1)), sum(o[3] for o in _measured(child.stdout)["outcomes"])
+
+
+def count_instructions() -> None:
+    """In-process against plain in instructions executed: what the engine adds a step, which the machine's
+    load does not move (wall seconds on a shared machine vary more than the 3% the target allows)."""
+    if shutil.which("valgrind") is None:
+        print("\nin instructions: skipped (no valgrind; Debian's package `valgrind` has it)")
+        return
+    ways = ("plain", "in-process")
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as runs:
+        # The longer runs first, side by side: the pair of short ones follows them.
+        counted = {(w, t): runs.submit(instructions, w, t) for t in reversed(COUNTED_TRIALS) for w in ways}
+    low, high = COUNTED_TRIALS
+    work = {w: counted[w, high].result()[0] - counted[w, low].result()[0] for w in ways}
+    steps = {w: counted[w, high].result()[1] - counted[w, low].result()[1] for w in ways}
+    if steps["plain"] != steps["in-process"]:
+        raise SystemExit(f"the counted runs played different steps: {steps}")
+    ratio = work["plain"] / work["in-process"]
+    print(
+        f"\nin instructions (callgrind, trials {high} less trials {low}: {steps['plain']} steps): plain "
+        f"{work['plain'] / steps['plain']:,.0f} a step, in-process {work['in-process'] / steps['plain']:,.0f}"
+        f": in-process / plain = {ratio:.3f}  (target >= 0.97: {_met(ratio, 0.97)})"
     )
 
 
