@@ -109,26 +109,30 @@ class Authenticator:
         loop), else None (ask `caller`); and whether it is old enough to be read anew (`look_up`) while it
         is still served. It is forgotten `AUTH_CACHE_S` after it was read whatever happens, so a revocation
         holds as soon as it would without the early reading."""
-        cache_key = keys.digest(bearer)
-        remembered = self._remembered(cache_key)
+        remembered = self._remembered(keys.digest(bearer))
         if remembered is None:
             return None, False
-        expires = self._cache[cache_key][1]
-        return remembered, expires - time.monotonic() < AUTH_CACHE_S - AUTH_REFRESH_AFTER_S
+        caller, seconds_left = remembered
+        return caller, seconds_left < AUTH_CACHE_S - AUTH_REFRESH_AFTER_S
 
-    def _remembered(self, cache_key: str) -> Caller | None:
+    def _remembered(self, cache_key: str) -> tuple[Caller, float] | None:
+        """The caller remembered under `cache_key` and the seconds until it is forgotten, if it still is."""
         if self._revocations is not None and self._revocations.value != self._seen:
             # A key revoked in another HTTP process of this server: which one is not said, so all go.
             self._seen = self._revocations.value
             self._cache.clear()
         cached = self._cache.get(cache_key)
-        return cached[0] if cached is not None and cached[1] > time.monotonic() else None
+        if cached is None:
+            return None
+        seconds_left = cached[1] - time.monotonic()
+        return (cached[0], seconds_left) if seconds_left > 0 else None
 
     def caller(self, bearer: str | None) -> Caller | None:
         """The caller `bearer` names: remembered, or read (`look_up`)."""
         if not bearer:
             return None
-        return self._remembered(keys.digest(bearer)) or self.look_up(bearer)
+        remembered = self._remembered(keys.digest(bearer))
+        return remembered[0] if remembered is not None else self.look_up(bearer)
 
     def look_up(self, bearer: str) -> Caller | None:
         """The caller `bearer` names, read from the database now (and remembered), or None for a key that
