@@ -54,9 +54,30 @@ class HoldAloha:
         return np.array([[*pose[:6], 0.5, *pose[8:14], 0.5]])
 
 
+def second_of_two(
+    steps: int, reset: Callable[[], object], step: Callable[[], object], frame: Callable[[], object]
+) -> tuple[float, float, float]:
+    """(seconds for reset + steps, seconds of rendering, CPU seconds) of the second of two episodes: a reset
+    and its frame, then `steps` steps and a frame after each."""
+    for _ in range(2):
+        started, cpu = time.perf_counter(), time.process_time()
+        reset()
+        render = _timed(frame)
+        for _ in range(steps):
+            step()
+            render += _timed(frame)
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return wall, render, cpu
+
+
+def _timed(call: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
 def plain_libero(steps: int, size: int) -> tuple[float, float, float]:
-    """(seconds for reset + steps, seconds of rendering, CPU seconds) of the second of two episodes on one
-    env: LIBERO's ControlEnv and a tuned renderer by hand."""
+    """LIBERO's ControlEnv and a tuned renderer by hand."""
     from yardstick.catalog.libero import SETTLE_ACTION, SETTLE_STEPS
     from yardstick.catalog.libero_env import build_env, init_states
     from yardstick.catalog.libero_tasks import TASKS
@@ -65,56 +86,46 @@ def plain_libero(steps: int, size: int) -> tuple[float, float, float]:
     task = TASKS["libero_spatial"][0]
     env = build_env("libero_spatial", task.name)
     states = init_states("libero_spatial", task.name)
-    rig: CameraRig | None = None
-    for _ in range(2):
-        started, cpu = time.perf_counter(), time.process_time()
+    rig: list[CameraRig] = []  # the camera of the model the last reset built, once its frame is drawn
+    drawn: list[Any] = []  # that model
+
+    def reset() -> None:
         env.seed(0)
         env.reset()
         env.set_init_state(states[0])
         for _ in range(SETTLE_STEPS):
             env.step(SETTLE_ACTION)
+
+    def frame() -> None:
         # A reset builds a new model, so the engine's LIBERO makes its camera anew at each reset and counts
-        # that as rendering: the same here.
-        t0 = time.perf_counter()
-        if rig is not None:
-            rig.close()
-        rig = CameraRig(env.sim.model._model, {"agentview": "agentview"}, size, size, hidden_groups=(0,))
-        rig.frames(env.sim.data._data)
-        render = time.perf_counter() - t0
-        for _ in range(steps):
-            env.step(SETTLE_ACTION)
-            t0 = time.perf_counter()
-            rig.frames(env.sim.data._data)
-            render += time.perf_counter() - t0
-        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-    assert rig is not None
-    rig.close()
-    env.close()
-    return wall, render, cpu
+        # that as rendering: the same here, at the reset's frame.
+        model = env.sim.model._model
+        if not drawn or drawn[0] is not model:
+            if rig:
+                rig.pop().close()
+            rig.append(CameraRig(model, {"agentview": "agentview"}, size, size, hidden_groups=(0,)))
+            drawn[:] = [model]
+        rig[0].frames(env.sim.data._data)
+
+    try:
+        return second_of_two(steps, reset, lambda: env.step(SETTLE_ACTION), frame)
+    finally:
+        for camera in rig:
+            camera.close()
+        env.close()
 
 
 def plain_pusht(steps: int, size: int) -> tuple[float, float, float]:
-    """The same, of PushT's env rendering its own frames."""
+    """PushT's env rendering its own frames."""
     from gym_pusht.envs.pusht import PushTEnv
 
     env = PushTEnv(obs_type="state", observation_width=size, observation_height=size)
-    for _ in range(2):
-        started, cpu = time.perf_counter(), time.process_time()
-        env.reset(seed=0)
-        t0 = time.perf_counter()
-        env._render()
-        render = time.perf_counter() - t0
-        for _ in range(steps):
-            env.step(np.array([256.0, 256.0]))
-            t0 = time.perf_counter()
-            env._render()
-            render += time.perf_counter() - t0
-        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-    return wall, render, cpu
+    action = np.array([256.0, 256.0])
+    return second_of_two(steps, lambda: env.reset(seed=0), lambda: env.step(action), env._render)
 
 
 def plain_aloha(steps: int, size: int) -> tuple[float, float, float]:
-    """The same, of ALOHA's dm_control env and a tuned renderer."""
+    """ALOHA's dm_control env and a tuned renderer."""
     from gym_aloha.constants import START_ARM_POSE
 
     from yardstick.catalog.aloha import build_env, place_objects
@@ -124,20 +135,15 @@ def plain_aloha(steps: int, size: int) -> tuple[float, float, float]:
     rig = CameraRig(env.physics.model.ptr, {"top": "top"}, size, size * 4 // 3)
     pose = list(START_ARM_POSE)
     action = np.array([*pose[:6], 0.5, *pose[8:14], 0.5])
-    for _ in range(2):
-        started, cpu = time.perf_counter(), time.process_time()
-        place_objects(env, "transfer-cube", 0)
-        t0 = time.perf_counter()
-        rig.frames(env.physics.data.ptr)
-        render = time.perf_counter() - t0
-        for _ in range(steps):
-            env.step(action)
-            t0 = time.perf_counter()
-            rig.frames(env.physics.data.ptr)
-            render += time.perf_counter() - t0
-        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-    rig.close()
-    return wall, render, cpu
+    try:
+        return second_of_two(
+            steps,
+            lambda: place_objects(env, "transfer-cube", 0),
+            lambda: env.step(action),
+            lambda: rig.frames(env.physics.data.ptr),
+        )
+    finally:
+        rig.close()
 
 
 def engine(benchmark: str, params: dict[str, Any], policy: str, task: str) -> tuple[float, int, float, float]:
