@@ -255,7 +255,7 @@ def test_a_pay_as_you_go_run_shows_what_its_settlement_charged(books: Books) -> 
     assert statement.charged_units == line.charged_units
 
 
-def _cli(books: Books, *args: str) -> Any:
+def _cli(books: Books, *args: str, columns: int = 200) -> Any:
     settings = books.shop.settings
     return runner.invoke(
         app,
@@ -269,7 +269,7 @@ def _cli(books: Books, *args: str) -> Any:
             "--database",
             settings.database,
         ],
-        env={"COLUMNS": "200"},
+        env={"COLUMNS": str(columns)},
     )
 
 
@@ -312,6 +312,19 @@ def test_the_cli_prints_the_statement_and_its_totals(books: Books) -> None:
     assert f"; charged {billing.credits(charged)} credits" in prepaid.stderr
     long_ago = _cli(books, "invoiced", "--month", "2001-02")
     assert long_ago.exit_code == 0 and "total: 0 runs, 0 episodes" in long_ago.stderr
+
+
+def test_a_narrow_terminal_shows_each_run_whole(books: Books) -> None:
+    since, until = books.start.isoformat(), books.end.isoformat()
+    expected = books.statement("invoiced", books.start, books.end)
+    for columns in (200, 80, 60):
+        shown = _cli(books, "invoiced", "--since", since, "--until", until, columns=columns)
+        assert shown.exit_code == 0, shown.stderr
+        for line in expected.lines:
+            assert line.submission in shown.stderr, (columns, shown.stderr)
+            assert f"{line.episodes} episodes" in shown.stderr or columns == 200
+        assert "…" not in shown.stderr, (columns, shown.stderr)
+        assert "platform fault, not billed" in shown.stderr
 
 
 @pytest.mark.parametrize(
