@@ -13,6 +13,9 @@ Both pool figures are printed, with start-up apart and in. Beside the wall-clock
 ratio of CPU seconds in the window: other people's work on a shared machine moves wall time, not that.
 The machine's own ceiling for the pool is measured beside it: two plain loops at once, against one alone
 (a virtual machine's two cores may give less than twice one; the pool cannot beat that).
+Beside the in-process ratio, what the engine costs a step there (in-process less plain, over the steps) and
+what its own loop costs a step around a benchmark and policy that do nothing (`bench/idle.py`): the same
+code, run between simulator steps in the first and back to back in the second.
 The ways run `--rounds` times, interleaved; each way's best round counts. Last, in-process against plain
 in instructions executed (valgrind's callgrind), which others' load on the machine does not move: the runs
 of 3 trials less those of 1, so that start-up cancels out and what is left is the engine's cost a step.
@@ -31,6 +34,7 @@ import sys
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 WAYS = ("plain", "in-process", "pool")
@@ -193,6 +197,11 @@ def main() -> None:
         f"\nin-process / plain = {inproc:.3f}  ({_against(inproc, IN_PROCESS_AT_LEAST)}); "
         f"in CPU seconds {cpu['plain'] / cpu['in-process']:.3f}"
     )
+    beside = (best["in-process"] - best["plain"]) / steps
+    print(
+        f"the engine's own cost a step: {beside * 1e6:.1f} us beside Meta-World's steps (in-process less "
+        f"plain), {idle_cost() * 1e6:.1f} us with nothing else between its steps (bench/idle.py)"
+    )
     apart = steady["in-process"] / steady["pool"]
     print(
         f"pool / in-process  = {apart:.3f} with start-up counted apart  (target >= 1.8 on two cores: "
@@ -206,6 +215,18 @@ def main() -> None:
     )
     if args.instructions:
         count_instructions()
+
+
+def idle_cost() -> float:
+    """The engine's own seconds a step around a benchmark and policy that do nothing (a fresh interpreter)."""
+    child = subprocess.run(
+        [sys.executable, "-c", "import idle; print(idle.engine_cost())"],
+        cwd=Path(__file__).parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(child.stdout.strip().splitlines()[-1])
 
 
 def instructions(way: str, trials: int) -> tuple[int, int]:
