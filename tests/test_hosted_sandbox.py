@@ -10,19 +10,32 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from hosted_helpers import listening, needs_bwrap, processes_mentioning
-from yardstick.hosted import sandbox
+from yardstick.hosted import inbox, sandbox
 from yardstick.hosted.errors import SandboxUnavailable
 
 pytestmark = needs_bwrap
 
 
 def python(box: sandbox.Box, code: str) -> sandbox.Finished:
-    return sandbox.run(box, [sys.executable, "-c", code], timeout_s=30)
+    """`code` run by this interpreter in `box`, which is also shown what the interpreter needs."""
+    seeing = replace(box, readable=(*box.readable, *inbox.interpreter_folders(sys.executable)))
+    return sandbox.run(seeing, [sys.executable, "-c", code], timeout_s=30)
+
+
+def test_a_boxed_interpreter_imports_the_same_yardstick(tmp_path: Path) -> None:
+    # Wherever Yardstick is installed (a checkout under /tmp installed editable, which the box's fresh /tmp
+    # hid), its boxed processes import the same files as the worker that starts them.
+    finished = python(
+        sandbox.Box(writable=(tmp_path,)), "import yardstick.hosted.inbox as m; print(m.__file__)"
+    )
+    assert finished.returncode == 0, finished
+    assert finished.stdout.decode().strip() == inbox.__file__
 
 
 def test_a_box_cannot_reach_the_network(tmp_path: Path) -> None:

@@ -243,7 +243,7 @@ class BoxedExecutor:
         if work.recording is not None and work.recording.active:
             boxed = replace(work, recording=replace(work.recording, folder=str(scratch / "recording")))
         box = sandbox.Box(
-            readable=(self.folder, inbox.interpreter_folder(self.python), *self.readable, *_sockets(work)),
+            readable=(self.folder, *inbox.interpreter_folders(self.python), *self.readable, *_sockets(work)),
             writable=(scratch,),
             hidden=self.hidden,
             devices=self.devices,
