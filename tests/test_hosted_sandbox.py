@@ -107,6 +107,25 @@ def test_a_hidden_folder_is_empty_in_the_box_but_what_it_was_given_inside_it_sho
     assert b"key" not in finished.stdout
 
 
+def test_a_folder_hidden_inside_one_it_reads_stays_hidden(tmp_path: Path) -> None:
+    # The interpreter's environment is shown to every box: a data folder kept inside it stays out of sight.
+    environment = Path(tempfile.mkdtemp(prefix="ys-env-", dir="/var/tmp"))
+    try:
+        (environment / "lib").mkdir()
+        (environment / "lib" / "module.py").write_text("x = 1\n")
+        (environment / "data").mkdir()
+        (environment / "data" / "secret").write_text("the install's key")
+        finished = sandbox.run(
+            sandbox.Box(readable=(environment,), hidden=(environment / "data",)),
+            ["/bin/sh", "-c", f"cd {environment}; cat lib/module.py; ls data; cat data/*"],
+            timeout_s=10,
+        )
+    finally:
+        shutil.rmtree(environment)
+    assert finished.stdout.decode().split() == ["x", "=", "1"]
+    assert b"key" not in finished.stdout
+
+
 def test_a_box_cannot_remount_what_it_was_given_read_only(tmp_path: Path) -> None:
     (tmp_path / "code").mkdir()
     finished = sandbox.run(

@@ -74,13 +74,13 @@ def command(box: Box, argv: Sequence[str]) -> list[str]:
         args.append("--share-net")
     args += _root(bool(box.mounts))
     args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    for path in box.hidden:
-        args += ["--tmpfs", str(_absolute(path, "hidden"))]
-    # Parents before children: a folder bound inside another bound one lands in it, not under it.
-    binds = [("--ro-bind", _absolute(p, "readable")) for p in box.readable]
-    binds += [("--bind", _absolute(p, "writable")) for p in box.writable]
-    for how, path in sorted(binds, key=lambda bind: len(bind[1].parts)):
-        args += [how, str(path), str(path)]
+    # Parents before children: a folder bound inside a hidden one shows in it, and one hidden inside a bound
+    # one (the platform's data folder inside the interpreter's environment, say) stays hidden.
+    places = [("--tmpfs", _absolute(p, "hidden")) for p in box.hidden]
+    places += [("--ro-bind", _absolute(p, "readable")) for p in box.readable]
+    places += [("--bind", _absolute(p, "writable")) for p in box.writable]
+    for how, path in sorted(places, key=lambda place: len(place[1].parts)):
+        args += [how, str(path)] if how == "--tmpfs" else [how, str(path), str(path)]
     for device in box.devices:
         args += ["--dev-bind", str(_absolute(device, "devices")), str(device)]
     for folder, place in sorted(box.mounts, key=lambda mount: len(Path(mount[1]).parts)):
