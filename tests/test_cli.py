@@ -191,3 +191,32 @@ def test_show_commands(tmp_path: Path) -> None:
     assert status == 0 and json.loads(output)["worlds"] == 4
     status, output = yardstick("policy", "show", "nope:Nope")
     assert status == 1
+
+
+def test_a_table_too_wide_for_the_terminal_shows_every_cell_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    from yardstick.cli import display
+
+    estimate = {"value": 1.0, "low": 0.722, "high": 1.0, "n": 20}
+    task = {"metrics": {"success": estimate}, "episodes": 10, "errors": 0, "mean_steps": 123.4}
+    report = {
+        "policy": {"name": "ScriptedExpert"},
+        "benchmark": {"name": "MT50"},
+        "summary": {
+            "tasks": {
+                name: {**task, "mean_robot_seconds": 1.55}
+                for name in ("reach-v3", "button-press-topdown-wall-v3")
+            },
+            "overall": {"success": estimate, "success_pooled": estimate},
+        },
+    }
+    shown = {}
+    for columns in (200, 80):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        with display.console.capture() as captured:
+            display.print_table(display.results_table(report))
+        shown[columns] = captured.get()
+    # Wide: the table. At 80 columns MT50's longest name does not fit beside the numbers: rich would cut it
+    # and the intervals short; each row is a block instead, every cell whole.
+    assert "┃" in shown[200] and "┃" not in shown[80]
+    for out in shown.values():
+        assert "button-press-topdown-wall-v3" in out and out.count("72.2-100.0") == 4 and "…" not in out

@@ -322,7 +322,7 @@ def test_a_narrow_terminal_shows_each_run_whole(books: Books) -> None:
         assert shown.exit_code == 0, shown.stderr
         for line in expected.lines:
             assert line.submission in shown.stderr, (columns, shown.stderr)
-            assert f"{line.episodes} episodes" in shown.stderr or columns == 200
+            assert f"episodes {line.episodes}" in shown.stderr or columns == 200
         assert "…" not in shown.stderr, (columns, shown.stderr)
         assert "platform fault, not billed" in shown.stderr
 

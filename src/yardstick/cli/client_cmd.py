@@ -63,7 +63,7 @@ from rich.text import Text
 
 from yardstick.cli import credentials
 from yardstick.cli.credentials import DEFAULT_PLATFORM_URL, KEY_ENVS
-from yardstick.cli.display import console
+from yardstick.cli.display import console, print_table
 from yardstick.cli.exits import Exit
 from yardstick.cli.money import describe_quote
 
@@ -392,7 +392,7 @@ def resolve(
         _print_json(resolved)
         return
     for table in resolved_tables(resolved):
-        console.print(table)
+        print_table(table)
     if resolved.credit_quote is not None:
         console.print(describe_quote(resolved.credit_quote), soft_wrap=True)
 
@@ -499,7 +499,7 @@ def list_submissions(
             f"{row.episodes.done}/{row.episodes.total}",
             _when(row.received_at),
         )
-    console.print(table)
+    print_table(table)
     if cursor is not None:
         console.print(f"more after {cursor}: raise --limit to see them", style="dim")
 
@@ -606,7 +606,7 @@ def artifacts(
     table.add_column("size", justify="right", no_wrap=True)
     for entry in entries:
         table.add_row(Text(entry.key), _size(entry.size))
-    console.print(table)
+    print_table(table)
     if download is not None:
         _download(entries, download, reached, as_json)
         console.print(f"{len(entries)} files in {escape(str(download))}")
@@ -652,7 +652,7 @@ def catalog(as_json: bool = AsJson, platform_url: str | None = PlatformUrl) -> N
             Text(ev.primary_metric or "-"),
             Text(ev.description),
         )
-    console.print(table)
+    print_table(table)
     if tasks is None:
         reason = f" ({refusal.message})" if refusal is not None else ""
         console.print(
@@ -671,7 +671,7 @@ def catalog(as_json: bool = AsJson, platform_url: str | None = PlatformUrl) -> N
             "-" if cap is None else f"{cap} s",
             Text(summary.task),
         )
-    console.print(tasks_table)
+    print_table(tasks_table)
 
 
 # --- boards ------------------------------------------------------------------------------------------
@@ -709,7 +709,7 @@ def boards(
                     Text(summary.primary_metric),
                     slug_of(summary.visibility),
                 )
-            console.print(table)
+            print_table(table)
             return
         ranked = client.rankings(board=ref)
     if as_json:
@@ -734,4 +734,4 @@ def boards(
             str(row.submission_id),
             Text(row.baseline.publisher if row.baseline else ""),
         )
-    console.print(table)
+    print_table(table)

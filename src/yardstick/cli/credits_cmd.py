@@ -22,7 +22,7 @@ from rich.text import Text
 
 from yardstick.billing.terms import credits
 from yardstick.cli.client_cmd import AsJson, PlatformUrl, _client, _fail, _print_json
-from yardstick.cli.display import console
+from yardstick.cli.display import console, print_table
 from yardstick.cli.exits import Exit
 from yardstick.cli.money import describe_tariff
 
@@ -76,7 +76,7 @@ def account(
             credits(package.credit_units),
             f"{package.amount_minor} {package.currency} (minor units)",
         )
-    console.print(table)
+    print_table(table)
 
 
 def _show_purchase(view: PurchaseView) -> None:
@@ -176,6 +176,6 @@ def purchases(
             f"{row.created_at:%Y-%m-%d %H:%M}",
             state,
         )
-    console.print(table)
+    print_table(table)
     if cursor is not None:
         console.print(f"more: --after {cursor}", style="dim")

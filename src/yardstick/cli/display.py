@@ -17,6 +17,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from yardstick.engine.results import EpisodeResult
 
@@ -65,6 +66,41 @@ def run_progress(total: int, *, quiet: bool) -> Iterator[RunProgress]:
     )
     with progress:
         yield RunProgress(progress, total)
+
+
+def print_table(table: Table) -> None:
+    """`table` on the console; or, on a terminal too narrow to show its unwrapped cells whole (which rich
+    would cut short, ids and keys included), each row as a block: its first cell, then the others by their
+    column's name."""
+    if _fits(table):
+        console.print(table)
+        return
+    if table.title:
+        console.print(table.title, soft_wrap=True)
+    names = [_plain(column.header).replace("\n", " ") for column in table.columns[1:]]
+    for first, *rest in zip(*(column.cells for column in table.columns), strict=True):
+        console.print(f"  {_plain(first)}", soft_wrap=True, highlight=False)
+        pairs = [f"{name} {_plain(cell)}" for name, cell in zip(names, rest, strict=True) if _plain(cell)]
+        console.print("      " + ", ".join(pairs), soft_wrap=True, highlight=False)
+    if table.caption:
+        console.print(table.caption, soft_wrap=True)
+
+
+def _fits(table: Table) -> bool:
+    """Whether `table` shows on the console with no cell of an unwrapped column cut: those columns at their
+    widest, the others at their narrowest (rich wraps those first, then cuts every column alike). Read with
+    rich's own measures of a column and of the borders."""
+    unbounded = console.options.update_width(2**16)
+    needed = table._extra_width
+    for column in table.columns:
+        measured = table._measure_column(console, unbounded, column)
+        needed += measured.maximum if column.no_wrap else measured.minimum
+    return needed <= console.width
+
+
+def _plain(cell: Any) -> str:
+    """A cell's text without its markup."""
+    return cell.plain if isinstance(cell, Text) else Text.from_markup(str(cell)).plain
 
 
 def _pct(estimate: dict[str, Any] | None) -> tuple[str, str]:

@@ -11,7 +11,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from yardstick.cli.display import console, print_error, results_table, run_progress, timing_line
+from yardstick.cli.display import console, print_error, print_table, results_table, run_progress, timing_line
 from yardstick.cli.exits import Exit
 from yardstick.cli.options import parse_params, parse_seeds, split_list
 from yardstick.engine import BuildError, Component, Playback, RunRequest, Work, evaluate, prepare
@@ -137,7 +137,7 @@ def run(
     if as_json:
         print(json.dumps(report, indent=2))
     else:
-        console.print(results_table(report))
+        print_table(results_table(report))
         console.print(timing_line(report), style="dim")
     for error in report["errors"][:10]:
         console.print(

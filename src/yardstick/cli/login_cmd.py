@@ -35,7 +35,7 @@ from rich.table import Table
 
 from yardstick.cli import credentials
 from yardstick.cli.client_cmd import URL_ENVS, _calls, _fail, platform_and_key
-from yardstick.cli.display import console
+from yardstick.cli.display import console, print_table
 from yardstick.cli.exits import Exit
 
 CLIENT_ID = "yardstick-cli"
@@ -241,7 +241,7 @@ def keys_list(platform_url: str | None = LoginUrl, as_json: bool = AsJson) -> No
             (row["last_used_at"] or "–")[:16].replace("T", " "),
             "this one" if row["current"] else "",
         )
-    console.print(table)
+    print_table(table)
 
 
 @keys_app.command("revoke")

@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from yardstick.cli.display import console, print_error
+from yardstick.cli.display import console, print_error, print_table
 from yardstick.cli.exits import Exit
 from yardstick.core.settings import Settings
 
@@ -528,15 +528,6 @@ def credits_show(org: str, data_dir: Path | None = DataDir, database: str | None
         console.print(f"  open purchase {purchase_id} ({package}) since {at:%Y-%m-%d %H:%M}")
 
 
-def _fits(table: Any) -> bool:
-    """Whether `table` shows on the console with no cell cut. Its columns do not wrap, so the width it
-    would take whole is its maximum when nothing bounds it (rich cuts cells short to fit a console)."""
-    from rich.measure import Measurement
-
-    unbounded = console.options.update_width(2**16)
-    return Measurement.get(console, unbounded, table).maximum <= console.width
-
-
 @credits_app.command("usage")
 def credits_usage(
     org: str,
@@ -591,7 +582,6 @@ def credits_usage(
     table.add_column("credits", justify="right", no_wrap=True)
     if charged:
         table.add_column("charged", justify="right", no_wrap=True)
-    rows: list[list[str]] = []
     for line in statement.lines:
         status = line.status + (f": {line.failure}" if line.failure else "")
         cells = [
@@ -605,20 +595,8 @@ def credits_usage(
         ]
         if charged:
             cells.append("-" if line.charged_units is None else credits(line.charged_units))
-        rows.append(cells)
         table.add_row(*cells)
-    if _fits(table):
-        console.print(table)
-    else:
-        # Too narrow for the columns: a run a block, its id whole (an invoice is matched by it), rather
-        # than every cell cut short.
-        console.print(table.title, soft_wrap=True)
-        for cells in rows:
-            console.print(f"  {cells[0]}  {cells[1]}  {cells[3]}", soft_wrap=True, highlight=False)
-            details = f"ended {cells[2]}, {cells[4]} episodes, {cells[5]} of robot time, {cells[6]} credits"
-            if charged:
-                details += f", charged {cells[7]}"
-            console.print(f"      {details}", soft_wrap=True, highlight=False)
+    print_table(table)
     total = (
         f"total: {len(statement.lines)} run{'' if len(statement.lines) == 1 else 's'},"
         f" {statement.episodes} episodes, {statement.robot_seconds:,.1f} s of robot time,"

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from yardstick.cli.display import console, print_error
+from yardstick.cli.display import console, print_error, print_table
 from yardstick.cli.exits import Exit
 from yardstick.sdk.decorators import benchmark_spec, policy_spec
 from yardstick.sdk.errors import AuthoringError
@@ -56,7 +56,7 @@ def show_benchmark(
     table = Table("task", "max seconds", "description")
     for task, description in spec.tasks.items():
         table.add_row(task, f"{spec.limit(task):g}", description)
-    console.print(table)
+    print_table(table)
 
 
 @policy_app.command("show")
@@ -85,7 +85,7 @@ def show_policy(
     ]
     for key, value in rows:
         table.add_row(key, str(value))
-    console.print(table)
+    print_table(table)
 
 
 def _constructor(constructor: dict[str, Any]) -> str:
