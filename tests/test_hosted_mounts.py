@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hosted_helpers import needs_bwrap
-from yardstick.hosted import inbox, mounts, sandbox
+from yardstick.hosted import mounts, sandbox
 from yardstick.hosted.seq_api import Volume
 
 PROBE = """
@@ -41,7 +41,7 @@ def test_a_volume_is_mounted_read_only_at_its_place_and_the_box_is_otherwise_the
     (volume / "goals.json").write_text('{"near": 0.3}')
     (other / "inner.txt").write_text("b")
     box = sandbox.Box(
-        readable=inbox.interpreter_folders(sys.executable),
+        python=sys.executable,
         writable=(scratch,),
         hidden=(data,),
         mounts=((volume, "/assets/a"), (other, "/assets/b")),

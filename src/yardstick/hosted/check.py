@@ -104,7 +104,8 @@ def _check(
     scratch = Path(tempfile.mkdtemp(prefix="yardstick-check-"))
     try:
         box = sandbox.Box(
-            readable=(root, *inbox.interpreter_folders(python or sys.executable)),
+            readable=(root,),
+            python=python or sys.executable,
             writable=(scratch,),
             hidden=hidden,
             env={**(env or {}), "PYTHONPATH": inbox.python_path(root)},

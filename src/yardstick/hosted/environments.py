@@ -33,7 +33,7 @@ from typing import Any, Final
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from yardstick.hosted import inbox, sandbox
+from yardstick.hosted import sandbox
 from yardstick.hosted.errors import ImageRefused
 
 DEFAULT_BASE: Final = "debian:12-slim"
@@ -218,7 +218,7 @@ def _make(dest: Path, requirements: tuple[str, ...], timeout_s: float, env: Mapp
     try:
         index = {k: v for k, v in os.environ.items() if k in INDEX_ENV}
         box = sandbox.Box(
-            readable=inbox.interpreter_folders(sys.executable),
+            python=sys.executable,
             writable=(scratch, dest),
             network=True,
             env={**index, **(env or {}), "TMPDIR": str(scratch), "PIP_NO_INPUT": "1"},

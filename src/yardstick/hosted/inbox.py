@@ -27,19 +27,6 @@ def python_path(folder: Path) -> str:
     return os.pathsep.join([str(folder), SEQ_SHIM])
 
 
-# The folder Yardstick is imported from: site-packages, or a checkout's src/ for an editable install.
-YARDSTICK_ROOT: Final = Path(__file__).resolve().parents[2]
-
-
-def interpreter_folders(python: str) -> tuple[Path, ...]:
-    """What a box running `python` must see even where the box hides the machine's own folders (a fresh
-    /tmp): the interpreter's (a virtual environment's root for its bin/python), this process's environment
-    (whose packages a prepared environment reads), and where Yardstick is imported from (a checkout's src/
-    when installed editable: an install under /tmp found nothing to run in its boxes)."""
-    own = (Path(os.path.abspath(python)).parent.parent, Path(sys.prefix), YARDSTICK_ROOT)
-    return tuple(dict.fromkeys(own))
-
-
 def import_root(folder: Path) -> None:
     for path in (SEQ_SHIM, str(folder)):
         if path in sys.path:

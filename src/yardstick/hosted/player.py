@@ -243,7 +243,8 @@ class BoxedExecutor:
         if work.recording is not None and work.recording.active:
             boxed = replace(work, recording=replace(work.recording, folder=str(scratch / "recording")))
         box = sandbox.Box(
-            readable=(self.folder, *inbox.interpreter_folders(self.python), *self.readable, *_sockets(work)),
+            readable=(self.folder, *self.readable, *_sockets(work)),
+            python=self.python,
             writable=(scratch,),
             hidden=self.hidden,
             devices=self.devices,

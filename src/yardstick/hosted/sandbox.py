@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,7 +48,8 @@ class Box:
     it (only for installing packages); `cwd` is where it starts (default: its first writable folder);
     `devices` are device files it may use (a GPU's /dev/dri/renderD128), beside /dev's null, zero, random;
     `mounts` are folders bound read-only each at its own place in the box ((folder, place): a place that need
-    not exist on the machine)."""
+    not exist on the machine); `python` is the interpreter a Python box runs, shown read-only with what it
+    needs (`python_folders`)."""
 
     readable: tuple[Path, ...] = ()
     writable: tuple[Path, ...] = ()
@@ -57,6 +59,24 @@ class Box:
     network: bool = False
     cwd: Path | None = None
     mounts: tuple[tuple[Path, str], ...] = ()
+    python: str | None = None
+
+    def shown(self) -> tuple[Path, ...]:
+        """The folders the box reads: those it was given, and its interpreter's."""
+        return (*self.readable, *(python_folders(self.python) if self.python else ()))
+
+
+# The folder Yardstick is imported from: site-packages, or a checkout's src/ for an editable install.
+YARDSTICK_ROOT: Final = Path(__file__).resolve().parents[2]
+
+
+def python_folders(python: str) -> tuple[Path, ...]:
+    """What a box running `python` must see even where it hides the machine's own folders (a fresh /tmp):
+    the interpreter's (a virtual environment's root for its bin/python), this process's environment (whose
+    packages a prepared environment reads), and where Yardstick is imported from (a checkout's src/ when
+    installed editable: an install under /tmp found nothing to run in its boxes)."""
+    own = (Path(os.path.abspath(python)).parent.parent, Path(sys.prefix), YARDSTICK_ROOT)
+    return tuple(dict.fromkeys(own))
 
 
 def bwrap() -> str:
@@ -77,7 +97,7 @@ def command(box: Box, argv: Sequence[str]) -> list[str]:
     # Parents before children: a folder bound inside a hidden one shows in it, and one hidden inside a bound
     # one (the platform's data folder inside the interpreter's environment, say) stays hidden.
     places = [("--tmpfs", _absolute(p, "hidden")) for p in box.hidden]
-    places += [("--ro-bind", _absolute(p, "readable")) for p in box.readable]
+    places += [("--ro-bind", _absolute(p, "readable")) for p in box.shown()]
     places += [("--bind", _absolute(p, "writable")) for p in box.writable]
     for how, path in sorted(places, key=lambda place: len(place[1].parts)):
         args += [how, str(path)] if how == "--tmpfs" else [how, str(path), str(path)]
@@ -127,7 +147,7 @@ def start(
     stderr: int | IO[bytes] | None = subprocess.PIPE,
 ) -> subprocess.Popen[bytes]:
     """Start `argv` in `box`. Stop it with `stop`, which ends everything it started."""
-    for folder in (*box.readable, *box.writable, *(folder for folder, _ in box.mounts)):
+    for folder in (*box.shown(), *box.writable, *(folder for folder, _ in box.mounts)):
         if not Path(folder).is_dir():
             raise FileNotFoundError(f"{folder}: a folder a box is given must exist")
     return subprocess.Popen(

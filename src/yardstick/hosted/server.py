@@ -86,7 +86,8 @@ class BoxedPolicyServer:
         for key, value in (params or {}).items():
             argv += ["--param", f"policy.{key}={json.dumps(value)}"]
         box = sandbox.Box(
-            readable=(self.folder, *inbox.interpreter_folders(interpreter)),
+            readable=(self.folder,),
+            python=interpreter,
             writable=(own,),
             hidden=tuple(hidden),
             devices=tuple(devices),
