@@ -37,6 +37,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from machine import machine
+
 WAYS = ("plain", "in-process", "pool")
 HORIZON = 500
 IN_PROCESS_AT_LEAST = 0.97  # of the plain loop's rate
@@ -274,12 +276,6 @@ def _against(value: float, target: float) -> str:
 
 def _met(value: float, target: float) -> str:
     return "met" if value >= target else "NOT met"
-
-
-def machine() -> str:
-    """The cores and how busy others keep them: on a shared machine the figures move with the load."""
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return f"machine: {os.cpu_count()} cores, load average {load} (1, 5, 15 min) at the start"
 
 
 if __name__ == "__main__":

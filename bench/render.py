@@ -22,6 +22,8 @@ import time
 import warnings
 from typing import Any
 
+from machine import machine
+
 os.environ.setdefault("MUJOCO_GL", "egl")
 TASK = "push-v3"
 SIZES = (128, 224)
@@ -124,12 +126,6 @@ def main() -> None:
                 f"  (target ours/renderer <= 1.05: {'met' if ratio <= 1.05 else 'NOT met'})",
                 flush=True,
             )
-
-
-def machine() -> str:
-    """The cores and how busy others keep them: on a shared machine the figures move with the load."""
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return f"machine: {os.cpu_count()} cores, load average {load} (1, 5, 15 min) at the start"
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import socket
 import statistics
 import subprocess
@@ -33,6 +32,7 @@ from typing import Any
 import numpy as np
 
 import yardstick as ys
+from machine import machine
 
 CHUNK = np.arange(56, dtype=np.float32).reshape(8, 7)
 IMAGES = (0, 1, 2)
@@ -214,12 +214,6 @@ def one_round(count: int) -> list[tuple[int, str, list[float]]]:
             process.terminate()
             process.wait(timeout=10)
     return measured
-
-
-def machine() -> str:
-    """The cores and how busy others keep them: on a shared machine the figures move with the load."""
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return f"machine: {os.cpu_count()} cores, load average {load} (1, 5, 15 min) at the start"
 
 
 if __name__ == "__main__":
