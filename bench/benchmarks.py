@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 import yardstick as ys
+from machine import machine
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 HERE = Path(__file__).resolve()
@@ -86,31 +87,32 @@ def plain_libero(steps: int, size: int) -> tuple[float, float, float]:
     task = TASKS["libero_spatial"][0]
     env = build_env("libero_spatial", task.name)
     states = init_states("libero_spatial", task.name)
-    rig: list[CameraRig] = []  # the camera of the model the last reset built, once its frame is drawn
-    drawn: list[Any] = []  # that model
+    camera: CameraRig | None = None
 
     def reset() -> None:
+        nonlocal camera
         env.seed(0)
         env.reset()
         env.set_init_state(states[0])
         for _ in range(SETTLE_STEPS):
             env.step(SETTLE_ACTION)
+        if camera is not None:  # made for the model the reset replaced
+            camera.close()
+            camera = None
 
     def frame() -> None:
-        # A reset builds a new model, so the engine's LIBERO makes its camera anew at each reset and counts
-        # that as rendering: the same here, at the reset's frame.
-        model = env.sim.model._model
-        if not drawn or drawn[0] is not model:
-            if rig:
-                rig.pop().close()
-            rig.append(CameraRig(model, {"agentview": "agentview"}, size, size, hidden_groups=(0,)))
-            drawn[:] = [model]
-        rig[0].frames(env.sim.data._data)
+        # The engine's LIBERO makes its camera anew after each reset and counts that as rendering: the same
+        # here, at the reset's frame.
+        nonlocal camera
+        if camera is None:
+            model = env.sim.model._model
+            camera = CameraRig(model, {"agentview": "agentview"}, size, size, hidden_groups=(0,))
+        camera.frames(env.sim.data._data)
 
     try:
         return second_of_two(steps, reset, lambda: env.step(SETTLE_ACTION), frame)
     finally:
-        for camera in rig:
+        if camera is not None:
             camera.close()
         env.close()
 
@@ -193,7 +195,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", choices=sorted(CASES), action="append")
     args = parser.parse_args()
-    print(f"machine: {os.cpu_count()} cores, load average {load()} (1, 5, 15 min) at the start", flush=True)
+    print(machine(), flush=True)
     for name in args.only or list(CASES):
         benchmark, params, policy, task, plain, size = CASES[name]
         engine(benchmark, params, policy, task)  # imports and warms what both ways share
@@ -216,10 +218,6 @@ def main() -> None:
             f"(target >= {AT_LEAST}: {'met' if ratio >= AT_LEAST else 'NOT met'})",
             flush=True,
         )
-
-
-def load() -> str:
-    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 if __name__ == "__main__":
