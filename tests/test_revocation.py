@@ -142,3 +142,54 @@ def test_a_remembered_caller_is_read_anew_in_the_background_while_its_requests_g
         finally:
             for hold in released:
                 hold.set()
+
+
+def test_a_lookup_that_read_a_key_before_its_revocation_does_not_keep_it_alive(
+    tmp_path: Path, database_url: str
+) -> None:
+    """`yardstick logout` revokes the key it calls with, and its call may begin the key's background renewal,
+    which can read the key before the revocation commits and finish after it. The key must stop at once all
+    the same, for a request that waits on that lookup and every one after (it worked a second more: a CI
+    failure)."""
+    import threading
+
+    from sqlalchemy import event
+
+    from yardstick.core.accounts import AUTH_REFRESH_AFTER_S
+
+    with running_platform(tmp_path, database_url, workers=0) as platform:
+        key = platform.keys["bob"]
+        headers = {"Authorization": f"Bearer {key}"}
+        assert httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code == 200
+        read_at = time.monotonic()
+        key_read, released = threading.Event(), threading.Event()
+
+        def held_after_reading(conn: object, cursor: object, statement: str, *rest: object) -> None:
+            if "FROM api_keys" in statement and not key_read.is_set():
+                key_read.set()
+                released.wait(10)
+
+        event.listen(platform.platform.db.engine, "after_cursor_execute", held_after_reading)
+        try:
+            time.sleep(AUTH_REFRESH_AFTER_S + 0.05)
+            assert httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code == 200
+            assert key_read.wait(5), "no renewal began in the background"
+            revoked = httpx.post(
+                f"{platform.url}/v1/keys.revoke", json={"prefix": key[: keys.PREFIX_LEN]}, headers=headers
+            )
+            assert revoked.status_code == 200, revoked.text
+            answers: list[int] = []
+
+            def ask() -> None:
+                answers.append(httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code)
+
+            waiting = threading.Thread(target=ask)
+            waiting.start()
+            time.sleep(0.1)  # that request now waits on the held lookup
+            released.set()
+            waiting.join(10)
+            assert answers == [401]
+            assert httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code == 401
+            assert time.monotonic() - read_at < AUTH_CACHE_S, "too slow a machine to tell: it expired"
+        finally:
+            released.set()

@@ -93,16 +93,20 @@ class Authenticator:
     """The caller a bearer key names, remembered for `AUTH_CACHE_S` by the key's digest (never the key):
     three queries a request cost more than the rest of a read. The HTTP processes of one server
     (`--http-workers`) share a count of revocations (`share_revocations`): one made through the API in any
-    of them empties every one's cache, so it holds at once in all of them."""
+    of them ends what every one remembers, so it holds at once in all of them.
+
+    Each remembered caller carries the count of revocations (this process's and the shared one) from before
+    it was read, and is served only while that count stands: a lookup that read a key just before its
+    revocation committed, and finished after, would otherwise remember a revoked key for a second more."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._cache: dict[str, tuple[Caller, float]] = {}
+        self._cache: dict[str, tuple[Caller, float, tuple[int, int]]] = {}
         self._revocations: Revocations | None = None
-        self._seen = 0
+        self._forgotten = 0
 
     def share_revocations(self, count: Revocations) -> None:
-        self._revocations, self._seen = count, count.value
+        self._revocations = count
 
     def cached(self, bearer: str) -> tuple[Caller | None, bool]:
         """The caller `bearer` names if this process remembers it (no query, no wait: safe on the event
@@ -115,17 +119,20 @@ class Authenticator:
         caller, seconds_left = remembered
         return caller, seconds_left < AUTH_CACHE_S - AUTH_REFRESH_AFTER_S
 
+    def _revocations_so_far(self) -> tuple[int, int]:
+        return self._forgotten, self._revocations.value if self._revocations is not None else 0
+
     def _remembered(self, cache_key: str) -> tuple[Caller, float] | None:
         """The caller remembered under `cache_key` and the seconds until it is forgotten, if it still is."""
-        if self._revocations is not None and self._revocations.value != self._seen:
-            # A key revoked in another HTTP process of this server: which one is not said, so all go.
-            self._seen = self._revocations.value
-            self._cache.clear()
         cached = self._cache.get(cache_key)
         if cached is None:
             return None
-        seconds_left = cached[1] - time.monotonic()
-        return (cached[0], seconds_left) if seconds_left > 0 else None
+        caller, expires, read_after = cached
+        seconds_left = expires - time.monotonic()
+        if seconds_left <= 0 or read_after != self._revocations_so_far():
+            # Expired, or a key was revoked since (which one is not said across processes, so all go).
+            return None
+        return caller, seconds_left
 
     def caller(self, bearer: str | None) -> Caller | None:
         """The caller `bearer` names: remembered, or read (`look_up`)."""
@@ -136,11 +143,16 @@ class Authenticator:
 
     def look_up(self, bearer: str) -> Caller | None:
         """The caller `bearer` names, read from the database now (and remembered), or None for a key that
-        names no one (forgotten, if it was remembered)."""
+        names no one (forgotten, if it was remembered). Read once more if a key was revoked meanwhile: the
+        requests that wait on this lookup may have come after that revocation, which the second reading
+        follows."""
         cache_key = keys.digest(bearer)
-        now = time.monotonic()
-        with self.db.reading() as session:
-            found = caller_for_key(session, bearer)
+        for _ in range(2):  # bounded: a stream of revocations elsewhere must not keep a request waiting
+            read_after, now = self._revocations_so_far(), time.monotonic()
+            with self.db.reading() as session:
+                found = caller_for_key(session, bearer)
+            if self._revocations_so_far() == read_after:
+                break
         if found is None:
             self._cache.pop(cache_key, None)
             return None
@@ -150,14 +162,16 @@ class Authenticator:
                 session.execute(update(ApiKey).where(ApiKey.id == stale_key).values(last_used_at=utcnow()))
         if len(self._cache) > AUTH_CACHE_SIZE:
             self._cache.clear()
-        self._cache[cache_key] = (caller, now + AUTH_CACHE_S)
+        self._cache[cache_key] = (caller, now + AUTH_CACHE_S, read_after)
         return caller
 
     def forget(self, digests: Iterable[str]) -> None:
-        """Drop revoked keys (by their stored SHA-256 hex) from this process's cache at once; other gateway
-        processes stop taking them within `AUTH_CACHE_S`."""
+        """End what this process remembers of revoked keys (by their stored SHA-256 hex), and with
+        `share_revocations` what the server's other HTTP processes remember, at once. Called after the
+        revocation commits, so no lookup counted as after it can have read the key alive."""
         for digest in digests:
             self._cache.pop(digest, None)
+        self._forgotten += 1
         if self._revocations is not None:
             with self._revocations.get_lock():  # two revocations at once count two: neither is missed
                 self._revocations.value += 1
