@@ -5,8 +5,8 @@ front door learns who a bearer key names."""
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import time
-from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -89,24 +89,35 @@ class Revocations(Protocol):
     def get_lock(self) -> AbstractContextManager[Any]: ...
 
 
+class _OwnRevocations:
+    """The count of revocations of a process that shares it with no other."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self._lock = threading.Lock()
+
+    def get_lock(self) -> AbstractContextManager[Any]:
+        return self._lock
+
+
 class Authenticator:
     """The caller a bearer key names, remembered for `AUTH_CACHE_S` by the key's digest (never the key):
     three queries a request cost more than the rest of a read. The HTTP processes of one server
     (`--http-workers`) share a count of revocations (`share_revocations`): one made through the API in any
     of them ends what every one remembers, so it holds at once in all of them.
 
-    Each remembered caller carries the count of revocations (this process's and the shared one) from before
-    it was read, and is served only while that count stands: a lookup that read a key just before its
-    revocation committed, and finished after, would otherwise remember a revoked key for a second more."""
+    Each remembered caller carries the count of revocations from before it was read, and is served only
+    while that count stands: a lookup that read a key just before its revocation committed, and finished
+    after, would otherwise remember a revoked key for a second more."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._cache: dict[str, tuple[Caller, float, tuple[int, int]]] = {}
-        self._revocations: Revocations | None = None
-        self._forgotten = 0
+        self._cache: dict[str, tuple[Caller, float, int]] = {}
+        self._revocations: Revocations = _OwnRevocations()
 
     def share_revocations(self, count: Revocations) -> None:
         self._revocations = count
+        self._cache.clear()  # counted by the count it replaces
 
     def cached(self, bearer: str) -> tuple[Caller | None, bool]:
         """The caller `bearer` names if this process remembers it (no query, no wait: safe on the event
@@ -119,9 +130,6 @@ class Authenticator:
         caller, seconds_left = remembered
         return caller, seconds_left < AUTH_CACHE_S - AUTH_REFRESH_AFTER_S
 
-    def _revocations_so_far(self) -> tuple[int, int]:
-        return self._forgotten, self._revocations.value if self._revocations is not None else 0
-
     def _remembered(self, cache_key: str) -> tuple[Caller, float] | None:
         """The caller remembered under `cache_key` and the seconds until it is forgotten, if it still is."""
         cached = self._cache.get(cache_key)
@@ -129,9 +137,8 @@ class Authenticator:
             return None
         caller, expires, read_after = cached
         seconds_left = expires - time.monotonic()
-        if seconds_left <= 0 or read_after != self._revocations_so_far():
-            # Expired, or a key was revoked since (which one is not said across processes, so all go).
-            return None
+        if seconds_left <= 0 or read_after != self._revocations.value:
+            return None  # expired, or a key was revoked since
         return caller, seconds_left
 
     def caller(self, bearer: str | None) -> Caller | None:
@@ -148,10 +155,10 @@ class Authenticator:
         follows."""
         cache_key = keys.digest(bearer)
         for _ in range(2):  # bounded: a stream of revocations elsewhere must not keep a request waiting
-            read_after, now = self._revocations_so_far(), time.monotonic()
+            read_after, now = self._revocations.value, time.monotonic()
             with self.db.reading() as session:
                 found = caller_for_key(session, bearer)
-            if self._revocations_so_far() == read_after:
+            if self._revocations.value == read_after:
                 break
         if found is None:
             self._cache.pop(cache_key, None)
@@ -165,13 +172,10 @@ class Authenticator:
         self._cache[cache_key] = (caller, now + AUTH_CACHE_S, read_after)
         return caller
 
-    def forget(self, digests: Iterable[str]) -> None:
-        """End what this process remembers of revoked keys (by their stored SHA-256 hex), and with
-        `share_revocations` what the server's other HTTP processes remember, at once. Called after the
-        revocation commits, so no lookup counted as after it can have read the key alive."""
-        for digest in digests:
-            self._cache.pop(digest, None)
-        self._forgotten += 1
-        if self._revocations is not None:
-            with self._revocations.get_lock():  # two revocations at once count two: neither is missed
-                self._revocations.value += 1
+    def key_revoked(self) -> None:
+        """Say that a key was revoked: what this process remembers ends, and with `share_revocations` what
+        the server's other HTTP processes remember, at once (which key is not said: a second of lookups is
+        cheaper than telling every process). Called after the revocation commits, so no lookup counted as
+        after it can have read the key alive."""
+        with self._revocations.get_lock():  # two revocations at once count two: neither is missed
+            self._revocations.value += 1

@@ -103,10 +103,10 @@ class SignIn:
 
     def register(self, credential: str, alias: str | None, rotate: bool) -> Registered:
         account = self.check(credential)
-        revoked: list[str] = []
-        done = self._in_transaction(lambda session: self._register(session, account, alias, rotate, revoked))
-        # After the commit: dropped sooner, a concurrent call could cache a key not yet revoked.
-        self.platform.accounts.forget(revoked)
+        done = self._in_transaction(lambda session: self._register(session, account, alias, rotate))
+        if done.key_status == "rotated":
+            # After the commit: said sooner, a concurrent lookup could remember a key not yet revoked.
+            self.platform.accounts.key_revoked()
         return done
 
     def create_key(self, credential: str, label: str) -> tuple[int, str, keys.MintedKey, str]:
@@ -132,9 +132,7 @@ class SignIn:
                     raise
         raise AssertionError("unreachable")
 
-    def _register(
-        self, session: Session, account: Account, alias: str | None, rotate: bool, revoked: list[str]
-    ) -> Registered:
+    def _register(self, session: Session, account: Account, alias: str | None, rotate: bool) -> Registered:
         user, created = self._enroll(session, account, alias)
         if created:
             return Registered(user.id, "created", keys.mint(session, user.id, REGISTER_LABEL).plaintext)
@@ -145,10 +143,8 @@ class SignIn:
                 ApiKey.user_id == user.id, ApiKey.label == REGISTER_LABEL, ApiKey.revoked_at.is_(None)
             )
         ).scalars()
-        revoked.clear()  # a retried transaction starts over
         for row in earlier:
             keys.revoke(session, row.id)
-            revoked.append(row.digest)
         return Registered(user.id, "rotated", keys.mint(session, user.id, REGISTER_LABEL).plaintext)
 
     def _enroll(self, session: Session, account: Account, alias: str | None) -> tuple[User, bool]:
@@ -242,8 +238,7 @@ class SignIn:
             if row is None:
                 raise not_found(f"prefix: no live key of yours starts {prefix!r} (see keys.list)")
             keys.revoke(session, row.id)
-            gone = row.digest
-        self.platform.accounts.forget([gone])
+        self.platform.accounts.key_revoked()
 
     def rotate_key(self, bearer: str) -> tuple[keys.MintedKey, str]:
         """Revoke the key this call came with and mint its successor, with the same label."""
@@ -252,8 +247,8 @@ class SignIn:
             if row is None:
                 raise unauthenticated()
             keys.revoke(session, row.id)
-            minted, gone, label = keys.mint(session, row.user_id, row.label), row.digest, row.label
-        self.platform.accounts.forget([gone])
+            minted, label = keys.mint(session, row.user_id, row.label), row.label
+        self.platform.accounts.key_revoked()
         return minted, label
 
 
