@@ -4,16 +4,51 @@ at once in the gateway that revoked it."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+from sqlalchemy import Engine, event
 
 from platform_harness import running_platform, server_process
 from yardstick.core import keys
-from yardstick.core.accounts import AUTH_CACHE_S
+from yardstick.core.accounts import AUTH_CACHE_S, AUTH_REFRESH_AFTER_S
+
+
+class HeldKeyReads:
+    """The first reads of API keys on a database, each held until the test releases it: `began[i]` is set as
+    the i-th is held, `released[i]` lets it go."""
+
+    def __init__(self, count: int) -> None:
+        self.began = [threading.Event() for _ in range(count)]
+        self.released = [threading.Event() for _ in range(count)]
+        self._held = 0
+
+    def __call__(self, conn: object, cursor: object, statement: str, *rest: object) -> None:
+        if "FROM api_keys" in statement and self._held < len(self.began):
+            self._held += 1
+            self.began[self._held - 1].set()
+            self.released[self._held - 1].wait(10)
+
+
+@contextmanager
+def key_reads_held(engine: Engine, moment: str, count: int = 1) -> Iterator[HeldKeyReads]:
+    """Hold the next `count` reads of API keys on `engine` at `moment` (`before_cursor_execute`: before the
+    key is read; `after_cursor_execute`: read, not yet answered), all released at the end."""
+    held = HeldKeyReads(count)
+    event.listen(engine, moment, held)
+    try:
+        yield held
+    finally:
+        for hold in held.released:
+            hold.set()
+        event.remove(engine, moment, held)
 
 
 def test_a_key_revoked_by_the_admin_cli_stops_working_in_a_running_gateway_within_a_second(
@@ -79,10 +114,6 @@ def test_requests_that_arrive_together_with_a_key_not_remembered_look_it_up_once
 ) -> None:
     """Under load, a remembered caller expires while dozens of requests with its key are in flight: they wait
     for one lookup (PostgreSQL took seconds when each asked, and wrote the key's last use, at once)."""
-    import asyncio
-
-    from sqlalchemy import event
-
     with running_platform(tmp_path, database_url, workers=0) as platform:
         lookups: list[str] = []
 
@@ -108,40 +139,19 @@ def test_a_remembered_caller_is_read_anew_in_the_background_while_its_requests_g
     """Past `AUTH_REFRESH_AFTER_S` a request is answered from memory while one lookup renews the caller, so a
     busy key's requests never wait on its expiry. Each lookup is held in the database here: a request that
     waited on one would not be answered."""
-    import threading
-
-    from sqlalchemy import event
-
-    from yardstick.core.accounts import AUTH_REFRESH_AFTER_S
-
     with running_platform(tmp_path, database_url, workers=0) as platform:
         headers = {"Authorization": f"Bearer {platform.keys['bob']}"}
         assert httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code == 200
         read_at = time.monotonic()
-        began = [threading.Event(), threading.Event()]
-        released = [threading.Event(), threading.Event()]
-        lookups = 0
-
-        def held(conn: object, cursor: object, statement: str, *rest: object) -> None:
-            nonlocal lookups
-            if "FROM api_keys" in statement and lookups < len(began):
-                lookups += 1
-                began[lookups - 1].set()
-                released[lookups - 1].wait(10)
-
-        event.listen(platform.platform.db.engine, "before_cursor_execute", held)
-        try:
+        with key_reads_held(platform.platform.db.engine, "before_cursor_execute", count=2) as held:
             time.sleep(AUTH_REFRESH_AFTER_S + 0.05)
             assert httpx.get(f"{platform.url}/v1/users.me", headers=headers, timeout=5).status_code == 200
-            assert began[0].wait(5), "no lookup began in the background"
+            assert held.began[0].wait(5), "no lookup began in the background"
             assert time.monotonic() - read_at < AUTH_CACHE_S, "too slow a machine to tell: it expired"
-            released[0].set()
+            held.released[0].set()
             # Past the first reading's expiry the renewed caller answers, while the next renewal is held.
             time.sleep(max(0.0, read_at + AUTH_CACHE_S + 0.05 - time.monotonic()))
             assert httpx.get(f"{platform.url}/v1/users.me", headers=headers, timeout=5).status_code == 200
-        finally:
-            for hold in released:
-                hold.set()
 
 
 def test_a_lookup_that_read_a_key_before_its_revocation_does_not_keep_it_alive(
@@ -151,29 +161,15 @@ def test_a_lookup_that_read_a_key_before_its_revocation_does_not_keep_it_alive(
     which can read the key before the revocation commits and finish after it. The key must stop at once all
     the same, for a request that waits on that lookup and every one after (it worked a second more: a CI
     failure)."""
-    import threading
-
-    from sqlalchemy import event
-
-    from yardstick.core.accounts import AUTH_REFRESH_AFTER_S
-
     with running_platform(tmp_path, database_url, workers=0) as platform:
         key = platform.keys["bob"]
         headers = {"Authorization": f"Bearer {key}"}
         assert httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code == 200
         read_at = time.monotonic()
-        key_read, released = threading.Event(), threading.Event()
-
-        def held_after_reading(conn: object, cursor: object, statement: str, *rest: object) -> None:
-            if "FROM api_keys" in statement and not key_read.is_set():
-                key_read.set()
-                released.wait(10)
-
-        event.listen(platform.platform.db.engine, "after_cursor_execute", held_after_reading)
-        try:
+        with key_reads_held(platform.platform.db.engine, "after_cursor_execute") as held:
             time.sleep(AUTH_REFRESH_AFTER_S + 0.05)
             assert httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code == 200
-            assert key_read.wait(5), "no renewal began in the background"
+            assert held.began[0].wait(5), "no renewal began in the background"
             revoked = httpx.post(
                 f"{platform.url}/v1/keys.revoke", json={"prefix": key[: keys.PREFIX_LEN]}, headers=headers
             )
@@ -186,10 +182,8 @@ def test_a_lookup_that_read_a_key_before_its_revocation_does_not_keep_it_alive(
             waiting = threading.Thread(target=ask)
             waiting.start()
             time.sleep(0.1)  # that request now waits on the held lookup
-            released.set()
+            held.released[0].set()
             waiting.join(10)
             assert answers == [401]
             assert httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code == 401
             assert time.monotonic() - read_at < AUTH_CACHE_S, "too slow a machine to tell: it expired"
-        finally:
-            released.set()
