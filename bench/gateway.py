@@ -37,6 +37,7 @@ from pathlib import Path
 
 import httpx
 
+from machine import machine
 from yardstick.core import admin
 from yardstick.core.install import open_install
 from yardstick.core.settings import Settings
@@ -384,7 +385,8 @@ def main() -> None:
     from yardstick.engine.pool import default_workers
 
     cores = default_workers()
-    print(f"gateway and queue: {os.cpu_count()} cores, load and server on the same machine", flush=True)
+    print(machine(), flush=True)
+    print("gateway and queue: the load and the server on the same machine", flush=True)
     for name in args.databases:
         try:
             with database(name) as url:
