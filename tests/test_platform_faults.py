@@ -12,6 +12,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,14 +22,26 @@ import httpx
 import psycopg
 import pytest
 from platform_client.eval_plan import EvalPlan
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from conftest import PG_URL, fresh_database
-from platform_harness import TOYS, ServerProcess, free_port, server_process, toy_plan, wait_for
+from platform_harness import (
+    TOYS,
+    ServerProcess,
+    free_port,
+    running_platform,
+    server_process,
+    toy_plan,
+    wait_for,
+)
 from yardstick.core.artifacts import LocalArtifactStore
+from yardstick.core.install import open_install
 from yardstick.core.processes import children, descendants
+from yardstick.core.settings import Settings
+from yardstick.core.worker import PlatformWorker
+from yardstick.gateway.services import ledger_for
 from yardstick.store.db import Database
-from yardstick.store.models import Artifact, Run, RunEpisode, WorkerBeat
+from yardstick.store.models import Artifact, Run, RunEpisode, ServedPolicy, WorkerBeat
 from yardstick.store.states import EpisodeState
 
 # Short enough that a wedged call is found quickly (its limit, then the worker's grace), long enough that a
@@ -70,10 +83,8 @@ def _slow_plan(key: str, episodes: int = 2, spec: str = "slower") -> EvalPlan:
     return toy_plan(key, spec=spec, episodes=episodes)
 
 
-def _add_slower_policy(served: ServerProcess, delay: float) -> None:
-    from yardstick.store.models import ServedPolicy
-
-    db = Database(served.settings.database)
+def _add_slower_policy(settings: Settings, delay: float) -> None:
+    db = Database(settings.database)
     with db.writing() as session:
         session.add(ServedPolicy(name="slower", reference=f"{TOYS}:SlowRows", params={"delay": delay}))
     db.close()
@@ -89,7 +100,7 @@ def test_sigterm_stops_every_process_the_server_started_and_a_restart_plays_ever
     fault_server: ServerProcess,
 ) -> None:
     served = fault_server
-    _add_slower_policy(served, 0.1)
+    _add_slower_policy(served.settings, 0.1)
     server = served.start()
     alice = served.client()
     created = alice.create_submission(_slow_plan("stopped", episodes=4))
@@ -145,7 +156,7 @@ def test_a_worker_beats_while_it_plays_and_one_killed_is_replaced_and_the_run_fi
     fault_server: ServerProcess,
 ) -> None:
     served = fault_server
-    _add_slower_policy(served, 1.0)  # an episode of "ten" takes 5 s, a batch of them 10 s
+    _add_slower_policy(served.settings, 1.0)  # an episode of "ten" takes 5 s, a batch of them 10 s
     served.start()
     alice = served.client()
     db = Database(served.settings.database)
@@ -199,7 +210,7 @@ def test_postgresql_connections_terminated_mid_run_lose_nothing_and_count_nothin
         name = f"ys-faults-{secrets.token_hex(4)}"
         tagged = f"{url}&application_name={name}"
         with server_process(tmp_path, tagged, call_timeout_s=CALL_LIMIT_S) as served:
-            _add_slower_policy(served, 0.1)
+            _add_slower_policy(served.settings, 0.1)
             served.start()
             alice = served.client()
             created = alice.create_submission(_slow_plan("cut", episodes=4))
@@ -215,12 +226,49 @@ def test_postgresql_connections_terminated_mid_run_lose_nothing_and_count_nothin
                     terminated += len(rows)
             assert terminated > 0
             view = _until(lambda: _ended(alice, created.submission_id), timeout=120, every=0.5)
-            assert view.status.name == "finished" and view.episodes.done == 8
+            assert view.status.name == "finished" and view.episodes.done == 8, view.reason
             db = Database(tagged)
             episodes = _episodes(db, created.submission_id)
             assert [e.state for e in episodes] == [EpisodeState.DONE] * 8
             db.close()
             assert served.stop() == 0
+
+
+def test_a_connection_cut_as_a_worker_starts_an_endpoint_hands_the_batch_back_and_the_run_finishes(
+    tmp_path: Path,
+) -> None:
+    """A pooled connection is pinged only after a second idle (`store.db`), so one the database cut within
+    that second fails at its next statement. When that statement was the worker's read of a served policy,
+    the worker failed the run as unable to start its endpoint: the database's fault, made the researcher's.
+    Now the worker hands the batch back (the attempt not counted) and plays it once the database answers."""
+    with (
+        fresh_database("postgresql", tmp_path) as url,
+        running_platform(tmp_path, url, workers=0) as platform,
+    ):
+        _add_slower_policy(platform.settings, 0.01)
+        alice = platform.client("alice")
+        created = alice.create_submission(_slow_plan("cut-at-start"))
+        worker = PlatformWorker(platform.settings, ledger_for(platform.settings))
+        cut: list[int] = []
+
+        @event.listens_for(worker.db.engine, "before_cursor_execute")
+        def cut_the_first_policy_read(connection: Any, cursor: Any, statement: str, *_: Any) -> None:
+            if "policy_specs" in statement and not cut:
+                cut.append(connection.connection.dbapi_connection.info.backend_pid)
+                with psycopg.connect(PG_URL, autocommit=True) as admin:
+                    admin.execute("SELECT pg_terminate_backend(%s)", (cut[0],))
+
+        playing = threading.Thread(target=worker.run, daemon=True)
+        playing.start()
+        try:
+            view = platform.wait(alice, created.submission_id, timeout=60)
+        finally:
+            worker.stop()
+            playing.join(30)
+        assert cut, "the worker never read its served policy"
+        assert view.status.name == "finished", view.reason
+        episodes = _episodes(platform.platform.db, created.submission_id)
+        assert [(e.state, e.attempt) for e in episodes] == [(EpisodeState.DONE, 1)] * len(episodes)
 
 
 def _ended(client: Any, submission_id: Any) -> Any:
@@ -263,7 +311,7 @@ def test_a_full_artifact_folder_errors_the_run_as_the_platforms_fault_refunded_a
     fault_server: ServerProcess,
 ) -> None:
     served = fault_server
-    _add_slower_policy(served, 0.1)
+    _add_slower_policy(served.settings, 0.1)
     with _small_filesystem(served.settings.artifact_root, "4m") as artifacts:
         served.start()
         alice = served.client()
@@ -357,7 +405,7 @@ def test_a_worker_sigkilled_during_a_sequences_eval_leaves_the_same_report_each_
     from yardstick.sequences.report import run_id_of
 
     served = fault_server
-    _add_slower_policy(served, 0.3)
+    _add_slower_policy(served.settings, 0.3)
     served.start()
     headers = {"Authorization": f"Bearer {served.keys['alice']}"}
 
@@ -416,13 +464,6 @@ def test_a_stop_signal_that_lands_inside_the_workers_wait_on_its_stop_stops_it(t
     where that thread holds the lock `Event.set()` takes. A handler that set the event there waited on its
     own thread for good: a harness worker whose parent had gone lived on, hung, adopted by init. The handler
     only asks; the worker stops at its next look."""
-    import threading
-
-    from yardstick.core.install import open_install
-    from yardstick.core.settings import Settings
-    from yardstick.core.worker import PlatformWorker
-    from yardstick.gateway.services import ledger_for
-
     settings = Settings(data_dir=tmp_path)
     open_install(settings).close()
     worker = PlatformWorker(settings, ledger_for(settings))

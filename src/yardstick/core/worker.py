@@ -267,7 +267,8 @@ class PlatformWorker:
             renewer.join()
             self._playing.clear()
             self._run_id = None
-            # Whatever was not played (stopping, or the run ended) goes back; a run that ended drops it.
+            # Whatever was not played (stopping, the run ended, the database failed) goes back; a run that
+            # ended drops it. After a connection cut, SQLAlchemy has replaced the pool's older connections.
             self.queue.release(self.name, list(pending))
 
     def _renew(self, pending: dict[int, LeasedEpisode], done: threading.Event) -> None:
@@ -310,6 +311,8 @@ class PlatformWorker:
             )
             pending.clear()
             return False
+        except OperationalError:
+            raise  # the database's fault, not the run's: `run` waits for it, and the batch goes back
         except Exception as exc:  # the worker's own fault: the run says so, and the worker goes on
             log.exception("worker %s: starting endpoint %r failed", self.name, episodes[0].endpoint)
             self.lifecycle.fail(
