@@ -234,29 +234,41 @@ def test_postgresql_connections_terminated_mid_run_lose_nothing_and_count_nothin
             assert served.stop() == 0
 
 
-def test_a_connection_cut_as_a_worker_starts_an_endpoint_hands_the_batch_back_and_the_run_finishes(
-    tmp_path: Path,
+# Statements a worker runs while it plays a batch: its read of the served policy it is to start, and the
+# landing of an episode it played (`Queue.complete`).
+CUT_AT = {
+    "starting an endpoint": ("FROM policy_specs",),
+    "landing an episode": ("UPDATE episodes", "RETURNING episodes.submission_id"),
+}
+
+
+@pytest.mark.parametrize("moment", CUT_AT)
+def test_a_connection_cut_while_a_worker_plays_hands_its_batch_back_and_the_run_finishes(
+    tmp_path: Path, moment: str
 ) -> None:
     """A pooled connection is pinged only after a second idle (`store.db`), so one the database cut within
-    that second fails at its next statement. When that statement was the worker's read of a served policy,
-    the worker failed the run as unable to start its endpoint: the database's fault, made the researcher's.
-    Now the worker hands the batch back (the attempt not counted) and plays it once the database answers."""
+    that second fails at its next statement. Cut as the worker started an endpoint, that failed the run as
+    the worker's own fault; cut as it landed an episode, the episode (and the rest of the batch, if its
+    release failed too) stayed leased until the lease ran out. Now the worker hands all it holds back,
+    uncounted, once the database answers, and plays it: with a lease of ten minutes the run still finishes."""
     with (
         fresh_database("postgresql", tmp_path) as url,
-        running_platform(tmp_path, url, workers=0) as platform,
+        running_platform(tmp_path, url, workers=0, lease_s=600) as platform,
     ):
         _add_slower_policy(platform.settings, 0.01)
         alice = platform.client("alice")
-        created = alice.create_submission(_slow_plan("cut-at-start"))
+        created = alice.create_submission(_slow_plan("cut-while-playing"))
         worker = PlatformWorker(platform.settings, ledger_for(platform.settings))
         cut: list[int] = []
 
         @event.listens_for(worker.db.engine, "before_cursor_execute")
-        def cut_the_first_policy_read(connection: Any, cursor: Any, statement: str, *_: Any) -> None:
-            if "policy_specs" in statement and not cut:
+        def cut_once_there(connection: Any, cursor: Any, statement: str, *_: Any) -> None:
+            if all(part in statement for part in CUT_AT[moment]) and not cut:
                 cut.append(connection.connection.dbapi_connection.info.backend_pid)
                 with psycopg.connect(PG_URL, autocommit=True) as admin:
-                    admin.execute("SELECT pg_terminate_backend(%s)", (cut[0],))
+                    admin.execute(
+                        "SELECT pg_terminate_backend(%s, 10000)", (cut[0],)
+                    )  # and wait for it to end
 
         playing = threading.Thread(target=worker.run, daemon=True)
         playing.start()
@@ -265,7 +277,7 @@ def test_a_connection_cut_as_a_worker_starts_an_endpoint_hands_the_batch_back_an
         finally:
             worker.stop()
             playing.join(30)
-        assert cut, "the worker never read its served policy"
+        assert cut, f"the worker never ran a statement with {CUT_AT[moment]}"
         assert view.status.name == "finished", view.reason
         episodes = _episodes(platform.platform.db, created.submission_id)
         assert [(e.state, e.attempt) for e in episodes] == [(EpisodeState.DONE, 1)] * len(episodes)

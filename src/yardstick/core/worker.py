@@ -112,6 +112,9 @@ class PlatformWorker:
         self._pending: dict[int, LeasedEpisode] = {}
         self._playing: dict[int, LeasedEpisode] = {}
         self._in_engine = False
+        # A database failure mid-batch may leave episodes leased to this worker that it will not play: the
+        # batch's own release may have failed too, and an episode played but not recorded is still leased.
+        self._leases_left = False
 
     def run(self) -> None:
         """Until `stop()`: sweep abandoned runs, lease, play; the vigil beats meanwhile."""
@@ -123,8 +126,9 @@ class PlatformWorker:
                     played = self.step()
                 except OperationalError as exc:
                     # The database went away (a restart, a connection cut): what this worker held goes back
-                    # when its lease runs out; it carries on once the database answers again.
+                    # once the database answers again, and it carries on.
                     log.warning("worker %s: the database failed (%s); retrying", self.name, exc.orig)
+                    self._leases_left = True
                     played = False
                 if not played:
                     self._idle()
@@ -175,6 +179,11 @@ class PlatformWorker:
 
     def step(self) -> bool:
         """One round; True if it played anything."""
+        if self._leases_left:
+            # Handed back now, uncounted (the worker was not lost), rather than left for their leases to run
+            # out: a minute of a run standing still for a second's cut.
+            self.queue.release_all(self.name)
+            self._leases_left = False
         self._sweep()
         leased = self.queue.lease(self.name, self.batch, frozenset(self._warm))
         if not leased:
