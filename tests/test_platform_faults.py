@@ -235,7 +235,7 @@ def test_postgresql_connections_terminated_mid_run_lose_nothing_and_count_nothin
 
 
 # Statements a worker runs while it plays a batch: its read of the served policy it is to start, and the
-# landing of an episode it played (`Queue.complete`).
+# landing of an episode it played (`EpisodeQueue.complete`).
 CUT_AT = {
     "starting an endpoint": ("FROM policy_specs",),
     "landing an episode": ("UPDATE episodes", "RETURNING episodes.submission_id"),

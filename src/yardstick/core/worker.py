@@ -277,7 +277,7 @@ class PlatformWorker:
             self._playing.clear()
             self._run_id = None
             # Whatever was not played (stopping, the run ended, the database failed) goes back; a run that
-            # ended drops it. After a connection cut, SQLAlchemy has replaced the pool's older connections.
+            # ended drops it. If the database fails this too, the next round hands it back (`step`).
             self.queue.release(self.name, list(pending))
 
     def _renew(self, pending: dict[int, LeasedEpisode], done: threading.Event) -> None:
