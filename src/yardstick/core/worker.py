@@ -117,7 +117,8 @@ class PlatformWorker:
         self._leases_left = False
 
     def run(self) -> None:
-        """Until `stop()`: sweep abandoned runs, lease, play; the vigil beats meanwhile."""
+        """Until `stop()`: sweep abandoned runs, lease, play, and wait out a database that fails; the vigil
+        beats meanwhile."""
         vigil = threading.Thread(target=self._vigil, name="yardstick-vigil", daemon=True)
         vigil.start()
         try:
