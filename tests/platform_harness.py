@@ -25,10 +25,10 @@ from platform_client.eval_plan import EvalPlan
 from yardstick.cli.platform_cmd import run_worker
 from yardstick.core import admin
 from yardstick.core.platform import Platform
-from yardstick.core.processes import children, descendants, kill_all
 from yardstick.core.settings import Settings, SignInSettings
 from yardstick.gateway.app import create_app
 from yardstick.gateway.services import Services, open_services
+from yardstick.hosted.processes import children, descendants, kill_all
 from yardstick.store.models import ServedPolicy
 
 TOYS = Path(__file__).parent / "toys.py"
@@ -162,7 +162,11 @@ def running_platform(
     ttl_s: int = 3600,
     call_timeout_s: float = 60.0,
     sign_in: SignInSettings | None = None,
+    allow_remote: tuple[str, ...] = (),
+    **more: Any,
 ) -> Iterator[Harness]:
+    """`allow_remote`: the test's own policy servers on this machine a remote endpoint may name (none by
+    default, as a platform allows none); `more`: other `Settings` fields (box limits, say)."""
     settings = Settings(
         data_dir=tmp_path / "platform",
         database_url=database_url,
@@ -171,6 +175,8 @@ def running_platform(
         artifact_ttl_s=ttl_s,
         call_timeout_s=call_timeout_s,
         sign_in=sign_in or SignInSettings(),
+        allow_remote=allow_remote,
+        **more,
     )
     keys = prepare_install(settings, per_day=per_day)
     services = open_services(settings)
@@ -204,6 +210,7 @@ class ServerProcess:
     args: list[str]
     log: Path
     process: subprocess.Popen[bytes] | None = None
+    env: dict[str, str] | None = None
 
     @property
     def url(self) -> str:
@@ -218,6 +225,7 @@ class ServerProcess:
                 [sys.executable, "-m", "yardstick.cli", "server", *self.args],
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                env=self.env,
             )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -257,19 +265,27 @@ def _cmdline(pid: int) -> str:
 
 @contextmanager
 def server_process(
-    tmp_path: Path, database_url: str | None, *, call_timeout_s: float = 60.0, extra: tuple[str, ...] = ()
+    tmp_path: Path,
+    database_url: str | None,
+    *,
+    call_timeout_s: float = 60.0,
+    extra: tuple[str, ...] = (),
+    data_dir: Path | None = None,
+    env: dict[str, str] | None = None,
+    per_day: int = 50,
 ) -> Iterator[ServerProcess]:
     """A prepared install served by `yardstick server` in a process of its own; SIGKILLed (with whatever is
-    left of its tree) if the test did not stop it."""
+    left of its tree) if the test did not stop it. `data_dir`: where the install keeps its state (default:
+    in `tmp_path`); `env`: the server's whole environment (default: this process's)."""
     settings = Settings(
-        data_dir=tmp_path / "platform", database_url=database_url, call_timeout_s=call_timeout_s
+        data_dir=data_dir or tmp_path / "platform", database_url=database_url, call_timeout_s=call_timeout_s
     )
-    keys = prepare_install(settings)
+    keys = prepare_install(settings, per_day=per_day)
     port = free_port()
     args = ["--data-dir", str(settings.data_dir), "--port", str(port), "--call-timeout", str(call_timeout_s)]
     if database_url:
         args += ["--database", database_url]
-    served = ServerProcess(settings, keys, port, [*args, *extra], tmp_path / "server.log")
+    served = ServerProcess(settings, keys, port, [*args, *extra], tmp_path / "server.log", env=env)
     try:
         yield served
     finally:

@@ -13,7 +13,7 @@ import pytest
 
 from hosted_helpers import bundle_of, needs_bwrap
 from yardstick.hosted.check import check_benchmark
-from yardstick.hosted.environments import MARKER, PrepareFailed, plan, prepare, worker_python
+from yardstick.hosted.environments import PrepareFailed, marker, plan, prepare, worker_python
 from yardstick.hosted.errors import ImageRefused
 
 DEFAULT = {"base": "debian:12-slim", "steps": []}
@@ -86,9 +86,9 @@ def test_pip_steps_install_into_an_environment_of_the_versions_own_once(tmp_path
     assert seen.stdout.strip() == "1.16.0", seen.stderr
     # The worker's own Python has no six: it is the version's alone.
     assert subprocess.run([sys.executable, "-c", "import six"], capture_output=True).returncode != 0
-    made = (tmp_path / "env" / MARKER).stat().st_mtime_ns
+    made = marker(tmp_path / "env").stat().st_mtime_ns
     assert prepare(image, tmp_path / "env") == environment
-    assert (tmp_path / "env" / MARKER).stat().st_mtime_ns == made  # found made, not made again
+    assert marker(tmp_path / "env").stat().st_mtime_ns == made  # found made, not made again
 
     # The build check runs with it: a benchmark that imports what its image installs.
     uses_six = {

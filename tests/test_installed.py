@@ -317,7 +317,9 @@ def test_policy_serve_and_the_platform_play_a_run_with_its_page(install: Install
     policy_port, platform_port = free_port(), free_port()
     policy_log, platform_log = install.home / "policy.log", install.home / "platform.log"
     policy = install.start(policy_log, "policy", "serve", "reach2d.py:GoTo", "--port", str(policy_port))
-    server = install.start(platform_log, "server", *admin, "--port", str(platform_port))
+    # The run's policy is served on this machine: the administrator allows the platform to dial it.
+    allowed = ("--allow-remote", f"127.0.0.1:{policy_port}")
+    server = install.start(platform_log, "server", *admin, "--port", str(platform_port), *allowed)
     url = f"http://127.0.0.1:{platform_port}"
 
     health = wait_until_up(policy, f"http://127.0.0.1:{policy_port}/healthz", policy_log).json()

@@ -423,7 +423,7 @@ def test_a_remote_endpoint_is_dialled_over_the_wire(tmp_path: Path) -> None:
     host = PolicyHost(toys.Rows, model_id="rows", reference="toys:Rows")
     with (
         PolicyServer({"rows": host}, ServeOptions(port=0, grpc_port=0)) as policy_server,
-        running_platform(tmp_path, None) as platform,
+        running_platform(tmp_path, None, allow_remote=("127.0.0.1",)) as platform,
     ):
         alice = platform.client("alice")
         plan = EvalPlan.model_validate(

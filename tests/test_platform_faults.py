@@ -36,10 +36,10 @@ from platform_harness import (
 )
 from yardstick.core.artifacts import LocalArtifactStore
 from yardstick.core.install import open_install
-from yardstick.core.processes import children, descendants
 from yardstick.core.settings import Settings
 from yardstick.core.worker import PlatformWorker
 from yardstick.gateway.services import ledger_for
+from yardstick.hosted.processes import children, descendants
 from yardstick.store.db import Database
 from yardstick.store.models import Artifact, Run, RunEpisode, ServedPolicy, WorkerBeat
 from yardstick.store.states import EpisodeState
@@ -92,7 +92,9 @@ def _add_slower_policy(settings: Settings, delay: float) -> None:
 
 @pytest.fixture
 def fault_server(tmp_path: Path, database_url: str) -> Iterator[ServerProcess]:
-    with server_process(tmp_path, database_url, call_timeout_s=CALL_LIMIT_S) as served:
+    # The test's own policy servers listen on this machine: the administrator allows them.
+    allowed = ("--allow-remote", "127.0.0.1")
+    with server_process(tmp_path, database_url, call_timeout_s=CALL_LIMIT_S, extra=allowed) as served:
         yield served
 
 

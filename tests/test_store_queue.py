@@ -18,14 +18,23 @@ def db(migrated_db: Database) -> Database:
     return migrated_db
 
 
-def submission(db: Database, episodes: int) -> int:
+def submission(db: Database, episodes: int, of: int | None = None) -> int:
+    """A submission of `episodes` queued episodes: of a new org, or of the org of submission `of`."""
     with db.writing() as session:
-        org = Org(slug=f"org-{time.perf_counter_ns()}")
         user = User(login=f"user-{time.perf_counter_ns()}")
-        session.add_all([org, user])
+        session.add(user)
+        if of is None:
+            org = Org(slug=f"org-{time.perf_counter_ns()}")
+            session.add(org)
+            session.flush()
+            org_id = org.id
+        else:
+            found = session.get(Run, of)
+            assert found is not None
+            org_id = found.org_id
         session.flush()
         sub = Run(
-            org_id=org.id, user_id=user.id, plan_digest="x", plan={}, resolved={}, episodes_total=episodes
+            org_id=org_id, user_id=user.id, plan_digest="x", plan={}, resolved={}, episodes_total=episodes
         )
         session.add(sub)
         session.flush()
@@ -46,7 +55,8 @@ def submission(db: Database, episodes: int) -> int:
 
 
 def test_leases_take_the_oldest_submission_in_index_order_and_start_it(db: Database) -> None:
-    first, second = submission(db, 5), submission(db, 3)
+    first = submission(db, 5)
+    second = submission(db, 3, of=first)
     queue = EpisodeQueue(db)
     batch = queue.lease("w1", 3)
     assert [e.submission_id for e in batch] == [first] * 3 and [e.index for e in batch] == [0, 1, 2]
@@ -54,6 +64,25 @@ def test_leases_take_the_oldest_submission_in_index_order_and_start_it(db: Datab
     assert [e.submission_id for e in queue.lease("w2", 10)] == [second] * 3
     with db.reading() as session:
         assert session.get(Run, first).status == "running"  # type: ignore[union-attr]
+
+
+def test_a_free_worker_takes_the_org_playing_least_so_one_orgs_eval_cannot_hold_every_worker(
+    db: Database,
+) -> None:
+    big = submission(db, 40)
+    later = submission(db, 40, of=big)
+    other = submission(db, 6)  # filed last, by another org
+    queue = EpisodeQueue(db)
+    assert {e.submission_id for e in queue.lease("w1", 4)} == {big}
+    # The big eval's org holds a worker: the next takes the other org's, filed after both of its.
+    assert {e.submission_id for e in queue.lease("w2", 4)} == {other}
+    # Both orgs hold one: the oldest submission goes on.
+    assert {e.submission_id for e in queue.lease("w3", 4)} == {big}
+    assert {e.submission_id for e in queue.lease("w4", 4)} == {other}
+    queue.release_all("w2")
+    queue.release_all("w4")
+    assert {e.submission_id for e in queue.lease("w5", 6)} == {other}
+    assert later not in {e.submission_id for e in queue.lease("w6", 4)}  # its org's oldest first
 
 
 def test_concurrent_workers_never_lease_the_same_episode(db: Database) -> None:

@@ -38,17 +38,78 @@ CallTimeout = typer.Option(
 )
 
 
+AllowRemote = typer.Option(
+    [],
+    "--allow-remote",
+    help="An address on this machine remote endpoints may name (HOST:PORT, HOST for any port, or "
+    "unix:/path); loopback, link-local and unix-socket endpoints are refused otherwise. Repeatable.",
+)
+BoxMemory = typer.Option(
+    None, "--box-memory", min=0.1, help="GiB of memory each box of an org's code may use (default 8)."
+)
+BoxProcesses = typer.Option(
+    None, "--box-processes", min=8, help="Processes each box of an org's code may run (default 512)."
+)
+EpisodeTimeout = typer.Option(
+    None,
+    "--episode-timeout",
+    min=1.0,
+    help="Seconds of wall-clock time one episode of an org's code may take before its box is killed "
+    "(default 1800).",
+)
+
+
 def _settings(data_dir: Path | None, database: str | None, call_timeout: float | None = None) -> Settings:
     settings = Settings.from_env(data_dir, database)
     return settings if call_timeout is None else dataclasses.replace(settings, call_timeout_s=call_timeout)
 
 
+def _platform_settings(
+    data_dir: Path | None,
+    database: str | None,
+    call_timeout: float | None,
+    allow_remote: list[str],
+    box_memory: float | None,
+    box_processes: int | None,
+    episode_timeout: float | None,
+) -> Settings:
+    """The settings of a server or a worker: what boxes may use, which local addresses may be dialled."""
+    from yardstick.hosted.limits import GiB
+
+    settings = _settings(data_dir, database, call_timeout)
+    for allowed in allow_remote:
+        if not _allowable(allowed):
+            rule = f"{allowed!r} is HOST:PORT, HOST (any port) or unix:/absolute/path"
+            raise typer.BadParameter(rule, param_hint="--allow-remote")
+    limits = settings.box_limits
+    if box_memory is not None:
+        limits = dataclasses.replace(limits, memory_bytes=int(box_memory * GiB))
+    if box_processes is not None:
+        limits = dataclasses.replace(limits, processes=box_processes)
+    return dataclasses.replace(
+        settings,
+        allow_remote=tuple(allowed.strip() for allowed in allow_remote),
+        box_limits=limits,
+        episode_timeout_s=episode_timeout or settings.episode_timeout_s,
+    )
+
+
+def _allowable(text: str) -> bool:
+    text = text.strip()
+    if text.startswith("unix:"):
+        return text[len("unix:") :].startswith("/")
+    host, colon, port = text.rpartition(":") if not text.endswith("]") else (text, "", "")
+    if colon and port.isdigit() and 0 < int(port) < 65536:
+        return bool(host)
+    return bool(text) and " " not in text and "/" not in text
+
+
 def run_worker(settings: Settings, name: str | None = None, parent: int | None = None) -> None:
     """A worker process's life: play episodes until SIGTERM, SIGINT or (given its `parent`'s pid) the
     parent's death, then hand back what it held, the episode in play included."""
-    from yardstick.core.processes import die_with_parent
     from yardstick.core.worker import PlatformWorker
     from yardstick.gateway.services import ledger_for
+    from yardstick.hosted.processes import die_with_parent
 
     worker = PlatformWorker(settings, ledger_for(settings), name=name)
     signal.signal(signal.SIGTERM, lambda *_: worker.interrupt())
@@ -125,6 +186,10 @@ def server(
         "signatures in paths redacted).",
     ),
     call_timeout: float | None = CallTimeout,
+    allow_remote: list[str] = AllowRemote,
+    box_memory: float | None = BoxMemory,
+    box_processes: int | None = BoxProcesses,
+    episode_timeout: float | None = EpisodeTimeout,
 ) -> None:
     """The whole platform on one machine: the API, workers, the database and the artifacts, migrations
     applied. OpenAPI at /docs."""
@@ -134,7 +199,9 @@ def server(
     from yardstick.gateway.services import open_services
     from yardstick.gateway.serving import bind, serve
 
-    settings = _settings(data_dir, database, call_timeout)
+    settings = _platform_settings(
+        data_dir, database, call_timeout, allow_remote, box_memory, box_processes, episode_timeout
+    )
     supervisor = Supervisor(settings, 0 if no_worker else workers, run_worker)
     with _stopped_by_signals() as held:
         services = open_services(settings)
@@ -164,13 +231,19 @@ def worker(
     database: str | None = DatabaseUrl,
     concurrency: int = typer.Option(1, min=1, help="Worker processes on this machine."),
     call_timeout: float | None = CallTimeout,
+    allow_remote: list[str] = AllowRemote,
+    box_memory: float | None = BoxMemory,
+    box_processes: int | None = BoxProcesses,
+    episode_timeout: float | None = EpisodeTimeout,
 ) -> None:
     """Play queued episodes from a platform's database (PostgreSQL for workers on other machines; the
     artifact folder must be shared with the server's). The worker processes are supervised: one that dies is
     replaced; SIGTERM or SIGINT stops them all."""
     from yardstick.core.supervisor import Supervisor
 
-    settings = _settings(data_dir, database, call_timeout)
+    settings = _platform_settings(
+        data_dir, database, call_timeout, allow_remote, box_memory, box_processes, episode_timeout
+    )
     supervisor = Supervisor(settings, concurrency, run_worker)
     with _stopped_by_signals() as held:
         try:

@@ -30,6 +30,10 @@ def serve(
         False, "--no-port", help="Serve no TCP websocket (only --uds / --grpc-port)."
     ),
     uds: str | None = typer.Option(None, help="Also serve on this unix socket (an absolute path)."),
+    uds_fd: int | None = typer.Option(
+        None,
+        help="Also serve on this inherited descriptor: a unix socket already listening (a boxed server).",
+    ),
     grpc_port: int | None = typer.Option(None, help="Also serve gRPC on this port."),
     tls_cert: str | None = typer.Option(None, help="Serve TLS with this certificate (PEM)."),
     tls_key: str | None = typer.Option(None, help="...and this key (PEM)."),
@@ -64,6 +68,7 @@ def serve(
         host=host,
         port=None if no_port else port,
         uds=uds,
+        uds_fd=uds_fd,
         grpc_port=grpc_port,
         token=os.environ.get(TOKEN_ENV) or None,
         tls_cert=tls_cert,

@@ -5,8 +5,9 @@
 - Registering unpacks the bundle at once (a bad one is refused with the field and the rule, and nothing is
   stored), then builds the version in the background: its environment prepared, its class imported and tried
   in a box (`hosted.check`). `building` becomes `ready`, or `failed` with the reason and where it was raised.
-- Builds run in the gateway's process, a few at a time; one the gateway did not finish (it stopped) is
-  started again when it opens.
+- Builds run in the gateway's process, a few at a time, shared fairly between orgs (`core.fair`: one org's
+  slow builds cannot hold every builder); each box they make is held to the install's limits and hides its
+  folders. One the gateway did not finish (it stopped) is started again when it opens.
 - A benchmark's assets (volumes) are pinned when it registers: the version of each its registration names, or
   the one in use. The same code with other assets is another version; its build check and its episodes mount
   them.
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -24,6 +24,7 @@ from typing import Any, Literal
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from yardstick.core.fair import FairPool
 from yardstick.core.refusals import Refusal, RefusalKind, bad_request, not_found
 from yardstick.core.secrets import Secrets
 from yardstick.core.volumes import AssetRef, Pin, Volumes
@@ -33,6 +34,7 @@ from yardstick.hosted.check import check_benchmark, check_policy
 from yardstick.hosted.environments import PrepareFailed, prepare
 from yardstick.hosted.environments import plan as image_plan
 from yardstick.hosted.errors import BundleRefused, ImageRefused
+from yardstick.hosted.limits import BoxLimits
 from yardstick.store.db import Database
 from yardstick.store.models import Hosted, HostedVersion, utcnow
 from yardstick.store.states import BuildStatus, HostedKind
@@ -82,17 +84,30 @@ class Located:
 
 
 class Hosting:
-    def __init__(self, db: Database, root: Path, secrets: Secrets, volumes: Volumes) -> None:
+    """`hidden`: the install's folders every build's boxes hide; `limits` what each of them may use."""
+
+    def __init__(
+        self,
+        db: Database,
+        root: Path,
+        secrets: Secrets,
+        volumes: Volumes,
+        *,
+        hidden: tuple[Path, ...] = (),
+        limits: BoxLimits | None = None,
+    ) -> None:
         self.db = db
         self.root = Path(root)
         self.secrets = secrets
         self.volumes = volumes
-        self._builds = ThreadPoolExecutor(max_workers=BUILDERS, thread_name_prefix="yardstick-build")
+        self.hidden = hidden
+        self.limits = limits or BoxLimits()
+        self._builds = FairPool(BUILDERS, "yardstick-build")
         self._built: dict[int, threading.Event] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
-        self._builds.shutdown(wait=False, cancel_futures=True)
+        self._builds.shutdown()
 
     # --- registering ---------------------------------------------------------------------------------
 
@@ -132,7 +147,7 @@ class Hosting:
             else:
                 rebuild = self._new_version(session, org_id, hosted, latest, upload, pins)
         # The build reads the version in a session of its own: it starts once this one is committed.
-        self._start(rebuild.id)
+        self._start(rebuild.id, org_id)
         return rebuild
 
     def _new_version(
@@ -187,16 +202,18 @@ class Hosting:
         """Start again every build a gateway left unfinished."""
         with self.db.reading() as session:
             unfinished = session.execute(
-                select(HostedVersion.id).where(HostedVersion.status == BuildStatus.BUILDING)
-            ).scalars()
-            for version_id in list(unfinished):
-                self._start(version_id)
+                select(HostedVersion.id, Hosted.org_id)
+                .join(Hosted, Hosted.id == HostedVersion.hosted_id)
+                .where(HostedVersion.status == BuildStatus.BUILDING)
+            ).all()
+        for version_id, org_id in unfinished:
+            self._start(version_id, org_id)
 
-    def _start(self, version_id: int) -> None:
+    def _start(self, version_id: int, org_id: int) -> None:
         with self._lock:
             event = self._built.setdefault(version_id, threading.Event())
             event.clear()
-        self._builds.submit(self._build, version_id)
+        self._builds.submit(org_id, lambda: self._build(version_id))
 
     def wait(self, version_id: int, timeout_s: float) -> HostedVersion:
         """The version, once its build ended or `timeout_s` passed."""
@@ -214,7 +231,10 @@ class Hosting:
             located = self.located(version_id, building=True)
             try:
                 environment = prepare(
-                    located.checked.get("image") or None, self.root / _folder(self.db, version_id) / "env"
+                    located.checked.get("image") or None,
+                    self.root / _folder(self.db, version_id) / "env",
+                    hidden=self.hidden,
+                    limits=self.limits,
                 )
             except (ImageRefused, PrepareFailed) as exc:
                 self._ended(version_id, None, f"image: {exc}")
@@ -232,6 +252,8 @@ class Hosting:
                 timeout_s=CHECK_TIMEOUT_S,
                 python=environment.python,
                 mounts=mounted,
+                hidden=self.hidden,
+                limits=self.limits,
             )
             if not checked.ready:
                 where = f" (at {checked.stage})" if checked.stage else ""

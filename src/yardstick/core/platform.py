@@ -13,6 +13,7 @@ from yardstick.core.install import Install
 from yardstick.core.ledger import NO_CREDITS, Ledger
 from yardstick.core.lifecycle import Lifecycle
 from yardstick.core.links import Links
+from yardstick.core.reach import Reach
 from yardstick.core.runs import Runs
 from yardstick.core.secrets import Secrets
 from yardstick.core.uploads import Uploads
@@ -35,6 +36,7 @@ class Platform:
             self.db, lease_s=self.settings.lease_s, max_attempts=self.settings.max_attempts
         )
         self.accounts = Authenticator(self.db)
+        self.reach = Reach(self.settings.allow_remote)
         # What each process has read of ended runs, which never change (`core.ended`).
         self.ended = EndedRuns()
         self.runs = Runs(self.db, self.queue, ledger, self.ended)
@@ -44,7 +46,14 @@ class Platform:
         self.secrets = Secrets(self.db, self.secret)
         self.volumes = Volumes(self.db, volume_store(self.settings))
         self.uploads = Uploads(self.db, self.volumes.store, self.secret)
-        self.hosting = Hosting(self.db, self.settings.hosted_root, self.secrets, self.volumes)
+        self.hosting = Hosting(
+            self.db,
+            self.settings.hosted_root,
+            self.secrets,
+            self.volumes,
+            hidden=self.settings.private_folders,
+            limits=self.settings.box_limits,
+        )
 
     def catalog(self, caller: Caller, org: Org | None = None) -> Catalog:
         """What `caller` may name (for `org`, else for any org of theirs)."""

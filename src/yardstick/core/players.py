@@ -1,7 +1,9 @@
 """What a worker plays a batch with, kept warm for the next batch of the same run: the engine's `Runtime` in
 the worker's own process for the catalogue's benchmarks, a box (`hosted.player.BoxedExecutor`) for an org's
 hosted benchmark, and for a hosted policy its server in a box of its own, reached over a unix socket.
-Untrusted code never runs in the worker's process."""
+Untrusted code never runs in the worker's process. Every box is held to the install's limits and hides its
+folders; a boxed benchmark's robot time is reckoned here, from its steps and the policy's rate as the
+platform knows it (the rate the policy's server told the platform, or its class declares)."""
 
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from yardstick.catalog import resolve_to_play
 from yardstick.core.artifacts import load_secret
 from yardstick.core.hosting import VOLUMES_FIELD, Hosting, Located
+from yardstick.core.reach import Reach, Unreachable
 from yardstick.core.refusals import Refusal
 from yardstick.core.runs import HOSTED_REF
 from yardstick.core.secrets import Secrets
@@ -24,14 +28,17 @@ from yardstick.core.volumes import Volumes
 from yardstick.engine.failures import Failed, FailureKind
 from yardstick.engine.guard import CallBeacon
 from yardstick.engine.recording import Recording
+from yardstick.engine.remote import RemotePolicyError, probe_spec
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.runtime import BuildError, Component, Runtime, Work
 from yardstick.hosted.player import BoxedExecutor
 from yardstick.hosted.server import BoxedPolicyServer
+from yardstick.sdk.decorators import policy_spec
+from yardstick.sdk.errors import AuthoringError
 from yardstick.store.db import Database
 from yardstick.store.models import ServedPolicy
 from yardstick.store.states import TargetKind
-from yardstick.wire.address import format_url, parse_address
+from yardstick.wire.address import endpoint_from_ref, format_url, parse_address
 
 KEPT = 2  # players (and, apart, policy servers) a worker keeps warm
 
@@ -55,6 +62,10 @@ class BoxedPlayer:
     def close(self) -> None:
         self.executor.close()
 
+    def cancel(self) -> None:
+        """From another thread: kill the box now (the run it plays ended)."""
+        self.executor.cancel()
+
     def stale(self) -> bool:
         """Whether a volume it mounts was deleted since it was built (built again, it is refused)."""
         return any(not folder.is_dir() for folder, _ in self.executor.mounts)
@@ -65,6 +76,7 @@ class Players:
         self, settings: Settings, db: Database, *, call_timeout_s: float, beacon: CallBeacon | None = None
     ) -> None:
         self.db = db
+        self.settings = settings
         self.beacon = beacon  # the worker's vigil watches the in-process engine's calls through it
         self.call_timeout_s = call_timeout_s
         secrets = Secrets(db, load_secret(settings.secret_file)) if settings.secret_file.exists() else None
@@ -115,8 +127,37 @@ class Players:
             call_timeout_s=self.call_timeout_s,
             recording=recording,
         )
-        executor = BoxedExecutor(located.folder, env=env, python=located.python or None, mounts=mounted)
+        executor = BoxedExecutor(
+            located.folder,
+            env=env,
+            python=located.python or None,
+            mounts=mounted,
+            hidden=self.settings.private_folders,
+            limits=self.settings.box_limits,
+            episode_timeout_s=self.settings.episode_timeout_s,
+            policy_hz=self._policy_hz(policy),
+        )
         return BoxedPlayer(executor, work)
+
+    def _policy_hz(self, policy: Component) -> float:
+        """The rate a boxed benchmark's policy plays at, as the platform knows it: the run's own `hz`, else
+        what the policy's server told the platform (a deployment's, served here), else what its class
+        declares (a policy the platform offers)."""
+        override = policy.params.get("hz")
+        if isinstance(override, int | float) and not isinstance(override, bool) and override > 0:
+            return float(override)
+        for server in self._servers.values():
+            if server.url == policy.ref:
+                return server.spec.hz
+        try:
+            endpoint = endpoint_from_ref(policy.ref)
+            if endpoint is not None:
+                return probe_spec(endpoint, policy.params, startup_timeout=10.0).hz
+            return policy_spec(resolve_to_play("policy", policy.ref)).hz
+        except (RemotePolicyError, AuthoringError, OSError, ValueError) as exc:
+            raise BuildError(
+                f"the policy {policy.ref} could not be asked its rate: {exc}", FailureKind.POLICY_SETUP_CRASH
+            ) from None
 
     def _policy(self, target: Mapping[str, Any]) -> Component:
         params = dict(target.get("params") or {})
@@ -132,6 +173,12 @@ class Players:
         if target["kind"] == TargetKind.HOSTED:
             return Component(self._server(str(target["spec"]), params).url)
         wire = target["wire"]
+        try:  # again at the dial: a name may resolve to this machine now
+            Reach(self.settings.allow_remote).refuse(wire, target["address"], resolve=True)
+        except Unreachable as refused:
+            raise BuildError(
+                f"the remote endpoint was not dialled: {refused}", FailureKind.SESSION_REFUSED
+            ) from None
         return Component(format_url(wire, parse_address(wire, target["address"])), params)
 
     def _server(self, version_id: str, params: Mapping[str, Any]) -> BoxedPolicyServer:
@@ -151,6 +198,8 @@ class Players:
                     params=params,
                     python=located.python or None,
                     mounts=mounted,
+                    hidden=self.settings.private_folders,
+                    limits=self.settings.box_limits,
                 )
             except Failed as failed:
                 raise BuildError(failed.reason, failed.kind) from None

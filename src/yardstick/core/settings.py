@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from yardstick.hosted.limits import BoxLimits
+
 DATA_DIR_ENV = "YARDSTICK_DATA_DIR"
 DATABASE_ENV = "YARDSTICK_DATABASE_URL"
 
@@ -65,6 +67,12 @@ class Settings:
     # How long one policy or benchmark call may take on a worker before it is cut (the episode fails).
     call_timeout_s: float = 60.0
     sign_in: SignInSettings = field(default_factory=SignInSettings)
+    # What each box of an org's code may use, and how long one of its episodes may take on the wall clock.
+    box_limits: BoxLimits = field(default_factory=BoxLimits)
+    episode_timeout_s: float = 1800.0
+    # Loopback and link-local addresses a remote endpoint may name (`HOST:PORT`, `HOST` for any port,
+    # `unix:/path` for a unix socket): none unless an administrator allows them (`--allow-remote`).
+    allow_remote: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, data_dir: str | Path | None = None, database_url: str | None = None) -> Settings:
@@ -96,3 +104,10 @@ class Settings:
     @property
     def secret_file(self) -> Path:
         return self.data_dir / "secret.key"
+
+    @property
+    def private_folders(self) -> tuple[Path, ...]:
+        """The install's own folders, hidden in every box: a box is shown only what it is given, and these
+        stay out of sight should one lie inside a folder it is shown (an interpreter's environment)."""
+        folders = (self.data_dir, self.hosted_root, self.artifact_root, self.volume_root)
+        return tuple(dict.fromkeys(folder.resolve() for folder in folders))

@@ -11,6 +11,8 @@ when the supervisor stops.
   the workers had started that outlived them.
 * Each worker dies with its parent (`processes.die_with_parent`), so a supervisor killed outright leaves no
   worker behind either.
+* It is its workers' orphans' reaper: the processes of a box whose worker was killed outright are adopted by
+  it, and reaped as they end (`sandbox.reap_orphans`), so no defunct process is left under the server.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 
-from yardstick.core import processes
 from yardstick.core.settings import Settings
+from yardstick.hosted import limits, processes, sandbox
 from yardstick.store.db import Database
 from yardstick.store.queue import EpisodeQueue
 
@@ -37,6 +39,8 @@ log = logging.getLogger("yardstick.supervisor")
 HEALTHY_S = 30.0
 BACKOFF_MAX_S = 30.0
 WATCH_EVERY_S = 0.25
+# How often it reaps the boxes' processes it adopted (a walk of /proc).
+REAP_EVERY_S = 2.0
 
 # run_worker(settings, name, parent pid): a module-level function, so a spawned process can import it.
 Target = Callable[[Settings, str, int], None]
@@ -78,6 +82,7 @@ class Supervisor:
         self._lock = threading.Lock()
         self._watcher: threading.Thread | None = None
         self._queue: EpisodeQueue | None = None
+        self._next_reap = 0.0
 
     @property
     def queue(self) -> EpisodeQueue:
@@ -87,6 +92,7 @@ class Supervisor:
 
     def start(self) -> None:
         processes.adopt_orphans()
+        limits.remove_leftovers()  # the control groups of boxes whose worker was killed before
         with self._lock:
             for slot in self.slots:
                 self._spawn(slot)
@@ -113,6 +119,9 @@ class Supervisor:
                     return
                 for slot in self.slots:
                     self._tend(slot)
+            if time.monotonic() >= self._next_reap:
+                self._next_reap = time.monotonic() + REAP_EVERY_S
+                sandbox.reap_orphans()
 
     def _tend(self, slot: _Slot) -> None:
         now = time.monotonic()

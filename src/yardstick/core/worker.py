@@ -12,6 +12,9 @@ back, and ends the process, for its supervisor to replace.
 
 `stop` (SIGTERM, SIGINT, the parent's death) ends the worker within moments: the episode in play is cut
 where the engine is (never inside a write of ours) and handed back with the rest of the batch.
+
+While a batch plays, the renewing thread also reads its run's status twice a second: a run cancelled (or
+failed elsewhere) has its box killed at once (`Player.cancel`), rather than left to play out its episode.
 """
 
 from __future__ import annotations
@@ -37,17 +40,18 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from yardstick.core import lifecycle
 from yardstick.core.artifacts import LocalArtifactStore
 from yardstick.core.ledger import Ledger
-from yardstick.core.players import Player, Players
+from yardstick.core.players import BoxedPlayer, Player, Players
 from yardstick.core.settings import Settings
 from yardstick.engine.failures import FailureKind
 from yardstick.engine.guard import Call, CallBeacon
+from yardstick.engine.mp4 import NotAVideo
 from yardstick.engine.recording import Recording, describe_video, episode_folder
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.runtime import BuildError, Component
 from yardstick.store.db import Database
 from yardstick.store.models import Run, WorkerBeat, utcnow
 from yardstick.store.queue import EpisodeQueue, LeasedEpisode
-from yardstick.store.states import ACTIVE_RUNS
+from yardstick.store.states import ACTIVE_RUNS, RunStatus
 
 log = logging.getLogger("yardstick.worker")
 T = TypeVar("T")
@@ -63,6 +67,8 @@ HANG_GRACE_S = 5.0
 IDLE_LOOK_S = 0.05
 # The exit status of a worker that ended itself over a call that would not yield (its supervisor replaces it).
 EXIT_WEDGED = 75
+# How often a worker playing a batch reads whether its run is still active.
+RUN_WATCH_S = 0.5
 
 
 class Stopped(SystemExit):
@@ -111,6 +117,7 @@ class PlatformWorker:
         self._run_id: int | None = None
         self._pending: dict[int, LeasedEpisode] = {}
         self._playing: dict[int, LeasedEpisode] = {}
+        self._player: Player | None = None  # what plays the batch now: cancelled when its run ends
         self._in_engine = False
         # A database failure mid-batch may leave episodes leased to this worker that it will not play: the
         # batch's own release may have failed too, and an episode played but not recorded is still leased.
@@ -263,7 +270,9 @@ class PlatformWorker:
         pending = self._pending = {e.id: e for e in leased}
         self._run_id = leased[0].submission_id
         renewing = threading.Event()
-        renewer = threading.Thread(target=self._renew, args=(pending, renewing), daemon=True)
+        renewer = threading.Thread(
+            target=self._renew, args=(leased[0].submission_id, pending, renewing), daemon=True
+        )
         renewer.start()
         try:
             work = self._batch_work(leased[0].submission_id)
@@ -275,18 +284,39 @@ class PlatformWorker:
         finally:
             renewing.set()
             renewer.join()
+            self._player = None
             self._playing.clear()
             self._run_id = None
             # Whatever was not played (stopping, the run ended, the database failed) goes back; a run that
             # ended drops it. If the database fails this too, the next round hands it back (`step`).
             self.queue.release(self.name, list(pending))
 
-    def _renew(self, pending: dict[int, LeasedEpisode], done: threading.Event) -> None:
-        while not done.wait(self.settings.lease_s / 3):
+    def _renew(self, run_id: int, pending: dict[int, LeasedEpisode], done: threading.Event) -> None:
+        """Renew the batch's lease every third of it, and watch its run: one that ended has what plays it
+        cancelled (a box killed now, not when its episode would have ended)."""
+        renewed = time.monotonic()
+        while not done.wait(RUN_WATCH_S):
             try:
-                self.queue.renew(self.name, list(pending))
+                if time.monotonic() - renewed >= self.settings.lease_s / 3:
+                    renewed = time.monotonic()
+                    self.queue.renew(self.name, list(pending))
+                if not self._run_active(run_id):
+                    player = self._player
+                    cancel = getattr(player, "cancel", None)
+                    if callable(cancel):
+                        log.info("worker %s: run %s ended as it played; box stopped", self.name, run_id)
+                        cancel()
+                    return
             except OperationalError as exc:  # the next renewal may reach the database again
                 log.warning("worker %s: could not renew its lease (%s)", self.name, exc.orig)
+
+    def _run_active(self, run_id: int) -> bool:
+        return self._run_status(run_id) in ACTIVE_RUNS
+
+    def _run_status(self, run_id: int) -> str | None:
+        with self.db.reading() as session:
+            run = session.get(Run, run_id)
+            return None if run is None else run.status
 
     def _batch_work(self, run_id: int) -> BatchWork | None:
         with self.db.reading() as session:
@@ -334,6 +364,7 @@ class PlatformWorker:
             pending.clear()
             return False
         by_index = {e.index: e for e in episodes}
+        self._player = player
         self._warm.update(e.task_id for e in episodes)
         specs = [
             EpisodeSpec(index=e.index, task=e.benchmark_task, trial=e.trial, seed=e.seed, cap_s=e.cap_s)
@@ -362,6 +393,7 @@ class PlatformWorker:
                         {"episode": record},
                     )
                 pending.clear()
+                self._drop_box(player)
                 return False
             try:
                 files = self._upload_recording(batch.run_id, result, record)
@@ -375,6 +407,7 @@ class PlatformWorker:
                 if self.queue.fail(self.name, episode.id, reason, record):
                     self.lifecycle.fail(batch.run_id, FailureKind.STORAGE_FAILED, reason)
                 pending.clear()
+                self._drop_box(player)
                 return False
             landed = self.queue.complete(
                 self.name, episode.id, record, [*files, (key, size, "application/json")]
@@ -383,8 +416,21 @@ class PlatformWorker:
                 self.lifecycle.finish(batch.run_id)
             if not landed.active:
                 pending.clear()
+                self._drop_box(player)
                 return False
+        status = self._run_status(batch.run_id)
+        if status not in ACTIVE_RUNS:
+            pending.clear()
+            if status != RunStatus.FINISHED:  # cancelled as it played (its box was stopped), or failed
+                self._drop_box(player)
+            return False
         return True
+
+    def _drop_box(self, player: Player) -> None:
+        """A run that failed or was cancelled keeps no box warm: what its code left running there (a fork
+        bomb's children, a thread) goes with it. An in-process player is the platform's own, and is kept."""
+        if isinstance(player, BoxedPlayer):
+            self.players.forget(player)
 
     def _upload_recording(
         self, submission_id: int, result: EpisodeResult, record: dict[str, Any]
@@ -400,7 +446,10 @@ class PlatformWorker:
             size = self.store.put(submission_id, key, path.read_bytes(), content_type, durable=False)
             written.append((key, size, content_type))
             if content_type == "video/mp4":
-                videos.append(describe_video(path))
+                try:
+                    videos.append(describe_video(path))
+                except NotAVideo as wrong:  # checked as it left its box; a recording of ours is sound
+                    log.warning("worker %s: %s is no video: %s", self.name, relative, wrong)
         shutil.rmtree(episode_folder(self._recordings, result.index), ignore_errors=True)
         if videos:
             record["videos"] = videos

@@ -43,6 +43,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from yardstick.engine import mp4
+
 if TYPE_CHECKING:
     from av.container import OutputContainer
     from av.video.frame import VideoFrame
@@ -359,23 +361,17 @@ def camera_of(file: str | Path) -> str:
 
 
 def describe_video(path: Path) -> dict[str, Any]:
-    """What a page needs to lay a video out before it loads: camera, file name, width, height, duration."""
-    import av  # deferred: PyAV's import costs a tenth of a second, and only recording runs need it
-
-    with av.open(str(path)) as container:
-        stream = container.streams.video[0]
-        duration = (
-            float(stream.duration * stream.time_base)
-            if stream.duration is not None and stream.time_base is not None
-            else (container.duration or 0) / 1_000_000
-        )
-        return {
-            "camera": camera_of(path),
-            "file": path.name,
-            "width": stream.codec_context.width,
-            "height": stream.codec_context.height,
-            "duration_s": round(duration, 3),
-        }
+    """What a page needs to lay a video out before it loads: camera, file name, width, height, duration.
+    Read by `mp4.inspect`, which checks the file's structure first (a box may have written it): NotAVideo
+    for a file that is no MP4 video."""
+    info = mp4.inspect(path)
+    return {
+        "camera": camera_of(path),
+        "file": path.name,
+        "width": info.width,
+        "height": info.height,
+        "duration_s": info.duration_s,
+    }
 
 
 def _file_name(key: str) -> str:

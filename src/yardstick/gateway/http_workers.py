@@ -21,9 +21,9 @@ import sys
 from functools import partial
 
 from yardstick.core.accounts import Revocations
-from yardstick.core.processes import die_with_parent
 from yardstick.core.settings import Settings
 from yardstick.core.supervisor import Supervisor
+from yardstick.hosted.processes import die_with_parent
 
 
 def supervisor(settings: Settings, count: int, listening: socket.socket, log_level: str) -> Supervisor:

@@ -8,9 +8,10 @@ The same bytes give the same folder (callers key a version's folder by its sha25
 again returns what is there. `pack` makes the bundle the Sequences SDK makes of a folder (sorted members,
 mtime 0, owner 0, mode 0o644, PAX, gzip mtime 0), for tests and for code the platform ships itself.
 
-Nothing of a member's metadata is trusted: no links, devices or fifos; names that stay inside the folder;
-modes reduced to 0o644 (0o755 when any execute bit was set) and 0o755 for folders; limits on the count of
-files, on each file and on the whole once unpacked, so a small upload cannot fill a disk (a zip bomb).
+Nothing of a member's metadata is trusted: no links, devices or fifos; names that stay inside the folder
+and within the filesystem's limits (UTF-8, each part at most 255 bytes, the whole path at most 4000); modes
+reduced to 0o644 (0o755 when any execute bit was set) and 0o755 for folders; limits on the count of files,
+on each file and on the whole once unpacked, so a small upload cannot fill a disk (a zip bomb).
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ MAX_FILES: Final = 10_000
 MAX_FILE_BYTES: Final = 32 * 1024 * 1024
 MAX_UNPACKED_BYTES: Final = 64 * 1024 * 1024
 MAX_NAME_BYTES: Final = 1024
+# A filesystem's own limits: a part of a path (NAME_MAX), and the whole path where it is unpacked (PATH_MAX,
+# with room left for the version's folder around it).
+MAX_PART_BYTES: Final = 255
+MAX_PATH_BYTES: Final = 4000
 MAX_DEPTH: Final = 64
 # Base64 of MAX_CODE_BUNDLE_BYTES: a longer text is refused before it is decoded.
 _MAX_DATA_CHARS: Final = 4 * -(-MAX_CODE_BUNDLE_BYTES // 3)
@@ -217,6 +222,10 @@ def _extract(raw: bytes, into: Path) -> tuple[int, int]:
                     raise BundleRefused(F_DATA, f"member {name!r} appears twice")
                 seen.add(name)
                 target = into.joinpath(*PurePosixPath(name).parts)
+                if len(str(target).encode()) > MAX_PATH_BYTES:
+                    raise BundleRefused(
+                        F_DATA, f"member {name!r}: its path unpacked is longer than {MAX_PATH_BYTES} bytes"
+                    )
                 if member.isdir():
                     _folder(target, name)
                     continue
@@ -238,6 +247,8 @@ def _extract(raw: bytes, into: Path) -> tuple[int, int]:
         raise
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise BundleRefused(F_DATA, f"not a readable gzip tar archive ({exc})") from None
+    except OSError as exc:  # a name the filesystem refuses all the same
+        raise BundleRefused(F_DATA, f"a member cannot be written as it is named ({exc.strerror})") from None
     if not seen:
         raise BundleRefused(F_DATA, "the archive is empty: a bundle holds the code it deploys")
     return files, size
@@ -253,6 +264,10 @@ def _member_name(member: tarfile.TarInfo) -> str:
         )
     if not raw or "\x00" in raw or len(raw.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
         raise BundleRefused(F_DATA, f"member {raw!r}: a name is 1 to {MAX_NAME_BYTES} bytes, no NUL")
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BundleRefused(F_DATA, f"member {raw!r}: a name is UTF-8 text") from None
     if raw.startswith("/") or "\\" in raw or re.match(r"[A-Za-z]:", raw):
         raise BundleRefused(F_DATA, f"member {raw!r} has an absolute path; names are relative to the folder")
     parts = [p for p in raw.split("/") if p not in ("", ".")]
@@ -262,6 +277,12 @@ def _member_name(member: tarfile.TarInfo) -> str:
         raise BundleRefused(F_DATA, f"member {raw!r} names the folder itself")
     if len(parts) > MAX_DEPTH:
         raise BundleRefused(F_DATA, f"member {raw!r} is nested deeper than {MAX_DEPTH} folders")
+    for part in parts:
+        if len(part.encode()) > MAX_PART_BYTES:
+            raise BundleRefused(
+                F_DATA,
+                f"member {raw!r}: each part of a name is at most {MAX_PART_BYTES} bytes (the filesystem's)",
+            )
     return "/".join(parts)
 
 

@@ -2,26 +2,31 @@
 and (a benchmark) reset every task at its first seed and step it?
 
 `check_benchmark` and `check_policy` run `yardstick.hosted.check_runner` boxed (no network, the bundle's
-folder read-only, a scratch folder of its own) and return a `Checked`, a plain record the registry stores
-as JSON: `ready` with the declaration read, or `failed` with the reason — the exception and where in the
-user's files it was raised, or that the check was cut at its time limit. Nothing the user's code does can
-fail the caller: a crash, a hang or garbage on its channel all come back as `failed`.
+folder read-only, a scratch of its own) and return a `Checked`, a plain record the registry stores as JSON:
+`ready` with the declaration read, or `failed` with the reason — the exception and where in the user's files
+it was raised, or that the check was cut at its time limit. Nothing the user's code does can fail the caller:
+a crash, a hang or garbage on its channel all come back as `failed`.
+
+The verdict is what the platform saw, not what the box said: `ready` needs the box's answer to be the one
+line on its channel and the box to have exited 0 on its own within its time (code that prints a "ready"
+of its own and then crashes, hangs or prints again is `failed`); only the answer's known fields are kept.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from yardstick.hosted import inbox, sandbox
+from yardstick.hosted.limits import BoxLimits, size
 
 DEFAULT_TIMEOUT_S: Final = 120.0
+# What of an answer is kept: a declaration is plain data of modest size.
+MAX_ANSWER_BYTES: Final = 256 * 1024
 Status = Literal["ready", "failed"]
 
 
@@ -63,12 +68,13 @@ def check_benchmark(
     python: str | None = None,
     hidden: tuple[Path, ...] = (),
     mounts: Sequence[tuple[Path, str]] = (),
+    limits: BoxLimits | None = None,
 ) -> Checked:
     """Check a benchmark class of an unpacked bundle (`folder`, its import root). `env` is the box's
     environment (secrets arrive so); `python` the interpreter of its prepared environment (default: this
     one's); `hidden` folders the box must not see; `mounts` the folders it reads at places of its own (its
-    assets: (folder, place))."""
-    return _check("benchmark", folder, handler_ref, env, timeout_s, python, hidden, tuple(mounts))
+    assets: (folder, place)); `limits` what the box may use."""
+    return _check("benchmark", folder, handler_ref, env, timeout_s, python, hidden, tuple(mounts), limits)
 
 
 def check_policy(
@@ -80,9 +86,10 @@ def check_policy(
     python: str | None = None,
     hidden: tuple[Path, ...] = (),
     mounts: Sequence[tuple[Path, str]] = (),
+    limits: BoxLimits | None = None,
 ) -> Checked:
     """Check a policy class: import, declaration, build (its constructor)."""
-    return _check("policy", folder, handler_ref, env, timeout_s, python, hidden, tuple(mounts))
+    return _check("policy", folder, handler_ref, env, timeout_s, python, hidden, tuple(mounts), limits)
 
 
 def _check(
@@ -94,6 +101,7 @@ def _check(
     python: str | None,
     hidden: tuple[Path, ...],
     mounts: tuple[tuple[Path, str], ...],
+    limits: BoxLimits | None,
 ) -> Checked:
     def failed(stage: str, error: str, log: str = "") -> Checked:
         return Checked(status="failed", kind=kind, handler_ref=handler_ref, stage=stage, error=error, log=log)
@@ -101,48 +109,69 @@ def _check(
     if not inbox.HANDLER_REF.fullmatch(handler_ref):
         return failed("import", f"handler_ref: {handler_ref!r} is not {inbox.HANDLER_RULE}")
     root = Path(folder).resolve()
-    scratch = Path(tempfile.mkdtemp(prefix="yardstick-check-"))
-    try:
-        box = sandbox.Box(
-            readable=(root,),
-            python=python or sys.executable,
-            writable=(scratch,),
-            hidden=hidden,
-            env={**(env or {}), "PYTHONPATH": inbox.python_path(root)},
-            mounts=mounts,
-        )
-        argv = [python or sys.executable, "-m", "yardstick.hosted.check_runner", kind, handler_ref, str(root)]
-        finished = sandbox.run(box, argv, timeout_s=timeout_s)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    held = limits or BoxLimits()
+    box = sandbox.Box(
+        readable=(root,),
+        python=python or sys.executable,
+        hidden=hidden,
+        env={**(env or {}), "PYTHONPATH": inbox.python_path(root)},
+        mounts=mounts,
+        limits=held,
+    )
+    argv = [python or sys.executable, "-m", "yardstick.hosted.check_runner", kind, handler_ref, str(root)]
+    finished = sandbox.run(box, argv, timeout_s=timeout_s)
     log = finished.stderr.decode("utf-8", "replace")[-4000:]
     if finished.timed_out:
         return failed("box", f"the check did not finish within {timeout_s:g} s and was cut", log)
+    if finished.out_of_memory:
+        return failed(
+            "box", f"the check passed its memory limit ({size(held.memory_bytes)}) and was killed", log
+        )
     lines = finished.stdout.decode("utf-8", "replace").strip().splitlines()
-    try:
-        answer = json.loads(lines[-1]) if lines else None
-    except ValueError:
-        answer = None
-    if not isinstance(answer, dict) or answer.get("status") not in ("ready", "failed"):
+    answer = _answer(lines)
+    if answer is None or finished.returncode != 0:
         how = (
             f"exited with status {finished.returncode}"
             if finished.returncode >= 0
             else (f"was killed by signal {-finished.returncode}")
         )
-        return failed("box", f"the check's process {how} without an answer", log)
+        said = (
+            "without an answer"
+            if not lines
+            else "with more than its answer on its channel"
+            if len(lines) > 1
+            else "with an answer it could not have given"
+            if answer is None
+            else "after its answer"
+        )
+        return failed("box", f"the check's process {how} {said}", log)
+    declaration = answer.get("declaration")
     return Checked(
         status=answer["status"],
         kind=kind,
         handler_ref=handler_ref,
         error=_text(answer.get("error")),
         stage=_text(answer.get("stage")),
-        declaration=answer.get("declaration") if isinstance(answer.get("declaration"), dict) else None,
-        warnings=[str(w) for w in answer.get("warnings") or [] if isinstance(w, str)],
+        declaration=declaration if isinstance(declaration, dict) else None,
+        warnings=[str(w)[:2000] for w in answer.get("warnings") or [] if isinstance(w, str)][:50],
         timing={
             str(k): float(v) for k, v in (answer.get("timing") or {}).items() if isinstance(v, int | float)
         },
         log=log,
     )
+
+
+def _answer(lines: list[str]) -> dict[str, Any] | None:
+    """The check's answer: its channel's one line, a JSON object of a known status, of modest size."""
+    if len(lines) != 1 or len(lines[0]) > MAX_ANSWER_BYTES:
+        return None
+    try:
+        answer = json.loads(lines[0])
+    except ValueError:
+        return None
+    if not isinstance(answer, dict) or answer.get("status") not in ("ready", "failed"):
+        return None
+    return answer
 
 
 def _text(value: Any) -> str | None:

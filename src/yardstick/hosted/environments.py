@@ -4,8 +4,16 @@ made into the Python its code runs with.
 Yardstick builds no container images yet. The default image (`{"base": "debian:12-slim", "steps": []}`, or
 no base at all) runs on the worker's own Python. `uv_pip_install` steps install their requirements into a
 virtual environment of the version's own, made from the worker's interpreter with its packages visible
-(`--system-site-packages`, and the worker's own site folder, where yardstick and numpy are) and filled by
-pip from the package index this machine reaches, in a box whose network is open for that install alone.
+(`--system-site-packages`, and the worker's own site folder, where yardstick and numpy are).
+
+No tenant code runs while it is made, and none with a network. A requirement is a name (with extras,
+versions and markers) from the package index: a direct URL, file or VCS reference is refused by name. The
+platform's own pip downloads wheels only (`--only-binary :all:`: no source distribution's build backend runs),
+in a box that sees the machine's package-index settings and writes only the download folder; then pip
+installs those wheels, offline, in a box with no network that writes only the environment. A package with no
+wheel for this machine (an sdist only) is refused, naming it. The record that an environment is made is kept
+beside it, never in it, so nothing the install wrote can stand in for it.
+
 Every other step — apt_install, run_commands, env, add_local, project, template_files — a Dockerfile, a
 base other than the default and a Python other than the worker's are refused with `ImageRefused`, saying
 which: building images from a spec comes with policy images.
@@ -21,6 +29,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import site
 import subprocess
@@ -35,6 +44,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from yardstick.hosted import sandbox
 from yardstick.hosted.errors import ImageRefused
+from yardstick.hosted.limits import BoxLimits
 
 DEFAULT_BASE: Final = "debian:12-slim"
 LATER: Final = "building images from a spec comes with policy images"
@@ -68,7 +78,9 @@ INDEX_ENV: Final = (
     "SSL_CERT_FILE",
     "REQUESTS_CA_BUNDLE",
 )
-MARKER: Final = ".yardstick-environment.json"
+# Beside the environment's folder (`<env>.json`), where no box writes.
+MARKER_SUFFIX: Final = ".json"
+NO_WHEEL: Final = re.compile(r"Could not find a version that satisfies the requirement ([^\s(]+)")
 
 
 @dataclass(frozen=True)
@@ -143,10 +155,13 @@ def prepare(
     *,
     timeout_s: float = INSTALL_TIMEOUT_S,
     env: Mapping[str, str] | None = None,
+    hidden: tuple[Path, ...] = (),
+    limits: BoxLimits | None = None,
 ) -> Environment:
     """The Environment `image` runs in, made in `dest` (the version's environment folder) when it installs
     anything. Idempotent: a folder already made for the same requirements is returned as it is; one left
-    half-made (a crash, a failed install) is made again. Raises ImageRefused, or PrepareFailed."""
+    half-made (a crash, a failed install) is made again. `hidden`: folders the download's box must not see
+    (the platform's data folder); `limits` what each box may use. Raises ImageRefused, or PrepareFailed."""
     requirements = plan(image)
     if not requirements:
         return Environment(python=sys.executable)
@@ -154,16 +169,17 @@ def prepare(
     dest.parent.mkdir(parents=True, exist_ok=True)
     wanted = {"python": worker_python(), "requirements": list(requirements)}
     with _locked(dest):
-        if _made(dest) == wanted:
+        if _made(dest) == wanted and dest.is_dir():
             return Environment(python=str(_python_of(dest)), folder=dest, requirements=requirements)
+        marker(dest).unlink(missing_ok=True)
         shutil.rmtree(dest, ignore_errors=True)
         try:
-            _make(dest, requirements, timeout_s, env)
+            _make(dest, requirements, timeout_s, env, hidden, limits or BoxLimits())
         except BaseException:
             shutil.rmtree(dest, ignore_errors=True)
             raise
         # Written last: a folder with its record is a folder whose install finished.
-        (dest / MARKER).write_text(json.dumps(wanted))
+        marker(dest).write_text(json.dumps(wanted))
     return Environment(python=str(_python_of(dest)), folder=dest, requirements=requirements)
 
 
@@ -173,9 +189,15 @@ def _requirement(text: Any, field: str) -> str:
     if text.lstrip().startswith("-"):
         raise ImageRefused(field, f"{text!r} is a pip option; a step lists requirements only")
     try:
-        Requirement(text)
+        parsed = Requirement(text)
     except InvalidRequirement as exc:
         raise ImageRefused(field, f"{text!r} is not a requirement ({exc})") from None
+    if parsed.url is not None:
+        raise ImageRefused(
+            field,
+            f"{text!r} names a URL: a requirement is a name with versions from the package index (a direct "
+            "URL, file or VCS reference is not installed)",
+        )
     return text.strip()
 
 
@@ -183,9 +205,14 @@ def _python_of(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
+def marker(dest: Path) -> Path:
+    """Where the record that `dest` is made is kept: beside it."""
+    return dest.with_name(dest.name + MARKER_SUFFIX)
+
+
 def _made(dest: Path) -> Any:
     try:
-        return json.loads((dest / MARKER).read_text())
+        return json.loads(marker(dest).read_text())
     except (OSError, ValueError):
         return None
 
@@ -202,7 +229,14 @@ def _locked(dest: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _make(dest: Path, requirements: tuple[str, ...], timeout_s: float, env: Mapping[str, str] | None) -> None:
+def _make(
+    dest: Path,
+    requirements: tuple[str, ...],
+    timeout_s: float,
+    env: Mapping[str, str] | None,
+    hidden: tuple[Path, ...],
+    limits: BoxLimits,
+) -> None:
     # The worker's own interpreter behind the environment (not a venv's: a venv of a venv is of its base).
     base = getattr(sys, "_base_executable", sys.executable)
     made = subprocess.run(
@@ -214,38 +248,81 @@ def _make(dest: Path, requirements: tuple[str, ...], timeout_s: float, env: Mapp
     if made.returncode != 0:
         raise PrepareFailed(f"making the environment failed: {made.stderr.decode(errors='replace')[-2000:]}")
     _see_worker_packages(dest)
-    scratch = Path(tempfile.mkdtemp(prefix="yardstick-install-"))
+    wheels = Path(tempfile.mkdtemp(prefix="yardstick-wheels-"))
     try:
-        index = {k: v for k, v in os.environ.items() if k in INDEX_ENV}
-        box = sandbox.Box(
-            python=sys.executable,
-            writable=(scratch, dest),
-            network=True,
-            env={**index, **(env or {}), "TMPDIR": str(scratch), "PIP_NO_INPUT": "1"},
-            cwd=scratch,
-        )
-        # The worker's pip installs into the environment's interpreter: the environment needs none of its own.
-        argv = [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(_python_of(dest)),
-            "install",
-            "--disable-pip-version-check",
-            "--no-warn-script-location",
-            *requirements,
-        ]
-        finished = sandbox.run(box, argv, timeout_s=timeout_s)
+        _download(wheels, requirements, timeout_s, env, hidden, limits)
+        _install(dest, wheels, requirements, timeout_s, limits)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    said = (finished.stderr or finished.stdout).decode("utf-8", "replace").strip()[-2000:]
+        shutil.rmtree(wheels, ignore_errors=True)
+
+
+def _download(
+    wheels: Path,
+    requirements: tuple[str, ...],
+    timeout_s: float,
+    env: Mapping[str, str] | None,
+    hidden: tuple[Path, ...],
+    limits: BoxLimits,
+) -> None:
+    """The requirements' wheels (and their dependencies'), fetched by the platform's own pip into `wheels`."""
+    index = {k: v for k, v in os.environ.items() if k in INDEX_ENV}
+    box = sandbox.Box(
+        writable=(wheels,),
+        hidden=hidden,
+        network=True,
+        view="machine",  # the machine's pip settings and local indexes; only the platform's pip runs here
+        env={**index, **(env or {}), "PIP_NO_INPUT": "1"},
+        limits=limits,
+    )
+    argv = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--only-binary", ":all:"]
+    argv += ["--dest", str(wheels), *requirements]
+    finished = sandbox.run(box, argv, timeout_s=timeout_s)
+    said = _said(finished)
+    if finished.timed_out:
+        raise PrepareFailed(f"fetching {', '.join(requirements)} took more than {timeout_s:g} s and was cut")
+    if finished.returncode != 0:
+        missing = NO_WHEEL.search(said)
+        if missing:
+            raise PrepareFailed(
+                f"{missing.group(1)}: the package index has no wheel of it for this machine (Python "
+                f"{worker_python()}); a source distribution is not built, since building one runs its code "
+                f"with a network: {said}"
+            )
+        raise PrepareFailed(f"fetching {', '.join(requirements)} failed: {said}")
+
+
+def _install(
+    dest: Path, wheels: Path, requirements: tuple[str, ...], timeout_s: float, limits: BoxLimits
+) -> None:
+    """The fetched wheels installed into the environment, offline, by the worker's pip in a box."""
+    box = sandbox.Box(
+        python=sys.executable,
+        readable=(wheels,),
+        writable=(dest,),
+        env={"PIP_NO_INPUT": "1"},
+        limits=limits,
+    )
+    # The worker's pip installs into the environment's interpreter: the environment needs none of its own.
+    argv = [sys.executable, "-m", "pip", "--isolated", "--python", str(_python_of(dest)), "install"]
+    argv += [
+        "--disable-pip-version-check",
+        "--no-warn-script-location",
+        "--no-index",
+        "--only-binary",
+        ":all:",
+    ]
+    argv += ["--find-links", str(wheels), *requirements]
+    finished = sandbox.run(box, argv, timeout_s=timeout_s)
     if finished.timed_out:
         raise PrepareFailed(
             f"installing {', '.join(requirements)} took more than {timeout_s:g} s and was cut"
         )
     if finished.returncode != 0:
-        raise PrepareFailed(f"installing {', '.join(requirements)} failed: {said}")
+        raise PrepareFailed(f"installing {', '.join(requirements)} failed: {_said(finished)}")
+
+
+def _said(finished: sandbox.Finished) -> str:
+    return (finished.stderr or finished.stdout).decode("utf-8", "replace").strip()[-2000:]
 
 
 def _see_worker_packages(dest: Path) -> None:

@@ -8,16 +8,24 @@ direction never does (the parent never unpickles what a box wrote).
     parent → box   {"work": <base64 pickle of Work>}, then {"batch": true} | {"stop": true};
                    in a batch, {"episode": {...EpisodeSpec}} or {"end": true} answering each want
     box → parent   {"ready": cold_start_s} | {"build_failed": reason, "kind": FailureKind};
-                   {"want": true}, {"result": EpisodeResult.to_dict()}, {"batch_done": true};
-                   {"beat": deadline} every BEAT_S: the deadline of the call it is in (0: none)
+                   {"want": true}; for each file the episode recorded, {"file": name, "data": base64} a chunk
+                   at a time and {"file": name, "end": true}; then {"result": EpisodeResult.to_dict()};
+                   {"batch_done": true}; {"beat": deadline} every BEAT_S: the deadline of the call it is in
+                   (0: none)
+
+A recording is written in the box's own scratch (its /tmp, which nothing outside sees) and its bytes are sent
+on the channel, then deleted: no file leaves the box by a path the box could have linked elsewhere.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import os
 import pickle
 import signal
+import stat
 import sys
 import threading
 from collections.abc import Iterator
@@ -31,6 +39,7 @@ from yardstick.engine.runtime import BuildError, Runtime, Work
 from yardstick.hosted import inbox
 
 BEAT_S: Final = 0.5
+CHUNK_BYTES: Final = 1024 * 1024
 
 
 class _Beacon:
@@ -100,6 +109,8 @@ def main(argv: list[str]) -> int:
             if not line or json.loads(line).get("stop"):
                 return 0
             for result in runtime.run(handed_out()):
+                if work.recording is not None and work.recording.folder:
+                    _send_files(out, Path(work.recording.folder), result.artifacts)
                 out.send({"result": result.to_dict()})
             out.send({"batch_done": True})
     except (BrokenPipeError, EOFError):
@@ -107,6 +118,22 @@ def main(argv: list[str]) -> int:
     finally:
         stopping.set()
         runtime.close()
+
+
+def _send_files(out: _Channel, folder: Path, names: list[str]) -> None:
+    """Each recorded file's bytes on the channel, a chunk at a time; the box's copy goes once sent. A file
+    that is not a plain file any more (a link, a FIFO put in its place) is sent empty: never waited on."""
+    for name in names:
+        path = folder / name
+        with contextlib.suppress(OSError):
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as handle:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    while chunk := handle.read(CHUNK_BYTES):
+                        out.send({"file": name, "data": base64.b64encode(chunk).decode()})
+        out.send({"file": name, "end": True})
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 if __name__ == "__main__":

@@ -6,11 +6,14 @@ with the same work, and `close()` kills it and everything it started. Its policy
 unix socket (the box has no network): a `ws+unix://` endpoint, whose folder is bound into the box — a
 policy served by `BoxedPolicyServer`, say — or a class of a folder handed in `readable`.
 
-Nothing the box does can fail the caller. A box that dies fails the episodes it held (BENCHMARK_CRASH:
-nothing but the benchmark's code and the engine runs there), one stuck in a call past its limit where the
-alarm cannot reach is killed (BENCHMARK_TIMEOUT), one that goes silent, or talks nonsense, is killed
-(WORKER_LOST); the episodes not yet handed out go on in a new box. What a recording writes lands in the
-box's scratch folder and is moved to the run's folder by this process, each file checked first.
+Nothing the box does can fail the caller, and nothing it says is taken on its word. A box that dies fails the
+episodes it held (BENCHMARK_CRASH: nothing but the benchmark's code and the engine runs there, so a box that
+goes silent or talks nonsense is the benchmark's too); one past its memory limit says so; one stuck in a call
+past its limit where the alarm cannot reach is killed (BENCHMARK_TIMEOUT), and so is one whose episode runs
+past `episode_timeout_s` of wall time, kept here, whatever it says of itself; `cancel()` kills it at once. The
+episodes not yet handed out go on in a new box. A recording is written in the box's own /tmp and its bytes
+sent on the channel (`inbound.py`); what an episode was (task, trial, seed) is the caller's word, and its
+robot time is its steps at the policy's rate as the platform knows it (`policy_hz`), not the box's figure.
 """
 
 from __future__ import annotations
@@ -20,22 +23,22 @@ import contextlib
 import json
 import pickle
 import queue
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from yardstick.engine.executors import Executor
-from yardstick.engine.failures import Failed, FailureKind
+from yardstick.engine.failures import Failed, FailureKind, Party
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.runtime import BUILD_TIMEOUT_S, BuildError, Work
 from yardstick.hosted import inbox, sandbox
+from yardstick.hosted.inbound import Abuse, Inbound
+from yardstick.hosted.limits import BoxLimits, size
 from yardstick.wire.address import UnixSocket, endpoint_from_ref
 
 POLL_S: Final = 0.25
@@ -43,7 +46,11 @@ POLL_S: Final = 0.25
 HANG_GRACE_S: Final = 5.0
 # A box beats every half second; this long without a word, it is frozen.
 SILENCE_S: Final = 30.0
+# How long one episode may take on the wall clock, from its handing out to its result, before its box dies.
+EPISODE_TIMEOUT_S: Final = 1800.0
 MAX_LINE: Final = 16 * 1024 * 1024
+# Where a boxed run records: in the box's own scratch, which nothing outside it sees.
+BOX_RECORDING: Final = str(sandbox.SCRATCH / "yardstick-recording")
 NO_NETWORK: Final = (
     "a boxed benchmark has no network: serve its policy on a unix socket (BoxedPolicyServer) and name it "
     "ws+unix:///path/to/policy.sock"
@@ -59,10 +66,10 @@ class _Lost(Exception):
 class _RunningBox:
     """One box and the lines it writes (read on a thread, so waiting for them can time out)."""
 
-    def __init__(self, process: Any, scratch: Path, work: Work) -> None:
+    def __init__(self, process: sandbox.BoxProcess, work: Work, limits: BoxLimits) -> None:
         self.process = process
-        self.scratch = scratch
         self.work = work
+        self.limits = limits
         self.deadline = 0.0
         self.heard = time.monotonic()
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -98,16 +105,19 @@ class _RunningBox:
         if not isinstance(message, dict) or not message:
             raise _Lost(
                 "the box playing it wrote something that is no message; it was killed",
-                FailureKind.WORKER_LOST,
+                FailureKind.BENCHMARK_CRASH,
             )
         if "beat" in message:
             beat = message["beat"]
             self.deadline = float(beat) if isinstance(beat, int | float) else 0.0
         return message
 
-    def watch(self, grace_s: float) -> None:
-        """Raise _Lost when the box is stuck `grace_s` past a call's limit, or has gone silent."""
+    def watch(self, grace_s: float, overdue: str | None = None) -> None:
+        """Raise _Lost when an episode is `overdue` (its wall-clock deadline passed: what it is), the box is
+        stuck `grace_s` past a call's limit, or has gone silent."""
         now = time.monotonic()
+        if overdue is not None:
+            raise _Lost(f"{overdue}; its box was killed", FailureKind.BENCHMARK_TIMEOUT)
         if self.deadline and now > self.deadline + grace_s:
             raise _Lost(
                 "a benchmark or policy call ran past its limit and did not yield to the alarm; its box was "
@@ -116,13 +126,19 @@ class _RunningBox:
             )
         if now - self.heard > SILENCE_S:
             raise _Lost(
-                f"the box playing it said nothing for {SILENCE_S:g} s; it was killed", FailureKind.WORKER_LOST
+                f"the box playing it said nothing for {SILENCE_S:g} s; it was killed",
+                FailureKind.BENCHMARK_CRASH,
             )
 
     def death(self) -> str:
         with contextlib.suppress(Exception):
             self.process.wait(timeout=2)
-        code = self.process.returncode
+        if self.process.out_of_memory():
+            return (
+                f"the box playing it passed its memory limit ({size(self.limits.memory_bytes)}) and "
+                "was killed"
+            )
+        code = None if self.process.returncode is None else sandbox.exit_status(self.process.returncode)
         how = (
             "is still running but closed its channel"
             if code is None
@@ -137,8 +153,7 @@ class _RunningBox:
         return self._log.text()
 
     def stop(self) -> None:
-        sandbox.stop(self.process)
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        self.process.stop()
 
 
 class BoxedExecutor:
@@ -147,7 +162,10 @@ class BoxedExecutor:
     prepared environment; `readable` more folders it may read (a policy's bundle, when the policy runs in
     the same box); `hidden` folders it must not see; `devices` device files it may use (a GPU's); `mounts`
     folders it reads at places of its own (its assets: (folder, place)); `hang_grace_s` how long past a call's
-    limit a box stuck in it is given before it is killed."""
+    limit a box stuck in it is given before it is killed; `episode_timeout_s` how long an episode may take on
+    the wall clock; `policy_hz` the policy's rate as the platform knows it (robot time is steps at it;
+    None: the box's figure stands, for a caller that runs its own code in the box); `limits` what the box
+    may use."""
 
     name = "box"
     workers = 1
@@ -164,6 +182,9 @@ class BoxedExecutor:
         mounts: Sequence[tuple[Path, str]] = (),
         start_timeout_s: float = BUILD_TIMEOUT_S,
         hang_grace_s: float = HANG_GRACE_S,
+        episode_timeout_s: float = EPISODE_TIMEOUT_S,
+        policy_hz: float | None = None,
+        limits: BoxLimits | None = None,
     ) -> None:
         self.folder = Path(folder).resolve()
         self.env = dict(env or {})
@@ -174,8 +195,12 @@ class BoxedExecutor:
         self.mounts = tuple((Path(folder), place) for folder, place in mounts)
         self.start_timeout_s = start_timeout_s
         self.hang_grace_s = hang_grace_s
+        self.episode_timeout_s = episode_timeout_s
+        self.policy_hz = policy_hz
+        self.limits = limits or BoxLimits()
         self.cold_starts: list[float] = []
         self._box: _RunningBox | None = None
+        self._cancelled = threading.Event()
 
     def __enter__(self) -> BoxedExecutor:
         return self
@@ -184,47 +209,77 @@ class BoxedExecutor:
         self.close()
 
     def run(self, work: Work, episodes: Sequence[EpisodeSpec]) -> Iterator[EpisodeResult]:
-        """Play `episodes` of `work` in the box, yielding each result as its episode ends."""
+        """Play `episodes` of `work` in the box, yielding each result as its episode ends. After `cancel()`,
+        it kills the box and yields nothing more."""
         _sockets(work)  # a policy it cannot reach is refused before anything starts
+        self._cancelled.clear()
         todo = deque(episodes)
-        while todo:
+        while todo and not self._cancelled.is_set():
             box = self._ready(work)
             held: dict[int, EpisodeSpec] = {}
+            handed: dict[int, float] = {}
+            inbound = _inbound(work)
             done = False
             try:
                 box.send({"batch": True})
                 while not done:
+                    if self._cancelled.is_set():
+                        self._discard()
+                        return
                     message = box.receive(POLL_S)
                     if message is None:
-                        box.watch(self.hang_grace_s)
+                        box.watch(self.hang_grace_s, self._overdue(handed))
                     elif "want" in message:
                         if todo:
                             episode = todo.popleft()
                             held[episode.index] = episode
+                            handed[episode.index] = time.monotonic()
                             box.send({"episode": asdict(episode)})
                         else:
                             box.send({"end": True})
+                    elif "file" in message:
+                        if inbound is None:
+                            raise Abuse("files from a run that records nothing")
+                        inbound.chunk(
+                            message["file"], message.get("data"), bool(message.get("end")), set(held)
+                        )
                     elif "result" in message:
-                        result = _result(message["result"], held)
-                        del held[result.index]
-                        yield self._landed(result, box, work)
+                        result = self._result(message["result"], held)
+                        del held[result.index], handed[result.index]
+                        yield self._landed(result, inbound)
                     elif "batch_done" in message:
                         done = True
                     elif "beat" not in message:
                         raise _Lost(
                             "the box playing it said something out of turn; it was killed",
-                            FailureKind.WORKER_LOST,
+                            FailureKind.BENCHMARK_CRASH,
                         )
-                    box.watch(self.hang_grace_s)
-            except _Lost as lost:
+                    box.watch(self.hang_grace_s, self._overdue(handed))
+            except (_Lost, Abuse) as lost:
                 self._discard()
+                if self._cancelled.is_set():
+                    return  # the caller's run ended: the box was killed for it, not by what it played
+                if isinstance(lost, Abuse):
+                    lost = _Lost(
+                        f"the box playing it sent files out of turn ({lost}); it was killed",
+                        FailureKind.BENCHMARK_CRASH,
+                    )
                 failure = Failed(lost.reason, lost.kind)
                 for index in sorted(held):
                     yield EpisodeResult.failed(held[index], failure)
             finally:
+                if inbound is not None:
+                    inbound.discard()
                 if not done and self._box is box:
                     # Left mid-batch (the caller stopped): the box's runtime is in the middle of episodes.
                     self._discard()
+
+    def cancel(self) -> None:
+        """From any thread: kill the box now, and play nothing more of the batch in hand (its run ended)."""
+        self._cancelled.set()
+        box = self._box
+        if box is not None:
+            box.process.stop()
 
     def close(self) -> None:
         """Kill the box and everything it started."""
@@ -234,22 +289,31 @@ class BoxedExecutor:
         """The end of what the box printed (its stderr), for a person reading why it failed."""
         return self._box.log() if self._box is not None else ""
 
+    def _overdue(self, handed: Mapping[int, float]) -> str | None:
+        """What is overdue, if an episode in play has run past its wall-clock deadline."""
+        if not handed:
+            return None
+        index, since = min(handed.items(), key=lambda item: item[1])
+        if time.monotonic() - since <= self.episode_timeout_s:
+            return None
+        return f"episode {index} ran past its {self.episode_timeout_s:g} s of wall-clock time"
+
     def _ready(self, work: Work) -> _RunningBox:
         if self._box is not None and self._box.work == work and self._box.process.poll() is None:
             return self._box
         self._discard()
-        scratch = Path(tempfile.mkdtemp(prefix="yardstick-play-"))
         boxed = work
-        if work.recording is not None and work.recording.active:
-            boxed = replace(work, recording=replace(work.recording, folder=str(scratch / "recording")))
+        if _records(work):
+            assert work.recording is not None
+            boxed = replace(work, recording=replace(work.recording, folder=BOX_RECORDING))
         box = sandbox.Box(
             readable=(self.folder, *self.readable, *_sockets(work)),
             python=self.python,
-            writable=(scratch,),
             hidden=self.hidden,
             devices=self.devices,
             env={**self.env, "PYTHONPATH": inbox.python_path(self.folder)},
             mounts=self.mounts,
+            limits=self.limits,
         )
         spawned = time.monotonic()
         process = sandbox.start(
@@ -257,7 +321,7 @@ class BoxedExecutor:
             [self.python, "-m", "yardstick.hosted.play_runner", str(self.folder)],
             stdin=sandbox.PIPE,
         )
-        running = _RunningBox(process, scratch, work)
+        running = _RunningBox(process, work, self.limits)
         self._box = running
         try:
             running.send({"work": base64.b64encode(pickle.dumps(boxed)).decode()})
@@ -268,7 +332,7 @@ class BoxedExecutor:
                     if time.monotonic() > deadline:
                         raise _Lost(
                             f"the box did not build the run within {self.start_timeout_s:g} s",
-                            FailureKind.WORKER_LOST,
+                            FailureKind.BENCHMARK_SETUP_CRASH,
                         )
                     continue
                 if "ready" in message:
@@ -277,6 +341,8 @@ class BoxedExecutor:
                     return running
                 if "build_failed" in message:
                     kind = _kind(message.get("kind"), FailureKind.BENCHMARK_SETUP_CRASH)
+                    if kind.party is not Party.BENCHMARK and kind.party is not Party.POLICY:
+                        kind = FailureKind.BENCHMARK_SETUP_CRASH  # a box blames no one but its code
                     raise BuildError(str(message["build_failed"]), kind)
         except _Lost as lost:
             self._discard()
@@ -285,22 +351,29 @@ class BoxedExecutor:
             self._discard()
             raise
 
-    def _landed(self, result: EpisodeResult, box: _RunningBox, work: Work) -> EpisodeResult:
-        """`result` with its recorded files moved from the box's scratch into the run's folder."""
-        if not result.artifacts or work.recording is None or not work.recording.folder:
+    def _result(self, data: Any, held: Mapping[int, EpisodeSpec]) -> EpisodeResult:
+        result = _result(data, held)
+        if self.policy_hz:
+            # Billing reads robot time: the platform's own arithmetic, on the policy's rate as it knows it.
+            result.robot_seconds = result.steps / self.policy_hz
+        if result.failure is not None and result.failure.party is Party.PLATFORM:
+            # A box blames no one but the code in it: a "platform" failure it reports is its benchmark's.
+            result.failure = FailureKind.BENCHMARK_CRASH
+        return result
+
+    def _landed(self, result: EpisodeResult, inbound: Inbound | None) -> EpisodeResult:
+        """`result` with the recorded files it names kept where they arrived whole and sound."""
+        if inbound is None:
+            if result.artifacts:
+                result.recording_error = _joined(
+                    result.recording_error, "recorded files of a run that records none; dropped"
+                )
+            result.artifacts = []
             return result
-        source, target = box.scratch / "recording", Path(work.recording.folder)
-        kept: list[str] = []
-        problems: list[str] = []
-        for relative in result.artifacts:
-            moved = _move(source, target, relative)
-            if moved is None:
-                kept.append(relative)
-            else:
-                problems.append(moved)
+        kept, problems = inbound.take(result.index, list(result.artifacts))
         result.artifacts = kept
         if problems:
-            result.recording_error = "\n".join([*(filter(None, [result.recording_error])), *problems])
+            result.recording_error = _joined(result.recording_error, *problems)
         return result
 
     def _discard(self) -> None:
@@ -309,15 +382,30 @@ class BoxedExecutor:
             box.stop()
 
 
+def _inbound(work: Work) -> Inbound | None:
+    """Where a recording run's files arrive from the box (None: it records nothing)."""
+    if work.recording is None or not work.recording.active or not work.recording.folder:
+        return None
+    return Inbound(Path(work.recording.folder))
+
+
+def _records(work: Work) -> bool:
+    return work.recording is not None and work.recording.active and bool(work.recording.folder)
+
+
+def _joined(*lines: str | None) -> str:
+    return "\n".join(line for line in lines if line)
+
+
 def _sockets(work: Work) -> tuple[Path, ...]:
-    """The folders of the unix sockets `work`'s policy is reached on; ValueError for one the box cannot
-    reach (it has no network)."""
+    """The unix socket `work`'s policy is reached on (bound into the box alone, not its folder); ValueError
+    for a policy the box cannot reach (it has no network)."""
     endpoint = endpoint_from_ref(work.policy.ref)
     if endpoint is None:
         return ()
     if not isinstance(endpoint.address, UnixSocket):
         raise ValueError(f"policy {endpoint.url}: {NO_NETWORK}")
-    return (Path(str(endpoint.address.uds)).parent,)
+    return (Path(str(endpoint.address.uds)),)
 
 
 def _kind(value: Any, default: FailureKind) -> FailureKind:
@@ -333,31 +421,16 @@ def _result(data: Any, held: Mapping[int, EpisodeSpec]) -> EpisodeResult:
         result = EpisodeResult.from_dict(data)
     except (TypeError, ValueError, KeyError):
         raise _Lost(
-            "the box playing it sent a malformed result; it was killed", FailureKind.WORKER_LOST
+            "the box playing it sent a malformed result; it was killed", FailureKind.BENCHMARK_CRASH
         ) from None
     if not isinstance(result.index, int) or result.index not in held:
         raise _Lost(
-            "the box playing it sent a result for an episode it was not playing", FailureKind.WORKER_LOST
+            "the box playing it sent a result for an episode it was not playing", FailureKind.BENCHMARK_CRASH
         )
     spec = held[result.index]
     # What the episode was is the caller's word, not the box's.
     result.task, result.trial, result.seed, result.repeat = spec.task, spec.trial, spec.seed, spec.repeat
     return result
-
-
-def _move(source: Path, target: Path, relative: str) -> str | None:
-    """Move one recorded file out of a box's scratch; None when it moved, else what was wrong."""
-    path = PurePosixPath(relative)
-    if path.is_absolute() or ".." in path.parts or not path.parts:
-        return f"{relative}: a recorded file is named inside the recording's folder; dropped"
-    origin = source.joinpath(*path.parts)
-    # Every part a real folder or file, none a link the box made to something it should not hand out.
-    if origin.resolve() != origin.absolute() or not origin.is_file() or origin.is_symlink():
-        return f"{relative}: not a plain file of the recording; dropped"
-    destination = target.joinpath(*path.parts)
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(str(origin), str(destination))
-    return None
 
 
 if TYPE_CHECKING:  # the engine's executor protocol, checked where it is kept

@@ -1,12 +1,13 @@
 """A deployed policy, served in a box: `BoxedPolicyServer`.
 
-It starts Yardstick's own policy server (`yardstick policy serve <module:Class> --no-port --uds <socket>`,
-the bundle's folder its import root, Yardstick's `seq` importable) in a box with no network, whose only
-writable folder is its socket's own (a folder in `socket_dir` for this server alone, so no box touches
-another's socket), waits until the policy answers a session, and gives the address the engine dials
-(`endpoint`, a `websocket_unix` RemoteEndpoint; `url` the same as text). A boxed benchmark reaches it
-through that socket, whose folder alone is bound into its own box. `close()` stops it and everything
-it started.
+The platform binds a unix socket in a folder of its own (one per server, in `socket_dir`), and starts
+Yardstick's own policy server (`yardstick policy serve <module:Class> --no-port --uds-fd <fd>`, the bundle's
+folder its import root, Yardstick's `seq` importable) in a box with no network that inherits the listening
+socket and sees no folder of the machine's it could write to: not the socket's, so it can neither replace
+its socket nor fill a disk. It waits until the policy answers a session and gives the address the engine
+dials (`endpoint`, a `websocket_unix` RemoteEndpoint; `url` the same as text). A boxed benchmark reaches it
+through that socket, the one file of the folder bound into its own box. `close()` stops it and everything it
+started.
 
 A policy that cannot be served (its file does not import, its constructor raises, the server does not come
 up in time) raises `ServerFailed`, a `Failed` of kind POLICY_SETUP_CRASH, with what it said.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import sys
 import tempfile
 import time
@@ -27,6 +29,7 @@ from typing import Any, Final
 from yardstick.engine.failures import Failed, FailureKind
 from yardstick.engine.remote import RemotePolicyError, probe_spec
 from yardstick.hosted import inbox, sandbox
+from yardstick.hosted.limits import BoxLimits
 from yardstick.sdk.specs import PolicySpec
 from yardstick.wire.address import RemoteEndpoint, UnixSocket
 from yardstick.wire.errors import ConnectRefused, Refusal
@@ -45,7 +48,7 @@ class BoxedPolicyServer:
     """Serve `handler_ref` ("module:Class") of the unpacked bundle `folder` on a unix socket in
     `socket_dir`. `env` is the box's environment (secrets arrive so), `params` laid over the policy's
     constructor arguments, `python` the interpreter of its prepared environment, `mounts` the folders it
-    reads at places of its own (its weights: (folder, place))."""
+    reads at places of its own (its weights: (folder, place)), `limits` what its box may use."""
 
     def __init__(
         self,
@@ -60,6 +63,7 @@ class BoxedPolicyServer:
         devices: Sequence[Path] = (),
         mounts: Sequence[tuple[Path, str]] = (),
         start_timeout_s: float = START_TIMEOUT_S,
+        limits: BoxLimits | None = None,
     ) -> None:
         if not inbox.HANDLER_REF.fullmatch(handler_ref):
             raise ValueError(f"handler_ref: {handler_ref!r} is not {inbox.HANDLER_RULE}")
@@ -67,35 +71,41 @@ class BoxedPolicyServer:
         self.handler_ref = handler_ref
         socket_dir = Path(socket_dir).resolve()
         socket_dir.mkdir(parents=True, exist_ok=True)
-        # A folder of its own: the box writes there alone, and cannot touch another server's socket (another
-        # server of the same code, with other parameters, too).
+        # A folder of its own, which no box sees: each server's socket is its own, and the box that serves
+        # it holds only the listening descriptor.
         own = Path(tempfile.mkdtemp(prefix="policy-", dir=socket_dir))
         self.socket = own / "policy.sock"
         if len(str(self.socket).encode()) > MAX_SOCKET_PATH:
+            own.rmdir()
             raise ValueError(
                 f"socket_dir: {socket_dir} is too long for a unix socket path (at most ~90 bytes)"
             )
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.socket)
         self.endpoint = RemoteEndpoint(
             wire="websocket_unix", address=UnixSocket(uds=PurePosixPath(str(self.socket)))
         )
+        listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listening.bind(str(self.socket))
+        listening.listen(128)
         interpreter = python or sys.executable
         argv = [interpreter, "-c", _SERVE, "policy", "serve", handler_ref, "--no-port"]
-        argv += ["--uds", str(self.socket)]
+        argv += ["--uds-fd", str(listening.fileno())]
         for key, value in (params or {}).items():
             argv += ["--param", f"policy.{key}={json.dumps(value)}"]
         box = sandbox.Box(
             readable=(self.folder,),
             python=interpreter,
-            writable=(own,),
             hidden=tuple(hidden),
             devices=tuple(devices),
             mounts=tuple(mounts),
             env={**(env or {}), "PYTHONPATH": inbox.python_path(self.folder), "COLUMNS": "200"},
             cwd=self.folder,
+            limits=limits or BoxLimits(),
+            keep_fds=(listening.fileno(),),
         )
-        self._process = sandbox.start(box, argv)
+        try:
+            self._process = sandbox.start(box, argv)
+        finally:
+            listening.close()  # the box holds it now; ours would keep accepting into nowhere
         self._out = sandbox.Tail(self._process.stdout)
         self._log = sandbox.Tail(self._process.stderr)
         try:
@@ -117,7 +127,7 @@ class BoxedPolicyServer:
 
     def close(self) -> None:
         """Stop the server and everything it started; its socket goes."""
-        sandbox.stop(self._process)
+        self._process.stop()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.socket)
         with contextlib.suppress(OSError):

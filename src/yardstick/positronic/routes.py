@@ -88,6 +88,7 @@ def resolution_of(platform: Platform, caller: Caller, plan: EvalPlan) -> tuple[O
     named = plan.request_type.org if isinstance(plan.request_type, PrivateEval) else None
     org = org_for(caller, named, field="request_type.org")
     resolution = plans.resolve(plan, platform.catalog(caller, org), transaction_key=plan.transaction_key)
+    platform.reach.check(resolution.run_plan(plan).endpoints.values())
     quote = platform.ledger.quote(platform.runs.billing_mode(org), priced_lines(resolution.resolved))
     if quote is None:
         return org, resolution

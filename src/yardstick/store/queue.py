@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from yardstick.store.db import Database
 from yardstick.store.models import Artifact, Run, RunEpisode, utcnow
@@ -58,13 +58,22 @@ class EpisodeQueue:
         self.max_attempts = max_attempts
 
     def lease(self, owner: str, limit: int, warm: frozenset[str] = frozenset()) -> list[LeasedEpisode]:
-        """Up to `limit` queued episodes of one task of the oldest submission that has any, leased to
-        `owner`: a task in `warm` (what the worker has built already) if one has episodes left, else the task
-        with the most left — so a benchmark that builds a world per task builds it in as few workers as it
-        can."""
+        """Up to `limit` queued episodes of one task of a submission that has any, leased to `owner`: of the
+        org playing the fewest episodes now, its oldest submission first — so one org's long eval does not
+        hold every worker while another's waits — and of it a task in `warm` (what the worker has built
+        already) if one has episodes left, else the task with the most left, so a benchmark that builds a
+        world per task builds it in as few workers as it can."""
         now = utcnow()
         with self.db.writing() as session:
             self._reclaim(session, now)
+            playing = aliased(Run)
+            busy = (
+                select(func.count(RunEpisode.id))
+                .join(playing, playing.id == RunEpisode.submission_id)
+                .where(RunEpisode.state == EpisodeState.LEASED, playing.org_id == Run.org_id)
+                .correlate(Run)
+                .scalar_subquery()
+            )
             candidates = (
                 session.execute(
                     select(Run.id)
@@ -74,7 +83,7 @@ class EpisodeQueue:
                         .where(RunEpisode.submission_id == Run.id, RunEpisode.state == EpisodeState.QUEUED)
                         .exists()
                     )
-                    .order_by(Run.received_at, Run.id)
+                    .order_by(busy, Run.received_at, Run.id)
                     .limit(8)
                 )
                 .scalars()

@@ -35,12 +35,14 @@ log = logging.getLogger("yardstick.server")
 @dataclass
 class ServeOptions:
     """Where and how to serve. `port` None serves no TCP websocket; `port` 0 takes a free one (see
-    `PolicyServer.port`). `uds` adds a unix socket, `grpc_port` a gRPC port. `tls_cert`/`tls_key` turn the
-    TCP ports into TLS ones. `token` demands `Authorization: Bearer <token>`."""
+    `PolicyServer.port`). `uds` adds a unix socket, `uds_fd` a listening unix socket handed in already
+    bound (a boxed server, which sees no folder it could bind one in), `grpc_port` a gRPC port.
+    `tls_cert`/`tls_key` turn the TCP ports into TLS ones. `token` demands `Authorization: Bearer <token>`."""
 
     host: str = "127.0.0.1"
     port: int | None = 8000
     uds: str | None = None
+    uds_fd: int | None = None
     grpc_port: int | None = None
     token: str | None = None
     tls_cert: str | None = None
@@ -61,7 +63,12 @@ class PolicyServer:
     def __init__(self, hosts: dict[str, PolicyHost], options: ServeOptions) -> None:
         if not hosts:
             raise ValueError("a server serves at least one policy")
-        if options.port is None and options.uds is None and options.grpc_port is None:
+        if (
+            options.port is None
+            and options.uds is None
+            and options.uds_fd is None
+            and options.grpc_port is None
+        ):
             raise ValueError("a server needs a port, a unix socket or a gRPC port to serve on")
         if (options.tls_cert is None) != (options.tls_key is None):
             raise ValueError("TLS needs both --tls-cert and --tls-key")
@@ -152,6 +159,11 @@ class PolicyServer:
         if options.uds is not None:
             meta["uds"] = options.uds
             servers.append(await unix_serve(routes.handle, sock=_unix_socket(Path(options.uds)), **settings))
+        if options.uds_fd is not None:
+            handed = socket.socket(fileno=options.uds_fd)
+            if handed.family != socket.AF_UNIX:
+                raise ValueError(f"uds_fd: descriptor {options.uds_fd} is no unix socket")
+            servers.append(await unix_serve(routes.handle, sock=handed, **settings))
         rpc = None
         if options.grpc_port is not None:
             rpc = grpc_server(self.hosts, token=options.token, activity=self.activity, transport_meta=meta)

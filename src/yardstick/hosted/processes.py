@@ -77,3 +77,30 @@ def kill_all(pids: list[int]) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
+
+
+def zombie_children() -> list[tuple[int, str]]:
+    """This process's children that have exited and wait to be reaped: (pid, command name)."""
+    found = []
+    own = os.getpid()
+    for entry in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = (entry / "stat").read_text()
+            name = stat[stat.index("(") + 1 : stat.rindex(")")]
+            state, parent = stat[stat.rindex(")") + 2 :].split()[:2]
+            if state == "Z" and int(parent) == own:
+                found.append((int(entry.name), name))
+    return found
+
+
+def tasks_of(uid: int) -> int:
+    """How many tasks (processes and their threads) run as `uid` now: what the kernel counts against a
+    process's RLIMIT_NPROC."""
+    count = 0
+    for entry in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, ValueError):
+            if entry.stat().st_uid == uid:
+                status = (entry / "status").read_text()
+                threads = next(line for line in status.splitlines() if line.startswith("Threads:"))
+                count += int(threads.split()[1])
+    return count
