@@ -104,10 +104,16 @@ class Hosting:
         self.limits = limits or BoxLimits()
         self._builds = FairPool(BUILDERS, "yardstick-build")
         self._built: dict[int, threading.Event] = {}
+        # Set to stop a build's box now: its version was cancelled, or the gateway is closing.
+        self._stops: dict[int, threading.Event] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
+        """Take no more builds, and kill the boxes of those building."""
         self._builds.shutdown()
+        with self._lock:
+            for stop in self._stops.values():
+                stop.set()
 
     # --- registering ---------------------------------------------------------------------------------
 
@@ -227,7 +233,16 @@ class Hosting:
         return found
 
     def _build(self, version_id: int) -> None:
+        with self._lock:
+            stop = self._stops.setdefault(version_id, threading.Event())
+            stop.clear()
         try:
+            # A build cancelled while it waited for a builder does not start (read after `stop` is there, so
+            # a cancel from now on reaches its box).
+            with self.db.reading() as session:
+                waiting = session.get(HostedVersion, version_id)
+                if waiting is None or waiting.status != BuildStatus.BUILDING:
+                    return
             located = self.located(version_id, building=True)
             try:
                 environment = prepare(
@@ -235,6 +250,7 @@ class Hosting:
                     self.root / _folder(self.db, version_id) / "env",
                     hidden=self.hidden,
                     limits=self.limits,
+                    stop=stop,
                 )
             except (ImageRefused, PrepareFailed) as exc:
                 self._ended(version_id, None, f"image: {exc}")
@@ -254,6 +270,7 @@ class Hosting:
                 mounts=mounted,
                 hidden=self.hidden,
                 limits=self.limits,
+                stop=stop,
             )
             if not checked.ready:
                 where = f" (at {checked.stage})" if checked.stage else ""
@@ -269,6 +286,7 @@ class Hosting:
         finally:
             with self._lock:
                 event = self._built.get(version_id)
+                self._stops.pop(version_id, None)
             if event is not None:
                 event.set()
 
@@ -399,7 +417,12 @@ class Hosting:
                 "canceled: by request",
                 utcnow(),
             )
-            return latest
+            cancelled = latest
+        with self._lock:  # its box dies now, not when its check would have ended
+            stop = self._stops.get(cancelled.id)
+        if stop is not None:
+            stop.set()
+        return cancelled
 
     def remove(self, org_id: int, kind: HostedKind, name: str) -> None:
         """Take it off the org's list; its versions stay for the evals that ran on them."""

@@ -105,9 +105,10 @@ def _movie(moov: bytes) -> VideoInfo:
         if kind == b"trak":
             found = _video_track(body)
             if found is not None:
-                width, height, codec, seconds = found
-                if seconds is None:
-                    seconds = movie_duration / movie_scale
+                width, height, codec, media_seconds = found
+                # The movie's own duration is what a player presents (its edit list applied); the track's
+                # media may run longer (an encoder's lead-in). The media's stands where the movie says none.
+                seconds = movie_duration / movie_scale if movie_duration else (media_seconds or 0.0)
                 return VideoInfo(width, height, round(seconds, 3), codec)
     raise NotAVideo("no video track")
 

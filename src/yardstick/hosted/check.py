@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -69,12 +70,15 @@ def check_benchmark(
     hidden: tuple[Path, ...] = (),
     mounts: Sequence[tuple[Path, str]] = (),
     limits: BoxLimits | None = None,
+    stop: threading.Event | None = None,
 ) -> Checked:
     """Check a benchmark class of an unpacked bundle (`folder`, its import root). `env` is the box's
     environment (secrets arrive so); `python` the interpreter of its prepared environment (default: this
     one's); `hidden` folders the box must not see; `mounts` the folders it reads at places of its own (its
-    assets: (folder, place)); `limits` what the box may use."""
-    return _check("benchmark", folder, handler_ref, env, timeout_s, python, hidden, tuple(mounts), limits)
+    assets: (folder, place)); `limits` what the box may use; `stop`, once set, kills the box (a cancel)."""
+    return _check(
+        "benchmark", folder, handler_ref, env, timeout_s, python, hidden, tuple(mounts), limits, stop
+    )
 
 
 def check_policy(
@@ -87,9 +91,10 @@ def check_policy(
     hidden: tuple[Path, ...] = (),
     mounts: Sequence[tuple[Path, str]] = (),
     limits: BoxLimits | None = None,
+    stop: threading.Event | None = None,
 ) -> Checked:
     """Check a policy class: import, declaration, build (its constructor)."""
-    return _check("policy", folder, handler_ref, env, timeout_s, python, hidden, tuple(mounts), limits)
+    return _check("policy", folder, handler_ref, env, timeout_s, python, hidden, tuple(mounts), limits, stop)
 
 
 def _check(
@@ -102,6 +107,7 @@ def _check(
     hidden: tuple[Path, ...],
     mounts: tuple[tuple[Path, str], ...],
     limits: BoxLimits | None,
+    stop: threading.Event | None,
 ) -> Checked:
     def failed(stage: str, error: str, log: str = "") -> Checked:
         return Checked(status="failed", kind=kind, handler_ref=handler_ref, stage=stage, error=error, log=log)
@@ -119,8 +125,10 @@ def _check(
         limits=held,
     )
     argv = [python or sys.executable, "-m", "yardstick.hosted.check_runner", kind, handler_ref, str(root)]
-    finished = sandbox.run(box, argv, timeout_s=timeout_s)
+    finished = sandbox.run(box, argv, timeout_s=timeout_s, stop=stop)
     log = finished.stderr.decode("utf-8", "replace")[-4000:]
+    if stop is not None and stop.is_set():
+        return failed("box", "the check was stopped (its build was cancelled)", log)
     if finished.timed_out:
         return failed("box", f"the check did not finish within {timeout_s:g} s and was cut", log)
     if finished.out_of_memory:

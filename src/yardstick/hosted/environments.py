@@ -35,6 +35,7 @@ import site
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,11 +158,13 @@ def prepare(
     env: Mapping[str, str] | None = None,
     hidden: tuple[Path, ...] = (),
     limits: BoxLimits | None = None,
+    stop: threading.Event | None = None,
 ) -> Environment:
     """The Environment `image` runs in, made in `dest` (the version's environment folder) when it installs
     anything. Idempotent: a folder already made for the same requirements is returned as it is; one left
     half-made (a crash, a failed install) is made again. `hidden`: folders the download's box must not see
-    (the platform's data folder); `limits` what each box may use. Raises ImageRefused, or PrepareFailed."""
+    (the platform's data folder); `limits` what each box may use; `stop`, once set, kills the install's box.
+    Raises ImageRefused, or PrepareFailed."""
     requirements = plan(image)
     if not requirements:
         return Environment(python=sys.executable)
@@ -174,7 +177,7 @@ def prepare(
         marker(dest).unlink(missing_ok=True)
         shutil.rmtree(dest, ignore_errors=True)
         try:
-            _make(dest, requirements, timeout_s, env, hidden, limits or BoxLimits())
+            _make(dest, requirements, timeout_s, env, hidden, limits or BoxLimits(), stop)
         except BaseException:
             shutil.rmtree(dest, ignore_errors=True)
             raise
@@ -236,6 +239,7 @@ def _make(
     env: Mapping[str, str] | None,
     hidden: tuple[Path, ...],
     limits: BoxLimits,
+    stop: threading.Event | None,
 ) -> None:
     # The worker's own interpreter behind the environment (not a venv's: a venv of a venv is of its base).
     base = getattr(sys, "_base_executable", sys.executable)
@@ -250,8 +254,8 @@ def _make(
     _see_worker_packages(dest)
     wheels = Path(tempfile.mkdtemp(prefix="yardstick-wheels-"))
     try:
-        _download(wheels, requirements, timeout_s, env, hidden, limits)
-        _install(dest, wheels, requirements, timeout_s, limits)
+        _download(wheels, requirements, timeout_s, env, hidden, limits, stop)
+        _install(dest, wheels, requirements, timeout_s, limits, stop)
     finally:
         shutil.rmtree(wheels, ignore_errors=True)
 
@@ -263,6 +267,7 @@ def _download(
     env: Mapping[str, str] | None,
     hidden: tuple[Path, ...],
     limits: BoxLimits,
+    stop: threading.Event | None,
 ) -> None:
     """The requirements' wheels (and their dependencies'), fetched by the platform's own pip into `wheels`."""
     index = {k: v for k, v in os.environ.items() if k in INDEX_ENV}
@@ -276,7 +281,7 @@ def _download(
     )
     argv = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--only-binary", ":all:"]
     argv += ["--dest", str(wheels), *requirements]
-    finished = sandbox.run(box, argv, timeout_s=timeout_s)
+    finished = sandbox.run(box, argv, timeout_s=timeout_s, stop=stop)
     said = _said(finished)
     if finished.timed_out:
         raise PrepareFailed(f"fetching {', '.join(requirements)} took more than {timeout_s:g} s and was cut")
@@ -292,7 +297,12 @@ def _download(
 
 
 def _install(
-    dest: Path, wheels: Path, requirements: tuple[str, ...], timeout_s: float, limits: BoxLimits
+    dest: Path,
+    wheels: Path,
+    requirements: tuple[str, ...],
+    timeout_s: float,
+    limits: BoxLimits,
+    stop: threading.Event | None,
 ) -> None:
     """The fetched wheels installed into the environment, offline, by the worker's pip in a box."""
     box = sandbox.Box(
@@ -312,7 +322,7 @@ def _install(
         ":all:",
     ]
     argv += ["--find-links", str(wheels), *requirements]
-    finished = sandbox.run(box, argv, timeout_s=timeout_s)
+    finished = sandbox.run(box, argv, timeout_s=timeout_s, stop=stop)
     if finished.timed_out:
         raise PrepareFailed(
             f"installing {', '.join(requirements)} took more than {timeout_s:g} s and was cut"

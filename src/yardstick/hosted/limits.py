@@ -24,6 +24,8 @@ with the hybrid layout), a group of its own that every process of the box is in 
 
 Its writable places are RAM-backed tmpfs of fixed size: `scratch_bytes` for /tmp (its scratch and home),
 `shm_bytes` for /dev/shm (PyTorch's data loaders want more than the 64 MB a container's default gives).
+What a tmpfs holds is memory, so each takes at most half the box's memory (`scratch`, `shm`): a write that
+fills one fails (ENOSPC) before the box's memory runs out.
 """
 
 from __future__ import annotations
@@ -72,6 +74,16 @@ class BoxLimits:
         if self.cpu_seconds is not None and self.cpu_seconds < 1:
             raise ValueError(f"cpu_seconds: a box's CPU time is at least 1 s, not {self.cpu_seconds}")
 
+    @property
+    def scratch(self) -> int:
+        """The size of the box's /tmp: `scratch_bytes`, or half its memory where that is less."""
+        return min(self.scratch_bytes, self.memory_bytes // 2)
+
+    @property
+    def shm(self) -> int:
+        """The size of the box's /dev/shm: `shm_bytes`, or half its memory where that is less."""
+        return min(self.shm_bytes, self.memory_bytes // 2)
+
     def with_cpu_seconds(self, seconds: float) -> BoxLimits:
         """The same limits for a box that does one job of at most `seconds` of wall time: CPU time to match
         (every core busy all that time)."""
@@ -83,8 +95,7 @@ class BoxLimits:
         cpus = f"{self.cpus:g} cores" if self.cpus else "all cores"
         return (
             f"memory {size(self.memory_bytes)}, {self.processes} processes, files up to "
-            f"{size(self.file_bytes)}, scratch {size(self.scratch_bytes)}, "
-            f"/dev/shm {size(self.shm_bytes)}, {cpus}"
+            f"{size(self.file_bytes)}, scratch {size(self.scratch)}, /dev/shm {size(self.shm)}, {cpus}"
         )
 
 

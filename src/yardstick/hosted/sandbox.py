@@ -8,8 +8,8 @@ What a box sees is an allow-list, not the machine less a deny-list. A fresh root
     the interpreter a Python box runs, its virtual environment, where Yardstick is imported from (read-only)
     the folders and files it is `readable` (a version's code, a policy's socket), at their paths outside
     its `mounts`, read-only at places of their own (a benchmark's volumes at /assets, weights at /data)
-    /tmp   its scratch and home: an empty tmpfs of `limits.scratch_bytes`, gone with the box
-    /dev   null, zero, random, urandom, tty, a /dev/shm tmpfs of `limits.shm_bytes`, and the `devices` given
+    /tmp   its scratch and home: an empty tmpfs of `limits.scratch`, gone with the box
+    /dev   null, zero, random, urandom, tty, a /dev/shm tmpfs of `limits.shm`, and the `devices` given
     /proc  its own processes only; /sys/devices/system/cpu (read-only) for counting the cores
 
 and nothing else: not the data folder, another org's files, the machine's home folders, /run or /var/run (so
@@ -45,6 +45,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -68,6 +69,8 @@ PIPE: Final = subprocess.PIPE
 BOX_UID: Final = 1000
 BOX_USER: Final = "box"
 SCRATCH: Final = Path("/tmp")
+# How often a box run to its end looks whether it is to be stopped.
+STOP_LOOK_S: Final = 0.1
 # A hidden folder's stand-in: an empty tmpfs that holds next to nothing.
 HIDDEN_BYTES: Final = 64 * 1024
 # The machine's top entries a box's root shows: the system's programs and libraries (links kept as links).
@@ -162,8 +165,8 @@ def arguments(box: Box, data: Mapping[str, int]) -> list[str]:
         args.append("--share-net")
     args += _root(box, data)
     args += ["--dev", "/dev", "--proc", "/proc"]
-    args += ["--size", str(box.limits.scratch_bytes), "--tmpfs", str(SCRATCH)]
-    args += ["--size", str(box.limits.shm_bytes), "--tmpfs", "/dev/shm"]
+    args += ["--size", str(box.limits.scratch), "--tmpfs", str(SCRATCH)]
+    args += ["--size", str(box.limits.shm), "--tmpfs", "/dev/shm"]
     # Parents before children: a folder bound inside a hidden one shows in it, and one hidden inside a bound
     # one (the platform's data folder inside the interpreter's environment, say) stays hidden.
     shown = [*box.shown(), *box.writable]
@@ -432,16 +435,20 @@ class Finished:
     out_of_memory: bool = False
 
 
-def run(box: Box, argv: Sequence[str], *, timeout_s: float) -> Finished:
-    """Run `argv` in `box` to its end, or cut it (and all it started) at `timeout_s`. Its CPU time is held
-    to what `timeout_s` of every core gives."""
+def run(box: Box, argv: Sequence[str], *, timeout_s: float, stop: threading.Event | None = None) -> Finished:
+    """Run `argv` in `box` to its end, or cut it (and all it started) at `timeout_s`, or as soon as `stop`
+    is set (a cancelled build: `timed_out`, and `stopped`). Its CPU time is held to what `timeout_s` of every
+    core gives."""
     process = start(replace(box, limits=box.limits.with_cpu_seconds(timeout_s)), argv)
     out, err = _Drain(process.stdout), _Drain(process.stderr)
     timed_out = False
-    try:
-        process.popen.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+    deadline = time.monotonic() + timeout_s
+    while process.poll() is None:
+        if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
+            timed_out = True
+            break
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.popen.wait(timeout=min(STOP_LOOK_S, max(0.0, deadline - time.monotonic())))
     oom = process.out_of_memory()
     process.stop()
     return Finished(
