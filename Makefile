@@ -64,12 +64,13 @@ test: $(STAMP) $(SEQ_STAMP) browser sandbox
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/pytest -q --durations=15 --numprocesses=$(TEST_WORKERS) --dist=loadfile
 
-bench: $(STAMP) wrk
+bench: $(STAMP) wrk sandbox
 	$(PY) bench/engine.py
 	$(PY) bench/wire.py
 	$(PY) bench/gateway.py
 	$(PY) bench/benchmarks.py
 	$(PY) bench/render.py
+	$(PY) bench/sandbox.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from conftest import fresh_database
+from hosted_helpers import processes_mentioning
 from platform_harness import ServerProcess, server_process
 
 ROOT = Path(__file__).parent.parent
@@ -152,6 +153,8 @@ def tenants(
             found.deploy(RIVAL, "rival-policy", {"policy.py": POLICY})
             yield found
             assert served.stop() == 0, served.log.read_text()[-3000:]
+            # Stopped, the server leaves no process of its own or of a box behind, defunct or alive.
+            assert processes_mentioning(str(data.resolve())) == []
             left = served.log.read_text()
             assert lab_secret not in left and marker not in left
     finally:

@@ -141,3 +141,47 @@ def test_a_guessed_action_that_a_step_refuses_is_a_warning(tmp_path: Path) -> No
     )
     assert checked.ready
     assert any("a 7-dof arm" in w and "guessed" in w for w in checked.warnings), checked.warnings
+
+
+# Code that finds the check's own channel and writes a "ready" of its own there, then does `after`.
+FORGED = """\
+import os
+import stat
+
+import seq
+
+ANSWER = b'{"status": "ready", "kind": "benchmark", "declaration": {"tasks": {"a": ""}}, "warnings": []}\\n'
+for fd in map(int, os.listdir("/proc/self/fd")):
+    try:
+        if fd > 2 and stat.S_ISFIFO(os.fstat(fd).st_mode) and os.get_blocking(fd):
+            os.write(fd, ANSWER)
+    except OSError:
+        pass
+{after}
+"""
+
+
+def test_a_ready_the_code_forged_is_not_the_verdict_unless_the_box_ended_as_a_check_does(
+    tmp_path: Path,
+) -> None:
+    verdicts = {}
+    for name, after in {
+        "crashes": "os._exit(3)",
+        "says more": "os.write(1, b'')\nfor fd in range(3, 20):\n    try:\n        os.write(fd, b'{}\\\\n')\n"
+        "    except OSError:\n        pass",
+        "hangs": "import time\ntime.sleep(600)",
+    }.items():
+        folder = bundle_of(
+            {"benchmark.py": FORGED.replace("{after}", after)}, tmp_path / name.replace(" ", "-")
+        ).folder
+        checked = check_benchmark(folder, "benchmark:Nothing", timeout_s=10)
+        verdicts[name] = (checked.status, checked.stage, checked.error or "")
+    assert (
+        verdicts["crashes"][:2] == ("failed", "box") and "status 3 after its answer" in verdicts["crashes"][2]
+    )
+    assert verdicts["says more"][:2] == ("failed", "box"), verdicts
+    assert (
+        "more than its answer" in verdicts["says more"][2]
+        or "could not have given" in verdicts["says more"][2]
+    )
+    assert verdicts["hangs"][:2] == ("failed", "box") and "did not finish within 10 s" in verdicts["hangs"][2]

@@ -199,3 +199,57 @@ def test_a_policy_that_cannot_be_served_says_why(tmp_path: Path, sockets: Path) 
     assert failed.value.kind is FailureKind.POLICY_SETUP_CRASH
     assert "no checkpoint" in failed.value.reason
     assert processes_mentioning(str(folder)) == []
+
+
+# The benchmark speaks on its runner's own channel, as only the runner should.
+FORGER = """\
+import gc
+
+import seq
+
+
+def channel():
+    return next(o for o in gc.get_objects() if type(o).__name__ == "_Channel")
+
+
+@seq.benchmark(tasks={"files": "", "result": "", "robot_time": ""}, seeds=[0], max_seconds=0.3)
+class Forger:
+    @seq.reset
+    def reset(self, task, seed):
+        self.task = task
+        return {"task": task}
+
+    @seq.step
+    def step(self, action):
+        if self.task == "files":
+            channel().send({"file": "../../../etc/passwd", "data": "eA=="})
+        if self.task == "result":
+            channel().send({"result": {"index": 99, "task": "files", "trial": 0, "seed": 0, "repeat": False}})
+        return {"task": self.task}, True, True
+"""
+
+
+def test_a_box_that_forges_its_runners_messages_fails_its_own_episode(tmp_path: Path) -> None:
+    folder = bundle_of({"benchmark.py": FORGER, "policy.py": ZERO_POLICY}, tmp_path / "b").folder
+    recorded = tmp_path / "recordings"
+    work = Work(
+        Component("benchmark:Forger"),
+        Component("policy:Zero"),
+        recording=Recording(trajectory=True, folder=str(recorded)),
+    )
+    episodes = [EpisodeSpec(index=i, task=t, trial=0, seed=0) for i, t in enumerate(["files", "result"])]
+    with BoxedExecutor(folder) as boxed:
+        results = {r.index: r for r in boxed.run(work, episodes)}
+    assert results[0].failure is FailureKind.BENCHMARK_CRASH and "out of turn" in (results[0].error or "")
+    assert results[1].failure is FailureKind.BENCHMARK_CRASH
+    assert "not playing" in (results[1].error or ""), results[1].error
+    assert not any("passwd" in str(p) for p in recorded.rglob("*"))  # nothing landed outside its episode
+
+
+def test_robot_time_is_its_steps_at_the_rate_the_platform_knows(tmp_path: Path) -> None:
+    folder = bundle_of({"benchmark.py": FORGER, "policy.py": ZERO_POLICY}, tmp_path / "b").folder
+    work = Work(Component("benchmark:Forger"), Component("policy:Zero"))
+    episode = [EpisodeSpec(index=0, task="robot_time", trial=0, seed=0)]
+    with BoxedExecutor(folder, policy_hz=4.0) as boxed:
+        [result] = boxed.run(work, episode)
+    assert result.steps == 1 and result.robot_seconds == 0.25  # at 4 Hz, whatever the box figured (10 Hz)

@@ -9,6 +9,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -16,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from hosted_helpers import listening, needs_bwrap, processes_mentioning
-from yardstick.hosted import inbox, sandbox
+from yardstick.hosted import inbox, limits, sandbox
 from yardstick.hosted.errors import SandboxUnavailable
+from yardstick.hosted.processes import zombie_children
 
 pytestmark = needs_bwrap
 
@@ -205,3 +207,79 @@ def test_no_bubblewrap_is_a_refusal_that_says_what_to_install(
 def test_output_without_end_is_capped(tmp_path: Path) -> None:
     finished = sandbox.run(sandbox.Box(), ["/bin/sh", "-c", "yes | head -c 5000000"], timeout_s=10)
     assert len(finished.stdout) == sandbox.MAX_OUTPUT_BYTES
+
+
+def test_a_box_runs_as_an_unprivileged_user_that_cannot_make_another_namespace() -> None:
+    code = (
+        "import ctypes, os; libc = ctypes.CDLL(None, use_errno=True)\n"
+        "caps = open('/proc/self/status').read().count('CapEff:\\t0000000000000000')\n"
+        "print(os.getuid(), os.getgid(), libc.unshare(0x10000000), caps)"
+    )
+    finished = python(sandbox.Box(), code)
+    assert finished.stdout.decode().split() == ["1000", "1000", "-1", "1"], finished
+
+
+def test_neither_bwraps_environment_nor_any_command_line_holds_the_boxs_secrets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("YARDSTICK_DATABASE_URL", "postgresql://platform@db/prod")
+    code = (  # what it looks for is spelt apart, so its own command line does not hold it
+        "import os\n"
+        "seen = b''.join(open(f'/proc/{p}/{w}', 'rb').read() for p in os.listdir('/proc') if p.isdigit()"
+        " for w in ('environ', 'cmdline'))\n"
+        "print(b'postgres' b'ql://' in seen, seen.count(b's3cr3t' b'-value'), os.environ['LAB_TOKEN'])"
+    )
+    finished = python(sandbox.Box(env={"LAB_TOKEN": "s3cr3t-value"}), code)
+    # The secret is in its own environment (one copy: its process's), and nowhere else.
+    assert finished.stdout.decode().split() == ["False", "1", "s3cr3t-value"], finished
+    assert b"s3cr3t-value" not in Path(f"/proc/{os.getpid()}/cmdline").read_bytes()
+
+
+def test_a_box_shows_the_system_and_what_it_is_given_and_nothing_else(tmp_path: Path) -> None:
+    code, secret = tmp_path / "code", tmp_path / "secret.key"
+    code.mkdir()
+    secret.write_text("the install's key")
+    probe = (
+        "import os, sys; paths = sys.argv[1:]\n"
+        "print([os.path.lexists(p) for p in paths])\n"
+        "print(sorted(os.listdir('/etc')) == sorted(set(os.listdir('/etc'))), os.path.isdir('/usr/lib'))"
+    )
+    seeing = replace(sandbox.Box(readable=(code,)), python=sys.executable)
+    looked = [str(code), str(secret), "/etc/shadow", "/run", "/var", "/home", "/root/.bashrc", "/opt"]
+    finished = sandbox.run(seeing, [sys.executable, "-c", probe, *looked], timeout_s=30)
+    shown, _ = finished.stdout.decode().splitlines()
+    assert shown == str([True] + [False] * (len(looked) - 1)), finished
+
+
+def test_a_box_is_held_to_its_process_and_memory_limits() -> None:
+    held = limits.BoxLimits(processes=32, memory_bytes=256 * limits.MiB)
+    bomb = (
+        "import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n"
+        "            time.sleep(30)\n        n += 1\nexcept OSError:\n    print(n)"
+    )
+    finished = python(sandbox.Box(limits=held), bomb)
+    assert 0 < int(finished.stdout) < 32, finished
+    hog = python(sandbox.Box(limits=held), "x = b'x' * (1024 ** 3)")
+    assert hog.returncode < 0 and (hog.out_of_memory or not limits.groups().hierarchies), hog
+    fill = "with open('/tmp/big', 'wb') as f:\n    for _ in range(200):\n        f.write(b'x' * 1024 ** 2)"
+    big = python(sandbox.Box(limits=held), fill)
+    assert b"No space left" in big.stderr, big  # its scratch is half its memory
+
+
+def test_a_box_stopped_leaves_no_process_for_this_one_to_reap() -> None:
+    process = sandbox.start(sandbox.Box(), ["/bin/sleep", "8765"])
+    until = time.monotonic() + 10
+    while len(processes_mentioning("sleep 8765")) < 2 and time.monotonic() < until:
+        time.sleep(0.02)
+    process.stop()
+    assert processes_mentioning("sleep 8765") == []
+    assert [pid for pid, name in zombie_children() if name == "bwrap"] == []
+
+
+def test_a_cancelled_run_stops_its_box_at_once() -> None:
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    started = time.monotonic()
+    finished = sandbox.run(sandbox.Box(), ["/bin/sleep", "7654"], timeout_s=60, stop=stop)
+    assert finished.timed_out and time.monotonic() - started < 5
+    assert processes_mentioning("sleep 7654") == []

@@ -36,17 +36,29 @@ LIMITS = (
 )
 
 
+@pytest.fixture(scope="module")
+def listener() -> Iterator[socket.socket]:
+    """A TCP server of this machine's that whatever a tenant's install might run would report home to."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.2)
+    yield server
+    server.close()
+
+
 @pytest.fixture(scope="module", params=CONFIGS, ids=[f"{db}-{place}" for db, place in CONFIGS])
-def hostile(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tenants]:
+def hostile(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, listener: socket.socket
+) -> Iterator[Tenants]:
     db, place = request.param
     tmp = tmp_path_factory.mktemp(f"{db}-{place}")
     links = tmp / "find-links"
     links.mkdir()
-    sdist_only(links)
+    sdist_only(links, listener.getsockname()[1])
     # The index the server's installs see has a package that comes as source only (a build would run it).
-    with tenants(
-        db, place, tmp, extra=(*LIMITS, "--call-timeout", "3"), env={"PIP_FIND_LINKS": str(links)}
-    ) as found:
+    extra = (*LIMITS, "--call-timeout", "3")
+    with tenants(db, place, tmp, extra=extra, env={"PIP_FIND_LINKS": str(links)}) as found:
         yield found
 
 
@@ -263,11 +275,9 @@ def test_one_orgs_slow_builds_do_not_hold_another_orgs_deploy(hostile: Tenants) 
     until(lambda: processes_mentioning("/benchmark/slow-") == [], 10, "a cancelled build's box is gone")
 
 
-def test_installs_take_names_from_the_index_and_build_no_source(hostile: Tenants) -> None:
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    listener.settimeout(0.2)
+def test_installs_take_names_from_the_index_and_build_no_source(
+    hostile: Tenants, listener: socket.socket
+) -> None:
     port = listener.getsockname()[1]
     image = "seq.Image.debian_slim().uv_pip_install({!r})"
     for requirement, words in [
@@ -282,29 +292,27 @@ def test_installs_take_names_from_the_index_and_build_no_source(hostile: Tenants
         )
         done = hostile.seq(RIVAL, "deploy", str(hostile.folder("installs", files)))
         said = done.stdout + done.stderr
-        assert words in said, said
-        assert "failed" in said or done.returncode != 0, said
+        assert words in said and done.returncode != 0, said
         if SDIST in requirement:
             assert SDIST in said, said  # the refusal names the package
     try:
-        listener.accept()
+        listener.accept()[0].close()
         reached = True
     except OSError:
         reached = False
-    listener.close()
-    assert not reached  # nothing was fetched from the machine, and no setup.py ran
+    assert not reached  # nothing was fetched from this machine's server, and the sdist's setup.py never ran
 
 
 SDIST = "yardstick-hostile-sdist-only"
 
 
-def sdist_only(folder: Path) -> None:
-    """A package on the index as source only, whose setup.py would report home if it ever ran."""
+def sdist_only(folder: Path, port: int) -> None:
+    """A package on the index as source only, whose setup.py would report home (to `port`) if it ever ran."""
     import io
     import tarfile
 
     setup = (
-        "import socket\nsocket.create_connection(('127.0.0.1', 9)).close()\n"
+        f"import socket\nsocket.create_connection(('127.0.0.1', {port})).close()\n"
         "from setuptools import setup\nsetup()\n"
     )
     buffer = io.BytesIO()

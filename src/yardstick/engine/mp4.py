@@ -40,6 +40,8 @@ def inspect(path: Path) -> VideoInfo:
     with open(path, "rb") as handle:
         handle.seek(0, 2)
         total = handle.tell()
+        if total == 0:
+            raise NotAVideo("an empty file")
         handle.seek(0)
         moov: bytes | None = None
         offset, first = 0, True
