@@ -37,7 +37,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -177,7 +177,8 @@ def prepare(
         marker(dest).unlink(missing_ok=True)
         shutil.rmtree(dest, ignore_errors=True)
         try:
-            _make(dest, requirements, timeout_s, env, hidden, limits or BoxLimits(), stop)
+            boxes = _Boxes(timeout_s, dict(env or {}), hidden, limits or BoxLimits(), stop)
+            _make(dest, requirements, boxes)
         except BaseException:
             shutil.rmtree(dest, ignore_errors=True)
             raise
@@ -232,15 +233,22 @@ def _locked(dest: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _make(
-    dest: Path,
-    requirements: tuple[str, ...],
-    timeout_s: float,
-    env: Mapping[str, str] | None,
-    hidden: tuple[Path, ...],
-    limits: BoxLimits,
-    stop: threading.Event | None,
-) -> None:
+@dataclass(frozen=True)
+class _Boxes:
+    """How an install's boxes run: for how long, with what environment, hiding what, within what limits,
+    and the event that stops them (a cancelled build)."""
+
+    timeout_s: float
+    env: Mapping[str, str]
+    hidden: tuple[Path, ...]
+    limits: BoxLimits
+    stop: threading.Event | None
+
+    def run(self, box: sandbox.Box, argv: list[str]) -> sandbox.Finished:
+        return sandbox.run(replace(box, limits=self.limits), argv, timeout_s=self.timeout_s, stop=self.stop)
+
+
+def _make(dest: Path, requirements: tuple[str, ...], boxes: _Boxes) -> None:
     # The worker's own interpreter behind the environment (not a venv's: a venv of a venv is of its base).
     base = getattr(sys, "_base_executable", sys.executable)
     made = subprocess.run(
@@ -254,37 +262,30 @@ def _make(
     _see_worker_packages(dest)
     wheels = Path(tempfile.mkdtemp(prefix="yardstick-wheels-"))
     try:
-        _download(wheels, requirements, timeout_s, env, hidden, limits, stop)
-        _install(dest, wheels, requirements, timeout_s, limits, stop)
+        _download(wheels, requirements, boxes)
+        _install(dest, wheels, requirements, boxes)
     finally:
         shutil.rmtree(wheels, ignore_errors=True)
 
 
-def _download(
-    wheels: Path,
-    requirements: tuple[str, ...],
-    timeout_s: float,
-    env: Mapping[str, str] | None,
-    hidden: tuple[Path, ...],
-    limits: BoxLimits,
-    stop: threading.Event | None,
-) -> None:
+def _download(wheels: Path, requirements: tuple[str, ...], boxes: _Boxes) -> None:
     """The requirements' wheels (and their dependencies'), fetched by the platform's own pip into `wheels`."""
     index = {k: v for k, v in os.environ.items() if k in INDEX_ENV}
     box = sandbox.Box(
         writable=(wheels,),
-        hidden=hidden,
+        hidden=boxes.hidden,
         network=True,
         view="machine",  # the machine's pip settings and local indexes; only the platform's pip runs here
-        env={**index, **(env or {}), "PIP_NO_INPUT": "1"},
-        limits=limits,
+        env={**index, **boxes.env, "PIP_NO_INPUT": "1"},
     )
     argv = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--only-binary", ":all:"]
     argv += ["--dest", str(wheels), *requirements]
-    finished = sandbox.run(box, argv, timeout_s=timeout_s, stop=stop)
+    finished = boxes.run(box, argv)
     said = _said(finished)
     if finished.timed_out:
-        raise PrepareFailed(f"fetching {', '.join(requirements)} took more than {timeout_s:g} s and was cut")
+        raise PrepareFailed(
+            f"fetching {', '.join(requirements)} took more than {boxes.timeout_s:g} s and was cut"
+        )
     if finished.returncode != 0:
         missing = NO_WHEEL.search(said)
         if missing:
@@ -296,22 +297,9 @@ def _download(
         raise PrepareFailed(f"fetching {', '.join(requirements)} failed: {said}")
 
 
-def _install(
-    dest: Path,
-    wheels: Path,
-    requirements: tuple[str, ...],
-    timeout_s: float,
-    limits: BoxLimits,
-    stop: threading.Event | None,
-) -> None:
+def _install(dest: Path, wheels: Path, requirements: tuple[str, ...], boxes: _Boxes) -> None:
     """The fetched wheels installed into the environment, offline, by the worker's pip in a box."""
-    box = sandbox.Box(
-        python=sys.executable,
-        readable=(wheels,),
-        writable=(dest,),
-        env={"PIP_NO_INPUT": "1"},
-        limits=limits,
-    )
+    box = sandbox.Box(python=sys.executable, readable=(wheels,), writable=(dest,), env={"PIP_NO_INPUT": "1"})
     # The worker's pip installs into the environment's interpreter: the environment needs none of its own.
     argv = [sys.executable, "-m", "pip", "--isolated", "--python", str(_python_of(dest)), "install"]
     argv += [
@@ -322,10 +310,10 @@ def _install(
         ":all:",
     ]
     argv += ["--find-links", str(wheels), *requirements]
-    finished = sandbox.run(box, argv, timeout_s=timeout_s, stop=stop)
+    finished = boxes.run(box, argv)
     if finished.timed_out:
         raise PrepareFailed(
-            f"installing {', '.join(requirements)} took more than {timeout_s:g} s and was cut"
+            f"installing {', '.join(requirements)} took more than {boxes.timeout_s:g} s and was cut"
         )
     if finished.returncode != 0:
         raise PrepareFailed(f"installing {', '.join(requirements)} failed: {_said(finished)}")
