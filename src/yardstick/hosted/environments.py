@@ -272,6 +272,7 @@ def _download(wheels: Path, requirements: tuple[str, ...], boxes: _Boxes) -> Non
     """The requirements' wheels (and their dependencies'), fetched by the platform's own pip into `wheels`."""
     index = {k: v for k, v in os.environ.items() if k in INDEX_ENV}
     box = sandbox.Box(
+        python=sys.executable,  # shown again over the box's fresh /tmp (an install under /tmp)
         writable=(wheels,),
         hidden=boxes.hidden,
         network=True,
