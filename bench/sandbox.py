@@ -29,9 +29,10 @@ from yardstick.engine import Component, RunRequest, Work
 from yardstick.engine.results import EpisodeSpec
 from yardstick.engine.run import prepare
 from yardstick.engine.runtime import Runtime
-from yardstick.hosted import limits, sandbox
-from yardstick.hosted.limits import BoxLimits, Groups
-from yardstick.hosted.player import BoxedExecutor
+from yardstick.hosted.limits import BoxLimits
+from yardstick.worker.boxes import groups, sandbox
+from yardstick.worker.boxes.groups import Groups
+from yardstick.worker.boxes.player import BoxedExecutor
 
 TARGET = 1.1
 UNLIMITED = BoxLimits(
@@ -62,8 +63,8 @@ def plain_startup(count: int) -> float:
 
 def without_groups() -> Groups:
     """This process's boxes get no control group from now on; what they had before is returned."""
-    before = limits.groups()
-    limits._found = Groups()
+    before = groups.groups()
+    groups._found = Groups()
     return before
 
 
@@ -104,12 +105,12 @@ def main() -> None:
     args = parser.parse_args()
     print(machine())
     held = BoxLimits()
-    print(f"limits: {held.describe()}; held by rlimits and {limits.groups().describe()}")
+    print(f"limits: {held.describe()}; held by rlimits and {groups.groups().describe()}")
     plain = plain_startup(10)
     limited = startup(10, held)
     found = without_groups()
     bare = startup(10, UNLIMITED)
-    limits._found = found
+    groups._found = found
     print(f"start-up (python -c pass, median of 10): plain {plain * 1000:.0f} ms, boxed with limits "
           f"{limited * 1000:.0f} ms (+{(limited - plain) * 1000:.0f} ms), boxed bare {bare * 1000:.0f} ms "
           f"(+{(bare - plain) * 1000:.0f} ms)")  # fmt: skip
@@ -130,7 +131,7 @@ def main() -> None:
         try:
             took, _ = boxed(work, planned, UNLIMITED, folder)
         finally:
-            limits._found = found
+            groups._found = found
         steps_seen["boxed, bare"] = min(steps_seen["boxed, bare"], took)
     base = steps_seen["unboxed"]
     print(f"{len(planned)} episodes of MT10 (expert, state), best of {args.rounds} rounds; a box's cold "

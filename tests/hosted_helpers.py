@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from yardstick.hosted import sandbox
 from yardstick.hosted.bundle import Bundle, pack, unpack
+from yardstick.worker.boxes import sandbox
 
 EXAMPLES = Path("/work/shared/sequences/examples")
 

@@ -28,8 +28,8 @@ from yardstick.core.platform import Platform
 from yardstick.core.settings import Settings, SignInSettings
 from yardstick.gateway.app import create_app
 from yardstick.gateway.services import Services, open_services
-from yardstick.hosted.processes import children, descendants, kill_all
 from yardstick.store.models import ServedPolicy
+from yardstick.worker.processes import children, descendants, kill_all
 
 TOYS = Path(__file__).parent / "toys.py"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from yardstick.core.fair import FairPool
+from yardstick.worker.fair import FairPool
 
 
 def test_one_owners_slow_jobs_cannot_hold_every_thread() -> None:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from hosted_helpers import bundle_of, example, needs_bwrap, processes_mentioning
-from yardstick.hosted.check import Checked, check_benchmark, check_policy
+from yardstick.worker.boxes.check import Checked, check_benchmark, check_policy
 
 pytestmark = needs_bwrap
 

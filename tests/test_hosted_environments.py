@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from hosted_helpers import bundle_of, needs_bwrap
-from yardstick.hosted.check import check_benchmark
-from yardstick.hosted.environments import PrepareFailed, marker, plan, prepare, worker_python
 from yardstick.hosted.errors import ImageRefused
+from yardstick.worker.boxes.check import check_benchmark
+from yardstick.worker.boxes.environments import PrepareFailed, marker, plan, prepare, worker_python
 
 DEFAULT = {"base": "debian:12-slim", "steps": []}
 SIX = "six==1.16.0"

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from hosted_helpers import needs_bwrap
-from yardstick.hosted import mounts, sandbox
+from yardstick.hosted import mounts
 from yardstick.hosted.seq_api import Volume
+from yardstick.worker.boxes import sandbox
 
 PROBE = """
 import json, os, sys

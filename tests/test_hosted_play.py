@@ -17,8 +17,8 @@ from yardstick.engine import Component, RunRequest, Work, evaluate
 from yardstick.engine.failures import FailureKind
 from yardstick.engine.recording import Recording
 from yardstick.engine.results import EpisodeSpec
-from yardstick.hosted.player import BoxedExecutor
-from yardstick.hosted.server import BoxedPolicyServer, ServerFailed
+from yardstick.worker.boxes.player import BoxedExecutor
+from yardstick.worker.boxes.server import BoxedPolicyServer, ServerFailed
 
 pytestmark = needs_bwrap
 

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from hosted_helpers import listening, needs_bwrap, processes_mentioning
-from yardstick.hosted import inbox, limits, sandbox
+from yardstick.hosted import limits
 from yardstick.hosted.errors import SandboxUnavailable
-from yardstick.hosted.processes import zombie_children
+from yardstick.worker.boxes import groups, inbox, sandbox
+from yardstick.worker.processes import zombie_children
 
 pytestmark = needs_bwrap
 
@@ -34,7 +35,7 @@ def test_a_boxed_interpreter_imports_the_same_yardstick(tmp_path: Path) -> None:
     # Wherever Yardstick is installed (a checkout under /tmp installed editable, which the box's fresh /tmp
     # hid), its boxed processes import the same files as the worker that starts them.
     finished = python(
-        sandbox.Box(writable=(tmp_path,)), "import yardstick.hosted.inbox as m; print(m.__file__)"
+        sandbox.Box(writable=(tmp_path,)), "import yardstick.worker.boxes.inbox as m; print(m.__file__)"
     )
     assert finished.returncode == 0, finished
     assert finished.stdout.decode().strip() == inbox.__file__
@@ -260,7 +261,7 @@ def test_a_box_is_held_to_its_process_and_memory_limits() -> None:
     finished = python(sandbox.Box(limits=held), bomb)
     assert 0 < int(finished.stdout) < 32, finished
     hog = python(sandbox.Box(limits=held), "x = b'x' * (1024 ** 3)")
-    assert hog.returncode < 0 and (hog.out_of_memory or not limits.groups().hierarchies), hog
+    assert hog.returncode < 0 and (hog.out_of_memory or not groups.groups().hierarchies), hog
     fill = "with open('/tmp/big', 'wb') as f:\n    for _ in range(200):\n        f.write(b'x' * 1024 ** 2)"
     big = python(sandbox.Box(limits=held), fill)
     assert b"No space left" in big.stderr, big  # its scratch is half its memory

@@ -24,7 +24,7 @@ from platform_client.eval_plan import EvalPlan
 
 from hosted_helpers import needs_bwrap, processes_mentioning
 from hostile_helpers import HOST_MARKER, PLACES, RIVAL, Tenants, tenants
-from yardstick.hosted.processes import descendants, zombie_children
+from yardstick.worker.processes import descendants, zombie_children
 
 pytestmark = needs_bwrap
 

@@ -37,12 +37,12 @@ from platform_harness import (
 from yardstick.core.artifacts import LocalArtifactStore
 from yardstick.core.install import open_install
 from yardstick.core.settings import Settings
-from yardstick.core.worker import PlatformWorker
 from yardstick.gateway.services import ledger_for
-from yardstick.hosted.processes import children, descendants
 from yardstick.store.db import Database
 from yardstick.store.models import Artifact, Run, RunEpisode, ServedPolicy, WorkerBeat
 from yardstick.store.states import EpisodeState
+from yardstick.worker.platform_worker import PlatformWorker
+from yardstick.worker.processes import children, descendants
 
 # Short enough that a wedged call is found quickly (its limit, then the worker's grace), long enough that a
 # healthy call (the slow policies below take up to 1 s) never is.

@@ -107,9 +107,9 @@ def _allowable(text: str) -> bool:
 def run_worker(settings: Settings, name: str | None = None, parent: int | None = None) -> None:
     """A worker process's life: play episodes until SIGTERM, SIGINT or (given its `parent`'s pid) the
     parent's death, then hand back what it held, the episode in play included."""
-    from yardstick.core.worker import PlatformWorker
     from yardstick.gateway.services import ledger_for
-    from yardstick.hosted.processes import die_with_parent
+    from yardstick.worker.platform_worker import PlatformWorker
+    from yardstick.worker.processes import die_with_parent
 
     worker = PlatformWorker(settings, ledger_for(settings), name=name)
     signal.signal(signal.SIGTERM, lambda *_: worker.interrupt())
@@ -193,11 +193,11 @@ def server(
 ) -> None:
     """The whole platform on one machine: the API, workers, the database and the artifacts, migrations
     applied. OpenAPI at /docs."""
-    from yardstick.core.supervisor import Supervisor
     from yardstick.gateway.app import create_app
     from yardstick.gateway.http_workers import supervisor as http_workers_of
     from yardstick.gateway.services import open_services
     from yardstick.gateway.serving import bind, serve
+    from yardstick.worker.supervisor import Supervisor
 
     settings = _platform_settings(
         data_dir, database, call_timeout, allow_remote, box_memory, box_processes, episode_timeout
@@ -239,7 +239,7 @@ def worker(
     """Play queued episodes from a platform's database (PostgreSQL for workers on other machines; the
     artifact folder must be shared with the server's). The worker processes are supervised: one that dies is
     replaced; SIGTERM or SIGINT stops them all."""
-    from yardstick.core.supervisor import Supervisor
+    from yardstick.worker.supervisor import Supervisor
 
     settings = _platform_settings(
         data_dir, database, call_timeout, allow_remote, box_memory, box_processes, episode_timeout

@@ -4,10 +4,10 @@
   for the evals that ran on it.
 - Registering unpacks the bundle at once (a bad one is refused with the field and the rule, and nothing is
   stored), then builds the version in the background: its environment prepared, its class imported and tried
-  in a box (`hosted.check`). `building` becomes `ready`, or `failed` with the reason and where it was raised.
-- Builds run in the gateway's process, a few at a time, shared fairly between orgs (`core.fair`: one org's
-  slow builds cannot hold every builder); each box they make is held to the install's limits and hides its
-  folders. One the gateway did not finish (it stopped) is started again when it opens.
+  in a box. `building` becomes `ready`, or `failed` with the reason and where it was raised.
+- Builds are the execution plane's (`Builds`, composed in: `worker.builds` runs them in the gateway's
+  process, a few at a time, shared fairly between orgs); this module only records what they come to. One the
+  gateway did not finish (it stopped) is started again when it opens (`resume`).
 - A benchmark's assets (volumes) are pinned when it registers: the version of each its registration names, or
   the one in use. The same code with other assets is another version; its build check and its episodes mount
   them.
@@ -15,32 +15,25 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from yardstick.core.fair import FairPool
 from yardstick.core.refusals import Refusal, RefusalKind, bad_request, not_found
 from yardstick.core.secrets import Secrets
 from yardstick.core.volumes import AssetRef, Pin, Volumes
 from yardstick.hosted import mounts
 from yardstick.hosted.bundle import pack_bytes, tree_sha256, unpack
-from yardstick.hosted.check import check_benchmark, check_policy
-from yardstick.hosted.environments import PrepareFailed, prepare
-from yardstick.hosted.environments import plan as image_plan
 from yardstick.hosted.errors import BundleRefused, ImageRefused
-from yardstick.hosted.limits import BoxLimits
+from yardstick.hosted.images import plan as image_plan
 from yardstick.store.db import Database
 from yardstick.store.models import Hosted, HostedVersion, utcnow
 from yardstick.store.states import BuildStatus, HostedKind
 
-BUILDERS = 2
-CHECK_TIMEOUT_S = 300.0
 State = Literal["new", "version", "same", "replace"]
 
 
@@ -83,8 +76,43 @@ class Located:
     assets: tuple[Pin, ...] = ()
 
 
+class Builds(Protocol):
+    """What builds a registered version (its environment prepared, its class tried in a box): the execution
+    plane's (`worker.builds.BoxBuilds`), handed to `Hosting` by whoever composes the platform."""
+
+    def start(self, version_id: int, org_id: int) -> None:
+        """Build the version in the background, in its org's turn."""
+
+    def wait(self, version_id: int, timeout_s: float) -> None:
+        """Return once the version's build ended, or after `timeout_s`."""
+
+    def stop(self, version_id: int) -> None:
+        """Kill the version's build now (it was cancelled)."""
+
+    def close(self) -> None:
+        """Take no more builds, and kill those running."""
+
+
+class NoBuilds:
+    """Builds nothing: a Hosting that only reads versions (a worker's), or registers them for a builder that
+    runs elsewhere."""
+
+    def start(self, version_id: int, org_id: int) -> None:
+        pass
+
+    def wait(self, version_id: int, timeout_s: float) -> None:
+        pass
+
+    def stop(self, version_id: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 class Hosting:
-    """`hidden`: the install's folders every build's boxes hide; `limits` what each of them may use."""
+    """An org's hosted versions, on `db`, their code under `root`. `builds` (made from this Hosting, as it
+    reads and records what it builds) builds what registers."""
 
     def __init__(
         self,
@@ -92,28 +120,17 @@ class Hosting:
         root: Path,
         secrets: Secrets,
         volumes: Volumes,
-        *,
-        hidden: tuple[Path, ...] = (),
-        limits: BoxLimits | None = None,
+        builds: Callable[[Hosting], Builds] = lambda hosting: NoBuilds(),
     ) -> None:
         self.db = db
         self.root = Path(root)
         self.secrets = secrets
         self.volumes = volumes
-        self.hidden = hidden
-        self.limits = limits or BoxLimits()
-        self._builds = FairPool(BUILDERS, "yardstick-build")
-        self._built: dict[int, threading.Event] = {}
-        # Set to stop a build's box now: its version was cancelled, or the gateway is closing.
-        self._stops: dict[int, threading.Event] = {}
-        self._lock = threading.Lock()
+        self.builds = builds(self)
 
     def close(self) -> None:
         """Take no more builds, and kill the boxes of those building."""
-        self._builds.shutdown()
-        with self._lock:
-            for stop in self._stops.values():
-                stop.set()
+        self.builds.close()
 
     # --- registering ---------------------------------------------------------------------------------
 
@@ -153,7 +170,7 @@ class Hosting:
             else:
                 rebuild = self._new_version(session, org_id, hosted, latest, upload, pins)
         # The build reads the version in a session of its own: it starts once this one is committed.
-        self._start(rebuild.id, org_id)
+        self.builds.start(rebuild.id, org_id)
         return rebuild
 
     def _new_version(
@@ -202,7 +219,7 @@ class Hosting:
             )
         return self.volumes.pin(org_id, upload.assets)
 
-    # --- building --------------------------------------------------------------------------------------
+    # --- building ----------------------------------------------------------------------------------------
 
     def resume(self) -> None:
         """Start again every build a gateway left unfinished."""
@@ -213,84 +230,28 @@ class Hosting:
                 .where(HostedVersion.status == BuildStatus.BUILDING)
             ).all()
         for version_id, org_id in unfinished:
-            self._start(version_id, org_id)
-
-    def _start(self, version_id: int, org_id: int) -> None:
-        with self._lock:
-            event = self._built.setdefault(version_id, threading.Event())
-            event.clear()
-        self._builds.submit(org_id, lambda: self._build(version_id))
+            self.builds.start(version_id, org_id)
 
     def wait(self, version_id: int, timeout_s: float) -> HostedVersion:
         """The version, once its build ended or `timeout_s` passed."""
-        with self._lock:
-            event = self._built.get(version_id)
-        if event is not None:
-            event.wait(timeout_s)
+        self.builds.wait(version_id, timeout_s)
         with self.db.reading() as session:
             found = session.get(HostedVersion, version_id)
         assert found is not None
         return found
 
-    def _build(self, version_id: int) -> None:
-        with self._lock:
-            stop = self._stops.setdefault(version_id, threading.Event())
-            stop.clear()
-        try:
-            # A build cancelled while it waited for a builder does not start (read after `stop` is there, so
-            # a cancel from now on reaches its box).
-            with self.db.reading() as session:
-                waiting = session.get(HostedVersion, version_id)
-                if waiting is None or waiting.status != BuildStatus.BUILDING:
-                    return
-            located = self.located(version_id, building=True)
-            try:
-                environment = prepare(
-                    located.checked.get("image") or None,
-                    self.root / _folder(self.db, version_id) / "env",
-                    hidden=self.hidden,
-                    limits=self.limits,
-                    stop=stop,
-                )
-            except (ImageRefused, PrepareFailed) as exc:
-                self._ended(version_id, None, f"image: {exc}")
-                return
-            try:
-                env, mounted = self.box_of(located)
-            except LookupError as gone:
-                self._ended(version_id, None, f"{VOLUMES_FIELD[located.kind]}: {gone}")
-                return
-            check = check_benchmark if located.kind == HostedKind.BENCHMARK else check_policy
-            checked = check(
-                located.folder,
-                located.handler_ref,
-                env=env,
-                timeout_s=CHECK_TIMEOUT_S,
-                python=environment.python,
-                mounts=mounted,
-                hidden=self.hidden,
-                limits=self.limits,
-                stop=stop,
-            )
-            if not checked.ready:
-                where = f" (at {checked.stage})" if checked.stage else ""
-                self._ended(version_id, checked.to_dict(), f"{checked.error}{where}")
-                return
-            mismatch = _mismatch(located.kind, located.checked, checked.declaration or {})
-            if mismatch:
-                self._ended(version_id, checked.to_dict(), mismatch)
-                return
-            self._ended(version_id, {**checked.to_dict(), "python": environment.python}, None)
-        except Exception as exc:  # a build's own fault must end it, not leave it building for ever
-            self._ended(version_id, None, f"the build itself failed: {type(exc).__name__}: {exc}")
-        finally:
-            with self._lock:
-                event = self._built.get(version_id)
-                self._stops.pop(version_id, None)
-            if event is not None:
-                event.set()
+    def building(self, version_id: int) -> bool:
+        """Whether the version still waits for its build to end (not cancelled meanwhile)."""
+        with self.db.reading() as session:
+            found = session.get(HostedVersion, version_id)
+            return found is not None and found.status == BuildStatus.BUILDING
 
-    def _ended(self, version_id: int, checked: dict[str, Any] | None, error: str | None) -> None:
+    def env_folder(self, version_id: int) -> Path:
+        """Where a version's prepared environment is kept (beside its code)."""
+        return self.root / _folder(self.db, version_id) / "env"
+
+    def ended(self, version_id: int, checked: dict[str, Any] | None, error: str | None) -> None:
+        """Record what a version's build came to (unless it was cancelled meanwhile)."""
         with self.db.writing() as session:
             version = session.get(HostedVersion, version_id)
             if version is None or version.status != BuildStatus.BUILDING:
@@ -418,10 +379,7 @@ class Hosting:
                 utcnow(),
             )
             cancelled = latest
-        with self._lock:  # its box dies now, not when its check would have ended
-            stop = self._stops.get(cancelled.id)
-        if stop is not None:
-            stop.set()
+        self.builds.stop(cancelled.id)  # its box dies now, not when its check would have ended
         return cancelled
 
     def remove(self, org_id: int, kind: HostedKind, name: str) -> None:
@@ -511,15 +469,3 @@ def _folder(db: Database, version_id: int) -> str:
         version = session.get(HostedVersion, version_id)
     assert version is not None
     return version.folder
-
-
-def _mismatch(kind: HostedKind, declared: Mapping[str, Any], found: Mapping[str, Any]) -> str | None:
-    """Where what the registration says and what the code declares differ (the same SDK wrote both, so a
-    difference is an edit after the registration was made, or a request written by hand)."""
-    fields: Sequence[str] = ("tasks", "seeds") if kind == HostedKind.BENCHMARK else ("hz",)
-    problems = []
-    for name in fields:
-        said, has = declared.get(name), found.get(name)
-        if said is not None and has is not None and said != has:
-            problems.append(f"{name}: the registration says {said!r}, the code declares {has!r}")
-    return "; ".join(problems) or None

@@ -3,12 +3,14 @@ calls, built on it. Contract-neutral: nothing here knows a contract's documents 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from yardstick.core.accounts import Authenticator, Caller
 from yardstick.core.artifacts import UrlSigner
 from yardstick.core.boards import Boards
 from yardstick.core.catalog import Catalog, read_catalog
 from yardstick.core.ended import EndedRuns
-from yardstick.core.hosting import Hosting
+from yardstick.core.hosting import Builds, Hosting, NoBuilds
 from yardstick.core.install import Install
 from yardstick.core.ledger import NO_CREDITS, Ledger
 from yardstick.core.lifecycle import Lifecycle
@@ -24,7 +26,15 @@ from yardstick.store.queue import EpisodeQueue
 
 
 class Platform:
-    def __init__(self, install: Install, ledger: Ledger = NO_CREDITS) -> None:
+    """`builds` makes what builds registered versions, given the Hosting that records them (the execution
+    plane's, composed in by the gateway; by default nothing builds)."""
+
+    def __init__(
+        self,
+        install: Install,
+        ledger: Ledger = NO_CREDITS,
+        builds: Callable[[Hosting], Builds] = lambda hosting: NoBuilds(),
+    ) -> None:
         self.install = install
         self.settings = install.settings
         self.db = install.db
@@ -46,14 +56,7 @@ class Platform:
         self.secrets = Secrets(self.db, self.secret)
         self.volumes = Volumes(self.db, volume_store(self.settings))
         self.uploads = Uploads(self.db, self.volumes.store, self.secret)
-        self.hosting = Hosting(
-            self.db,
-            self.settings.hosted_root,
-            self.secrets,
-            self.volumes,
-            hidden=self.settings.private_folders,
-            limits=self.settings.box_limits,
-        )
+        self.hosting = Hosting(self.db, self.settings.hosted_root, self.secrets, self.volumes, builds)
 
     def catalog(self, caller: Caller, org: Org | None = None) -> Catalog:
         """What `caller` may name (for `org`, else for any org of theirs)."""

@@ -22,8 +22,8 @@ from functools import partial
 
 from yardstick.core.accounts import Revocations
 from yardstick.core.settings import Settings
-from yardstick.core.supervisor import Supervisor
-from yardstick.hosted.processes import die_with_parent
+from yardstick.worker.processes import die_with_parent
+from yardstick.worker.supervisor import Supervisor
 
 
 def supervisor(settings: Settings, count: int, listening: socket.socket, log_level: str) -> Supervisor:

@@ -1,7 +1,7 @@
 """What a `@seq.*` class declares for its deployment rather than for how it runs: its image, secrets,
 volumes, weights, timeouts and 3D replay. Each is recorded as the Sequences SDK records it (an image as its
 `ImageSpec` shape), kept on the class for the registry to read and never enforced here: whether an image
-can be built is `yardstick.hosted.environments`'s to say, at registration.
+can be built is `yardstick.worker.boxes.environments`'s to say, at registration.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The build check, as it runs inside a box: `python -m yardstick.hosted.check_runner KIND REF FOLDER`.
+"""The build check, as it runs inside a box: `python -m yardstick.worker.boxes.check_runner KIND REF FOLDER`.
 
 It imports the class (the folder its import root, Yardstick's `seq` importable), reads its declaration,
 builds it as an eval would (a benchmark's constructor forms filled, a vectorized one handed its most worlds,
@@ -23,11 +23,12 @@ from typing import Any, Final
 import numpy as np
 
 from yardstick.engine.worlds import ManyWorlds, SingleWorld, Worlds
-from yardstick.hosted import declaration, inbox
+from yardstick.hosted import declaration
 from yardstick.sdk.calls import instantiate
 from yardstick.sdk.decorators import benchmark_spec, policy_spec
 from yardstick.sdk.specs import BenchmarkSpec
 from yardstick.wire import codec
+from yardstick.worker.boxes import inbox
 
 DEFAULT_ACTION: Final = np.zeros(1, dtype=np.float64)
 

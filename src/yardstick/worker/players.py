@@ -31,14 +31,14 @@ from yardstick.engine.recording import Recording
 from yardstick.engine.remote import RemotePolicyError, probe_spec
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.runtime import BuildError, Component, Runtime, Work
-from yardstick.hosted.player import BoxedExecutor
-from yardstick.hosted.server import BoxedPolicyServer
 from yardstick.sdk.decorators import policy_spec
 from yardstick.sdk.errors import AuthoringError
 from yardstick.store.db import Database
 from yardstick.store.models import ServedPolicy
 from yardstick.store.states import TargetKind
 from yardstick.wire.address import endpoint_from_ref, format_url, parse_address
+from yardstick.worker.boxes.player import BoxedExecutor
+from yardstick.worker.boxes.server import BoxedPolicyServer
 
 KEPT = 2  # players (and, apart, policy servers) a worker keeps warm
 

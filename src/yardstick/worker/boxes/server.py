@@ -28,11 +28,11 @@ from typing import Any, Final
 
 from yardstick.engine.failures import Failed, FailureKind
 from yardstick.engine.remote import RemotePolicyError, probe_spec
-from yardstick.hosted import inbox, sandbox
 from yardstick.hosted.limits import BoxLimits
 from yardstick.sdk.specs import PolicySpec
 from yardstick.wire.address import RemoteEndpoint, UnixSocket
 from yardstick.wire.errors import ConnectRefused, Refusal
+from yardstick.worker.boxes import inbox, sandbox
 
 START_TIMEOUT_S: Final = 120.0
 # A unix socket's path is at most 107 bytes (sun_path less its NUL).

@@ -40,7 +40,6 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from yardstick.core import lifecycle
 from yardstick.core.artifacts import LocalArtifactStore
 from yardstick.core.ledger import Ledger
-from yardstick.core.players import BoxedPlayer, Player, Players
 from yardstick.core.settings import Settings
 from yardstick.engine.failures import FailureKind
 from yardstick.engine.guard import Call, CallBeacon
@@ -52,6 +51,7 @@ from yardstick.store.db import Database
 from yardstick.store.models import Run, WorkerBeat, utcnow
 from yardstick.store.queue import EpisodeQueue, LeasedEpisode
 from yardstick.store.states import ACTIVE_RUNS, RunStatus
+from yardstick.worker.players import BoxedPlayer, Player, Players
 
 log = logging.getLogger("yardstick.worker")
 T = TypeVar("T")

@@ -1,4 +1,4 @@
-"""Episodes played inside a box: `python -m yardstick.hosted.play_runner FOLDER`, driven by `player.py`.
+"""Episodes played inside a box: `python -m yardstick.worker.boxes.play_runner FOLDER`, driven by `player.py`.
 
 It builds `engine.runtime.Runtime(work)` once (the work handed on its first line), then plays the episodes
 the parent hands it, batch after batch, as `engine/pool.py`'s workers do, until told to stop. One JSON object
@@ -36,7 +36,7 @@ from yardstick.engine.failures import FailureKind
 from yardstick.engine.guard import describe
 from yardstick.engine.results import EpisodeSpec
 from yardstick.engine.runtime import BuildError, Runtime, Work
-from yardstick.hosted import inbox
+from yardstick.worker.boxes import inbox
 
 BEAT_S: Final = 0.5
 CHUNK_BYTES: Final = 1024 * 1024

@@ -51,10 +51,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Final, Literal
 
-from yardstick.hosted import limits as box_limits
-from yardstick.hosted import processes
+import yardstick
 from yardstick.hosted.errors import SandboxUnavailable
-from yardstick.hosted.limits import BoxGroup, BoxLimits
+from yardstick.hosted.limits import BoxLimits
+from yardstick.worker import processes
+from yardstick.worker.boxes import groups as box_groups
+from yardstick.worker.boxes.groups import BoxGroup
 
 log = logging.getLogger("yardstick.sandbox")
 
@@ -129,7 +131,7 @@ class Box:
 
 
 # The folder Yardstick is imported from: site-packages, or a checkout's src/ for an editable install.
-YARDSTICK_ROOT: Final = Path(__file__).resolve().parents[2]
+YARDSTICK_ROOT: Final = Path(yardstick.__file__).resolve().parents[1]
 
 
 def python_folders(python: str) -> tuple[Path, ...]:
@@ -320,7 +322,7 @@ def start(
     # uid 0 is not held to RLIMIT_NPROC at all (its group's pids.max holds it); another user counts from
     # the tasks it runs already.
     tasks = 0 if os.getuid() == 0 else processes.tasks_of(os.getuid())
-    held = box_limits.rlimits(box.limits, memory_held=group.holds_memory, user_tasks=tasks)
+    held = box_groups.rlimits(box.limits, memory_held=group.holds_memory, user_tasks=tasks)
     descriptors: list[int] = []
     try:
         data = {} if box.view == "machine" else {p: _memfd("box-etc", c) for p, c in _identity().items()}
@@ -331,7 +333,7 @@ def start(
 
         def first_instruction() -> None:  # in the child, between fork and exec: held before bwrap runs
             group.enter()
-            box_limits.lower(held)
+            box_groups.lower(held)
 
         with _LIVE_LOCK:
             popen = subprocess.Popen(

@@ -1,7 +1,7 @@
 """The build check of a registration, in a box: does the uploaded class import, declare what it must, build,
 and (a benchmark) reset every task at its first seed and step it?
 
-`check_benchmark` and `check_policy` run `yardstick.hosted.check_runner` boxed (no network, the bundle's
+`check_benchmark` and `check_policy` run `yardstick.worker.boxes.check_runner` boxed (no network, the bundle's
 folder read-only, a scratch of its own) and return a `Checked`, a plain record the registry stores as JSON:
 `ready` with the declaration read, or `failed` with the reason — the exception and where in the user's files
 it was raised, or that the check was cut at its time limit. Nothing the user's code does can fail the caller:
@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from yardstick.hosted import inbox, sandbox
 from yardstick.hosted.limits import BoxLimits, size
+from yardstick.worker.boxes import inbox, sandbox
 
 DEFAULT_TIMEOUT_S: Final = 120.0
 # What of an answer is kept: a declaration is plain data of modest size.
@@ -124,7 +124,14 @@ def _check(
         mounts=mounts,
         limits=held,
     )
-    argv = [python or sys.executable, "-m", "yardstick.hosted.check_runner", kind, handler_ref, str(root)]
+    argv = [
+        python or sys.executable,
+        "-m",
+        "yardstick.worker.boxes.check_runner",
+        kind,
+        handler_ref,
+        str(root),
+    ]
     finished = sandbox.run(box, argv, timeout_s=timeout_s, stop=stop)
     log = finished.stderr.decode("utf-8", "replace")[-4000:]
     if stop is not None and stop.is_set():

@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 
 from yardstick.core.settings import Settings
-from yardstick.hosted import limits, processes, sandbox
 from yardstick.store.db import Database
 from yardstick.store.queue import EpisodeQueue
+from yardstick.worker import processes
+from yardstick.worker.boxes import groups, sandbox
 
 log = logging.getLogger("yardstick.supervisor")
 
@@ -92,7 +93,7 @@ class Supervisor:
 
     def start(self) -> None:
         processes.adopt_orphans()
-        limits.remove_leftovers()  # the control groups of boxes whose worker was killed before
+        groups.remove_leftovers()  # the control groups of boxes whose worker was killed before
         with self._lock:
             for slot in self.slots:
                 self._spawn(slot)

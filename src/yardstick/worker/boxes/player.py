@@ -1,10 +1,10 @@
 """A hosted benchmark's episodes, played in a box: `BoxedExecutor`, an `engine.executors.Executor`.
 
-The box (see `sandbox.py`) runs `yardstick.hosted.play_runner`, which builds `engine.runtime.Runtime(work)`
-once and plays the episodes handed to it, batch after batch: the box is kept warm between calls to `run`
-with the same work, and `close()` kills it and everything it started. Its policy is reached through a
-unix socket (the box has no network): a `ws+unix://` endpoint, whose folder is bound into the box — a
-policy served by `BoxedPolicyServer`, say — or a class of a folder handed in `readable`.
+The box (see `sandbox.py`) runs `play_runner`, which builds `engine.runtime.Runtime(work)` once and plays the
+episodes handed to it, batch after batch: the box is kept warm between calls to `run` with the same work, and
+`close()` kills it and everything it started. Its policy is reached through a unix socket (the box has no
+network): a `ws+unix://` endpoint, whose folder is bound into the box — a policy served by
+`BoxedPolicyServer`, say — or a class of a folder handed in `readable`.
 
 Nothing the box does can fail the caller, and nothing it says is taken on its word. A box that dies fails the
 episodes it held (BENCHMARK_CRASH: nothing but the benchmark's code and the engine runs there, so a box that
@@ -36,10 +36,10 @@ from yardstick.engine.executors import Executor
 from yardstick.engine.failures import Failed, FailureKind, Party
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.runtime import BUILD_TIMEOUT_S, BuildError, Work
-from yardstick.hosted import inbox, sandbox
-from yardstick.hosted.inbound import Abuse, Inbound
 from yardstick.hosted.limits import BoxLimits, size
 from yardstick.wire.address import UnixSocket, endpoint_from_ref
+from yardstick.worker.boxes import inbox, sandbox
+from yardstick.worker.boxes.inbound import Abuse, Inbound
 
 POLL_S: Final = 0.25
 # How long past a call's own limit the box may stay in it before it is killed (the pool's grace).
@@ -318,7 +318,7 @@ class BoxedExecutor:
         spawned = time.monotonic()
         process = sandbox.start(
             box,
-            [self.python, "-m", "yardstick.hosted.play_runner", str(self.folder)],
+            [self.python, "-m", "yardstick.worker.boxes.play_runner", str(self.folder)],
             stdin=sandbox.PIPE,
         )
         running = _RunningBox(process, work, self.limits)

@@ -1,32 +1,21 @@
-"""A registration's `image` (the Sequences contract's ImageSpec `{base?, dockerfile?, steps: [...], python?}`)
-made into the Python its code runs with.
+"""An image's `uv_pip_install` steps made into the Python its code runs with (`prepare`); what an image asks,
+or the field it is refused by, is `hosted.images.plan`'s to say. The default image runs on the worker's own
+Python; requirements install into a virtual environment of the version's own, made from the worker's
+interpreter with its packages visible (`--system-site-packages`, and the worker's own site folder, where
+yardstick and numpy are), once per version folder (a second call finds it made).
 
-Yardstick builds no container images yet. The default image (`{"base": "debian:12-slim", "steps": []}`, or
-no base at all) runs on the worker's own Python. `uv_pip_install` steps install their requirements into a
-virtual environment of the version's own, made from the worker's interpreter with its packages visible
-(`--system-site-packages`, and the worker's own site folder, where yardstick and numpy are).
-
-No tenant code runs while it is made, and none with a network. A requirement is a name (with extras,
-versions and markers) from the package index: a direct URL, file or VCS reference is refused by name. The
-platform's own pip downloads wheels only (`--only-binary :all:`: no source distribution's build backend runs),
-in a box that sees the machine's package-index settings and writes only the download folder; then pip
-installs those wheels, offline, in a box with no network that writes only the environment. A package with no
-wheel for this machine (an sdist only) is refused, naming it. The record that an environment is made is kept
-beside it, never in it, so nothing the install wrote can stand in for it.
-
-Every other step — apt_install, run_commands, env, add_local, project, template_files — a Dockerfile, a
-base other than the default and a Python other than the worker's are refused with `ImageRefused`, saying
-which: building images from a spec comes with policy images.
-
-`plan` says what an image needs (or refuses it) without doing anything, for a registration to answer at
-once; `prepare` makes it, once per version folder (a second call finds it made).
+No tenant code runs while it is made, and none with a network. The platform's own pip downloads wheels only
+(`--only-binary :all:`: no source distribution's build backend runs), in a box that sees the machine's
+package-index settings and writes only the download folder; then pip installs those wheels, offline, in a
+box with no network that writes only the environment. A package with no wheel for this machine (an sdist
+only) is refused, naming it. The record that an environment is made is kept beside it, never in it, so
+nothing the install wrote can stand in for it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -41,24 +30,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from packaging.requirements import InvalidRequirement, Requirement
-
-from yardstick.hosted import sandbox
-from yardstick.hosted.errors import ImageRefused
+from yardstick.hosted.images import plan, worker_python
 from yardstick.hosted.limits import BoxLimits
+from yardstick.worker.boxes import sandbox
 
-DEFAULT_BASE: Final = "debian:12-slim"
-LATER: Final = "building images from a spec comes with policy images"
-KNOWN_STEPS: Final = (
-    "uv_pip_install",
-    "apt_install",
-    "run_commands",
-    "env",
-    "add_local",
-    "project",
-    "template_files",
-)
-IMAGE_KEYS: Final = ("base", "dockerfile", "steps", "python", "clear_entrypoint")
 INSTALL_TIMEOUT_S: Final = 900.0
 # The machine's own package-index settings, handed to the install (its box's environment is otherwise empty).
 INDEX_ENV: Final = (
@@ -99,57 +74,6 @@ class PrepareFailed(RuntimeError):
     failed): the message ends with what pip said."""
 
 
-def worker_python() -> str:
-    """The worker's Python version, as ImageSpec.python writes one ("3.11")."""
-    return f"{sys.version_info.major}.{sys.version_info.minor}"
-
-
-def plan(image: Mapping[str, Any] | None) -> tuple[str, ...]:
-    """The requirements `image` installs (() for the default image), or ImageRefused naming the first
-    field Yardstick cannot honour yet."""
-    if image is None:
-        return ()
-    if not isinstance(image, Mapping):
-        raise ImageRefused("image", f"is an ImageSpec object, not {type(image).__name__}")
-    for key in image:
-        if key not in IMAGE_KEYS:
-            raise ImageRefused(
-                f"image.{key}", f"is not a field of an image; they are {', '.join(IMAGE_KEYS)}"
-            )
-    if image.get("dockerfile") is not None:
-        raise ImageRefused("image.dockerfile", f"a Dockerfile cannot be built yet: {LATER}")
-    base = image.get("base")
-    if base not in (None, DEFAULT_BASE):
-        raise ImageRefused(
-            "image.base", f"{base!r} cannot be honoured yet ({LATER}); the default {DEFAULT_BASE!r} runs here"
-        )
-    python = image.get("python")
-    if python is not None and python != worker_python():
-        raise ImageRefused(
-            "image.python",
-            f"{python!r} cannot be honoured yet: this worker runs Python {worker_python()} ({LATER})",
-        )
-    steps = image.get("steps") or []
-    if not isinstance(steps, list):
-        raise ImageRefused("image.steps", f"is a list of steps, not {type(steps).__name__}")
-    requirements: list[str] = []
-    for index, step in enumerate(steps):
-        field = f"image.steps[{index}]"
-        if not isinstance(step, Mapping) or len(step) == 0:
-            raise ImageRefused(field, 'is a step object, e.g. {"uv_pip_install": ["gymnasium"]}')
-        kind = next((k for k in step if k in KNOWN_STEPS), None)
-        if kind is None:
-            raise ImageRefused(field, f"is no known step; the steps are {', '.join(KNOWN_STEPS)}")
-        if kind != "uv_pip_install":
-            raise ImageRefused(f"{field}.{kind}", f"cannot be honoured yet: {LATER}")
-        packages = step[kind]
-        if not isinstance(packages, list):
-            raise ImageRefused(f"{field}.uv_pip_install", "is a list of requirements")
-        for number, text in enumerate(packages):
-            requirements.append(_requirement(text, f"{field}.uv_pip_install[{number}]"))
-    return tuple(requirements)
-
-
 def prepare(
     image: Mapping[str, Any] | None,
     dest: Path,
@@ -185,24 +109,6 @@ def prepare(
         # Written last: a folder with its record is a folder whose install finished.
         marker(dest).write_text(json.dumps(wanted))
     return Environment(python=str(_python_of(dest)), folder=dest, requirements=requirements)
-
-
-def _requirement(text: Any, field: str) -> str:
-    if not isinstance(text, str) or not text.strip():
-        raise ImageRefused(field, "is a requirement string, e.g. 'gymnasium==1.0'")
-    if text.lstrip().startswith("-"):
-        raise ImageRefused(field, f"{text!r} is a pip option; a step lists requirements only")
-    try:
-        parsed = Requirement(text)
-    except InvalidRequirement as exc:
-        raise ImageRefused(field, f"{text!r} is not a requirement ({exc})") from None
-    if parsed.url is not None:
-        raise ImageRefused(
-            field,
-            f"{text!r} names a URL: a requirement is a name with versions from the package index (a direct "
-            "URL, file or VCS reference is not installed)",
-        )
-    return text.strip()
 
 
 def _python_of(venv: Path) -> Path:
@@ -333,8 +239,3 @@ def _see_worker_packages(dest: Path) -> None:
         raise PrepareFailed(f"{dest}: the new environment has no site-packages folder")
     lines = [f"import site; site.addsitedir({str(path)!r})" for path in own]
     (found[0] / "zz-yardstick-worker.pth").write_text("\n".join(lines) + "\n")
-
-
-def digest(image: Mapping[str, Any] | None) -> str:
-    """A short name for what an image installs, for callers that share environments between versions."""
-    return hashlib.sha256(json.dumps([worker_python(), list(plan(image))]).encode()).hexdigest()[:16]
