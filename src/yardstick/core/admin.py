@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from yardstick.core import keys
 from yardstick.core.catalog import check_task_id
+from yardstick.core.runs import hosted_ref
 from yardstick.store.models import (
     ApiKey,
     Baseline,
@@ -237,7 +238,7 @@ def eval_of_hosted(
         slug=slug,
         title=title or slug,
         description=f"{owner}'s benchmark {name}, v{found.number}",
-        benchmark=f"hosted:{found.id}",
+        benchmark=hosted_ref(found.id),
         embodiment="sim",
         trials_per_task=trials,
         org_id=None if public else owner_org.id,

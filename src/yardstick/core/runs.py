@@ -26,8 +26,23 @@ from yardstick.store.models import Eval, Org, Run, RunEpisode, utcnow
 from yardstick.store.queue import EpisodeQueue, stop_episodes
 from yardstick.store.states import ACTIVE_RUNS, Audience, Contract, RunStatus, TargetKind
 
-# A benchmark reference that names a hosted version (an org's registered benchmark): `hosted:<version id>`.
-HOSTED_REF = "hosted:"
+# A benchmark reference that names a hosted version (an org's registered benchmark), as a run's row keeps it.
+_HOSTED = "hosted:"
+
+
+def hosted_ref(version_id: int) -> str:
+    """The benchmark reference of a hosted version, as a run keeps it."""
+    return f"{_HOSTED}{version_id}"
+
+
+def hosted_version(ref: str) -> int | None:
+    """The hosted version a run's benchmark reference names, or None for any other reference."""
+    if not ref.startswith(_HOSTED):
+        return None
+    try:
+        return int(ref[len(_HOSTED) :])
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -65,6 +80,7 @@ class EndpointTarget:
     benchmark_params: Mapping[str, Any] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
+        """As a run's row keeps it (by name: `Run.endpoints`); `from_json` reads it back."""
         return {
             "kind": self.kind,
             "wire": self.wire,
@@ -73,6 +89,20 @@ class EndpointTarget:
             "params": dict(self.params),
             "benchmark_params": dict(self.benchmark_params),
         }
+
+    @classmethod
+    def from_json(cls, name: str, data: Mapping[str, Any]) -> EndpointTarget:
+        """The target a run's row keeps under `name` (`as_json`'s)."""
+        address = data.get("address")
+        return cls(
+            name=name,
+            kind=TargetKind(data["kind"]),
+            wire=str(data["wire"]),
+            address=dict(address) if address is not None else None,
+            spec=None if data.get("spec") is None else str(data["spec"]),
+            params=dict(data.get("params") or {}),
+            benchmark_params=dict(data.get("benchmark_params") or {}),
+        )
 
 
 @dataclass(frozen=True)

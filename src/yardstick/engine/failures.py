@@ -45,20 +45,37 @@ class FailureKind(StrEnum):
         return _PARTY[self]
 
 
-_POLICY = {
-    "policy_crash",
-    "policy_timeout",
-    "policy_setup_crash",
-    "latency_budget",
-    "session_refused",
-    "session_dropped",
-    "malformed_answer",
-}
-_BENCHMARK = {"benchmark_crash", "benchmark_timeout", "benchmark_setup_crash"}
+# Whose fault each kind is, by member: a kind left out fails at import (below), where a misspelt string in a
+# set would have made a policy's fault the platform's, refunded, without a word.
+_POLICY = frozenset(
+    {
+        FailureKind.POLICY_CRASH,
+        FailureKind.POLICY_TIMEOUT,
+        FailureKind.POLICY_SETUP_CRASH,
+        FailureKind.LATENCY_BUDGET,
+        FailureKind.SESSION_REFUSED,
+        FailureKind.SESSION_DROPPED,
+        FailureKind.MALFORMED_ANSWER,
+    }
+)
+_BENCHMARK = frozenset(
+    {FailureKind.BENCHMARK_CRASH, FailureKind.BENCHMARK_TIMEOUT, FailureKind.BENCHMARK_SETUP_CRASH}
+)
+_PLATFORM = frozenset(
+    {
+        FailureKind.WORKER_LOST,
+        FailureKind.PLATFORM_LOST,
+        FailureKind.STORAGE_FAILED,
+        FailureKind.INSTALL_INCOMPLETE,
+    }
+)
 _PARTY = {
-    kind: Party.POLICY if kind in _POLICY else Party.BENCHMARK if kind in _BENCHMARK else Party.PLATFORM
-    for kind in FailureKind
+    **dict.fromkeys(_POLICY, Party.POLICY),
+    **dict.fromkeys(_BENCHMARK, Party.BENCHMARK),
+    **dict.fromkeys(_PLATFORM, Party.PLATFORM),
 }
+if set(_PARTY) != set(FailureKind) or len(_POLICY) + len(_BENCHMARK) + len(_PLATFORM) != len(_PARTY):
+    raise RuntimeError("every failure kind belongs to exactly one party")
 
 
 class Failed(Exception):

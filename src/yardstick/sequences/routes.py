@@ -28,7 +28,7 @@ from yardstick.core.ended import has_ended
 from yardstick.core.lifecycle import ATTEMPT
 from yardstick.core.platform import Platform
 from yardstick.core.refusals import Refusal, RefusalKind, bad_request, not_found
-from yardstick.core.runs import HOSTED_REF, BenchmarkTarget, Filing, org_for
+from yardstick.core.runs import BenchmarkTarget, Filing, hosted_ref, org_for
 from yardstick.engine.failures import FailureKind
 from yardstick.engine.recording import TRAJECTORY, episode_folder
 from yardstick.http.auth import Plat, Who
@@ -83,7 +83,7 @@ def _from_hosted(hosted: Hosted, version: HostedVersion) -> evals.OfferedBenchma
         seeds=tuple(declaration["seeds"]),
         max_seconds={task: float(limit) for task, limit in declaration["max_seconds"].items()},
         params=_params(declaration.get("params") or {}),
-        target=BenchmarkTarget(f"{HOSTED_REF}{version.id}", {}, {"video": True, "trajectory": True}),
+        target=BenchmarkTarget(hosted_ref(version.id), {}, {"video": True, "trajectory": True}),
     )
 
 

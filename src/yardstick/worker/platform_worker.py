@@ -40,6 +40,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from yardstick.core import lifecycle
 from yardstick.core.artifacts import LocalArtifactStore
 from yardstick.core.ledger import Ledger
+from yardstick.core.runs import EndpointTarget
 from yardstick.core.settings import Settings
 from yardstick.engine.failures import FailureKind
 from yardstick.engine.guard import Call, CallBeacon
@@ -82,7 +83,7 @@ class BatchWork:
 
     run_id: int
     benchmark: Component
-    endpoints: dict[str, dict[str, Any]]  # name -> the run's endpoint target (kind, wire, address, spec)
+    endpoints: dict[str, EndpointTarget]  # by name
     recording: Recording | None = None
 
 
@@ -335,7 +336,10 @@ class PlatformWorker:
             else None
         )
         return BatchWork(
-            run_id, Component(run.benchmark, dict(run.benchmark_params)), dict(run.endpoints), recording
+            run_id,
+            Component(run.benchmark, dict(run.benchmark_params)),
+            {name: EndpointTarget.from_json(name, data) for name, data in run.endpoints.items()},
+            recording,
         )
 
     def _play_endpoint(

@@ -20,7 +20,7 @@ from yardstick.core.artifacts import load_secret
 from yardstick.core.hosting import VOLUMES_FIELD, Hosting, Located
 from yardstick.core.reach import Reach, Unreachable
 from yardstick.core.refusals import Refusal
-from yardstick.core.runs import HOSTED_REF
+from yardstick.core.runs import EndpointTarget, hosted_version
 from yardstick.core.secrets import Secrets
 from yardstick.core.settings import Settings
 from yardstick.core.volume_store import volume_store
@@ -90,13 +90,13 @@ class Players:
     def player(
         self,
         benchmark: Component,
-        target: Mapping[str, Any],
+        target: EndpointTarget,
         recording: Recording | None,
     ) -> Player:
         """The player of one endpoint of a run: built (or kept from an earlier batch) for its benchmark, with
         the endpoint's benchmark parameters laid over the run's, and its policy."""
-        if target.get("benchmark_params"):
-            benchmark = Component(benchmark.ref, {**benchmark.params, **target["benchmark_params"]})
+        if target.benchmark_params:
+            benchmark = Component(benchmark.ref, {**benchmark.params, **target.benchmark_params})
         policy = self._policy(target)
         key = json.dumps(
             [benchmark.ref, benchmark.params, policy.ref, policy.params, repr(recording)],
@@ -115,11 +115,12 @@ class Players:
         return found
 
     def _build(self, benchmark: Component, policy: Component, recording: Recording | None) -> Player:
-        if not benchmark.ref.startswith(HOSTED_REF):
+        version_id = hosted_version(benchmark.ref)
+        if version_id is None:
             return Runtime(
                 Work(benchmark, policy, call_timeout_s=self.call_timeout_s, recording=recording), self.beacon
             )
-        located = self._located(benchmark.ref[len(HOSTED_REF) :], FailureKind.BENCHMARK_SETUP_CRASH)
+        located = self._located(version_id, FailureKind.BENCHMARK_SETUP_CRASH)
         env, mounted = self._box_of(located, FailureKind.BENCHMARK_SETUP_CRASH)
         work = Work(
             Component(located.handler_ref, dict(benchmark.params)),
@@ -159,29 +160,35 @@ class Players:
                 f"the policy {policy.ref} could not be asked its rate: {exc}", FailureKind.POLICY_SETUP_CRASH
             ) from None
 
-    def _policy(self, target: Mapping[str, Any]) -> Component:
-        params = dict(target.get("params") or {})
-        if target["kind"] == TargetKind.SERVED:
+    def _policy(self, target: EndpointTarget) -> Component:
+        params = dict(target.params)
+        if target.kind == TargetKind.SERVED:
             with self.db.reading() as session:
-                served = session.get(ServedPolicy, target["spec"])
+                served = session.get(ServedPolicy, target.spec)
             if served is None:
                 raise BuildError(
-                    f"the served policy {target['spec']!r} is no longer offered",
-                    FailureKind.POLICY_SETUP_CRASH,
+                    f"the served policy {target.spec!r} is no longer offered", FailureKind.POLICY_SETUP_CRASH
                 )
             return Component(served.reference, {**served.params, **params})
-        if target["kind"] == TargetKind.HOSTED:
-            return Component(self._server(str(target["spec"]), params).url)
-        wire = target["wire"]
+        if target.kind == TargetKind.HOSTED:
+            try:
+                version_id = int(str(target.spec))
+            except ValueError:
+                raise BuildError(
+                    f"endpoint {target.name!r} names no hosted version ({target.spec!r})",
+                    FailureKind.POLICY_SETUP_CRASH,
+                ) from None
+            return Component(self._server(version_id, params).url)
+        assert target.address is not None  # a remote target names its address
         try:  # again at the dial: a name may resolve to this machine now
-            Reach(self.settings.allow_remote).refuse(wire, target["address"], resolve=True)
+            Reach(self.settings.allow_remote).refuse(target.wire, target.address, resolve=True)
         except Unreachable as refused:
             raise BuildError(
                 f"the remote endpoint was not dialled: {refused}", FailureKind.SESSION_REFUSED
             ) from None
-        return Component(format_url(wire, parse_address(wire, target["address"])), params)
+        return Component(format_url(target.wire, parse_address(target.wire, target.address)), params)
 
-    def _server(self, version_id: str, params: Mapping[str, Any]) -> BoxedPolicyServer:
+    def _server(self, version_id: int, params: Mapping[str, Any]) -> BoxedPolicyServer:
         key = json.dumps([version_id, params], sort_keys=True, default=str)
         found = self._servers.pop(key, None)
         if found is None or not found.alive():
@@ -215,12 +222,12 @@ class Players:
         except LookupError as gone:
             raise BuildError(f"{VOLUMES_FIELD[located.kind]}: {gone}", setup) from None
 
-    def _located(self, version_id: str, setup: FailureKind) -> Located:
+    def _located(self, version_id: int, setup: FailureKind) -> Located:
         if self.hosting is None:
             raise BuildError("this worker cannot read the install's secret: hosted code needs it", setup)
         try:
-            return self.hosting.located(int(version_id))
-        except (Refusal, ValueError) as exc:
+            return self.hosting.located(version_id)
+        except Refusal as exc:
             raise BuildError(f"the hosted version {version_id} cannot be played: {exc}", setup) from None
 
     def forget(self, player: Player) -> None:
