@@ -37,9 +37,9 @@ from yardstick.cli import credentials
 from yardstick.cli.client_cmd import URL_ENVS, _calls, _fail, platform_and_key
 from yardstick.cli.display import console, print_table
 from yardstick.cli.exits import Exit
+from yardstick.core.keys import PREFIX_LEN  # as the platform cuts a key's prefix
 
 CLIENT_ID = "yardstick-cli"
-PREFIX_LEN = 12  # as `yardstick.service.keys` cuts a key's prefix
 
 LoginUrl = typer.Option(
     None,

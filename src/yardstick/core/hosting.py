@@ -160,7 +160,7 @@ class Hosting:
                 hosted.removed_at = None
             latest = _latest(session, hosted.id)
             if latest is not None and _same(latest, upload, pins):
-                if latest.status not in (BuildStatus.FAILED, BuildStatus.CANCELED):
+                if latest.status not in (BuildStatus.FAILED, BuildStatus.CANCELLED):
                     return latest
                 # The same code again after a failed build: built again as the same version (the failure may
                 # have been the environment's: an index down, a secret since set).
@@ -374,7 +374,7 @@ class Hosting:
                     f"{kind} {name} v{latest.number} is {latest.status}: no build to cancel",
                 )
             latest.status, latest.error, latest.built_at = (
-                BuildStatus.CANCELED,
+                BuildStatus.CANCELLED,
                 "canceled: by request",
                 utcnow(),
             )

@@ -1,6 +1,6 @@
 """The declarations a benchmark and a policy make, as typed records, and the rules they must keep.
 
-The records are what the rest of Yardstick reads (the engine, the CLI, later the platform's catalog);
+The records are what the rest of Yardstick reads (the engine, the CLI, the platform's catalogue);
 the decorators in `decorators.py` build them from a class. Every rule refuses with a `SpecError` that names
 the field and the rule.
 """

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from yardstick.core.keys import digest
 from yardstick.core.settings import SignInSettings
-from yardstick.signin.providers import SELF_MARK, Account, Refused
+from yardstick.signin.providers import SELF_MARK, Account, ProviderRefused
 from yardstick.store.db import Database
 from yardstick.store.models import DeviceGrant, utcnow
 
@@ -206,20 +206,20 @@ class DeviceGrants:
         return f"{SELF_MARK}{grant_id:x}_{self._sign(grant_id, device_digest)}"
 
     def verify(self, token: str) -> Account:
-        """The user an issued, unspent, unexpired token of ours names; `Refused` otherwise."""
+        """The user an issued, unspent, unexpired token of ours names; `ProviderRefused` otherwise."""
         ident, _, mac = token.removeprefix(SELF_MARK).partition("_")
         try:
             grant_id = int(ident, 16)
         except ValueError:
-            raise Refused("credential: not a token of this platform") from None
+            raise ProviderRefused("credential: not a token of this platform") from None
         with self.db.reading() as session:
             grant = session.get(DeviceGrant, grant_id) if 0 < grant_id < 2**63 else None
         if grant is None or not hmac.compare_digest(mac, self._sign(grant_id, grant.device_digest)):
-            raise Refused("credential: not a live token of this platform (unknown, or already used)")
+            raise ProviderRefused("credential: not a live token of this platform (unknown, or already used)")
         if grant.consumed_at is None or not grant.approved or grant.user_id is None:
-            raise Refused("credential: this sign-in was never approved")
+            raise ProviderRefused("credential: this sign-in was never approved")
         if self._clock() >= grant.consumed_at + dt.timedelta(seconds=self.settings.token_ttl_s):
-            raise Refused("credential: this sign-in token expired; sign in again")
+            raise ProviderRefused("credential: this sign-in token expired; sign in again")
         return Account(
             provider="yardstick",
             issuer="",

@@ -4,7 +4,8 @@ userinfo, or the platform itself (its own device-flow tokens, checked by `device
 `users.register` checks the credential inside the call, so every request here is bounded by the contract
 client's own phase timeouts (`platform_client.identity_providers.REQUEST_TIMEOUT`) and the whole check by
 `CHECK_DEADLINE_S`, the deadline the client allows the gateway for a GitHub check. A provider that says no
-is `Refused` (the caller's fault); one that is down, slow or unreadable is `Unavailable` (the platform's).
+is `ProviderRefused` (the caller's fault); one that is down, slow or unreadable is `Unavailable` (the
+platform's).
 
 A credential goes only to the provider it belongs to where that can be told (a GitHub token by its
 prefix, a JWT by its issuer, the platform's own by its mark): sending it elsewhere would show it to a
@@ -54,7 +55,7 @@ class Account:
     grant_id: int | None = None
 
 
-class Refused(Exception):
+class ProviderRefused(Exception):
     """The provider answered, and this credential is none of its accounts."""
 
 
@@ -119,7 +120,7 @@ def get_json(http: httpx.Client, url: str, bearer: str, deadline: Deadline, name
     if status == 429 or status >= 500 or rate_limited:
         raise Unavailable(f"{name} is unavailable: HTTP {status}")
     if status in (401, 403):
-        raise Refused(f"{name} refused the credential (HTTP {status})")
+        raise ProviderRefused(f"{name} refused the credential (HTTP {status})")
     if status != 200:
         raise Unavailable(f"{name} answered HTTP {status}")
     try:
@@ -167,7 +168,7 @@ class GitHub:
     def _primary_email(self, http: httpx.Client, credential: str, deadline: Deadline) -> str | None:
         try:
             emails = get_json(http, f"{self.api_url}/user/emails", credential, deadline, self.name)
-        except Refused:  # a token without `user:email`: the account signs in without an address
+        except ProviderRefused:  # a token without `user:email`: the account signs in without an address
             return None
         for entry in emails if isinstance(emails, list) else []:
             if isinstance(entry, dict) and entry.get("primary") is True and entry.get("verified") is True:
@@ -264,18 +265,22 @@ def check_credential(
     sure = [provider for provider, owns in verdicts if owns is True]
     asked = sure[:1] or [provider for provider, owns in verdicts if owns is None]
     if not asked:
-        raise Refused("credential: no identity provider of this platform takes a credential of this kind")
+        raise ProviderRefused(
+            "credential: no identity provider of this platform takes a credential of this kind"
+        )
     failures: list[str] = []
     refusals: list[str] = []
     for provider in asked:
         try:
             return provider.check(credential, http, deadline)
-        except Refused as exc:
+        except ProviderRefused as exc:
             refusals.append(str(exc))
         except Unavailable as exc:
             failures.append(str(exc))
     if failures:
         raise Unavailable("; ".join(failures))
     if len(refusals) == 1:
-        raise Refused(refusals[0] if refusals[0].startswith("credential:") else f"credential: {refusals[0]}")
-    raise Refused(f"credential: refused by {', '.join(p.name for p in asked)}")
+        raise ProviderRefused(
+            refusals[0] if refusals[0].startswith("credential:") else f"credential: {refusals[0]}"
+        )
+    raise ProviderRefused(f"credential: refused by {', '.join(p.name for p in asked)}")

@@ -36,7 +36,7 @@ from yardstick.signin.providers import (
     OpenIdIssuer,
     PlatformTokens,
     Provider,
-    Refused,
+    ProviderRefused,
     Unavailable,
     check_credential,
 )
@@ -93,7 +93,7 @@ class SignIn:
             raise bad_request(f"credential: longer than {MAX_CREDENTIAL} characters")
         try:
             return check_credential(self.providers, credential, self.http)
-        except Refused as exc:
+        except ProviderRefused as exc:
             raise unauthenticated(str(exc)) from None
         except Unavailable as exc:
             raise Refusal(

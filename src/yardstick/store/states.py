@@ -118,7 +118,7 @@ class BuildStatus(StrEnum):
     BUILDING = "building"
     READY = "ready"
     FAILED = "failed"
-    CANCELED = "canceled"
+    CANCELLED = "canceled"  # the Sequences contract's word, as rows keep it
 
 
 class VolumeKind(StrEnum):

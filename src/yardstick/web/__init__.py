@@ -1,4 +1,5 @@
-"""Pages: the run folder's report (and, later, the gateway's pages)."""
+"""Pages: a run folder's report (report.html, episodes.csv), and the platform's pages (home, boards, run pages
+and replays, sign-in approval, checkout), served by the gateway."""
 
 from yardstick.web.charts import success_chart_svg
 from yardstick.web.report import episodes_csv, render_report_html, write_run_folder

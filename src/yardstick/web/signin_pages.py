@@ -41,7 +41,7 @@ def _page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
 
 
 def _refused(status: int, message: str) -> HTMLResponse:
-    return _page("message.html", status, title="Refused", message=message)
+    return _page("message.html", status, title="ProviderRefused", message=message)
 
 
 def _form_ok(service: SignIn, request: Request, anchor: str | None, form: dict[str, str]) -> bool:
