@@ -21,25 +21,17 @@ from yardstick.store.text import text_problem
 # A request body, counted before it is parsed (413 past it). A plan of the largest size below is ~0.2 MB.
 BODY_BYTES = 1 << 20
 # A body that carries a code bundle (a Sequences registration or deployment): the bundle's 8 MiB in base64,
-# and the declaration beside it.
+# and the declaration beside it. Which paths take one is the door's to say (`sequences.paths`).
 BUNDLE_BODY_BYTES = 12 << 20
-BUNDLE_PATHS = frozenset(
-    {"/v1/benchmarks", "/v1/benchmarks/validate", "/v1/deployments", "/v1/deployments/validate"}
-)
 # A volume's upload (`seq volume put`): the files of one version and their bytes in all (the Sequences
-# contract's bounds), how long its signed targets and sessions live (the SDK starts over past it), and the
-# body of one of its chunks, on the sessions' paths alone (the SDK sends 16 MiB chunks).
+# contract's bounds), how long its signed targets and sessions live (the SDK starts over past it), the body
+# that declares an upload's files (its 10,000 files with their paths), and the body of one of its chunks (the
+# SDK sends 16 MiB chunks).
 VOLUME_FILES = 10_000
 VOLUME_UPLOAD_BYTES = 500 << 30
 UPLOAD_TTL_S = 24 * 3600
+VOLUME_DECLARATION_BYTES = 12 << 20
 UPLOAD_CHUNK_BYTES = 16 << 20
-UPLOAD_PATH = "/v1/volume-uploads"
-# The bodies past BODY_BYTES a volume's routes take, by the pattern of their paths: an upload's declaration
-# (its 10,000 files with their paths), and a chunk.
-VOLUME_BODY_PATHS = {
-    r"/v1/volumes/[^/]+/uploads": 12 << 20,
-    UPLOAD_PATH + r"/[^/]+/[^/]+(/[^/]+)?": UPLOAD_CHUNK_BYTES,
-}
 
 # A plan: the episodes it expands to (over every task and endpoint), its task nodes (or the tasks of the
 # eval it names), and the endpoints it defines. Resolution checks these from the counts, before it makes

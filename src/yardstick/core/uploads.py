@@ -1,16 +1,14 @@
-"""The signed, resumable targets a volume's files are sent to, served by the gateway itself and spoken to as
-the Sequences SDK speaks to a cloud bucket's resumable uploads (GCS's protocol):
-
-- `POST <target>` opens a session for one file of an open upload and answers its address; opening another
-  session for the file starts it over;
-- `PUT <session>` with `Content-Range: bytes a-b/total` writes bytes a..b when a is what is held so far (else
-  nothing: the answer says what is held, and the client goes on from there); `bytes */total` asks what is
-  held. The door answers 308 with `Range: bytes=0-<held - 1>` while the file is short, 200 once it is whole.
+"""The signed, resumable targets a volume's files are sent to: each file of an open upload gets a target; a
+target opens a session for its file (opening another starts the file over); a session takes the file's bytes
+in order, a span at a time (a span that does not start at what is held so far writes nothing, and the answer
+says what is held, so the sender goes on from there), and says what it holds when asked.
 
 Targets and sessions are capabilities: they need no key, and are signed (HMAC-SHA256 under a key derived from
 the install's secret for these links alone, so no artifact link can pass for one) over the upload, the file
 and the session, valid until the upload expires. A session's state is the upload's rows and what the volume
-store holds, never this process's memory: a session outlives a gateway's restart, and the SDK resumes it.
+store holds, never this process's memory: a session outlives a gateway's restart, and the sender resumes it.
+Where they are served, and how a span is spoken, is the door's (`sequences.uploads`: a cloud bucket's
+resumable uploads, as the Sequences SDK speaks them); a target is signed under the address the door names.
 """
 
 from __future__ import annotations
@@ -36,12 +34,13 @@ from yardstick.store.states import UploadState
 
 @dataclass(frozen=True)
 class Span:
-    """A `Content-Range` as numbers: bytes `first`..`last` (both None: a question of what is held) of a file
-    of `total` bytes (None: the sender does not say)."""
+    """Bytes `first`..`last` of a file (both None: a question of what is held) of `total` bytes (None: the
+    sender does not say), as the door read them from `field` (what a refusal names)."""
 
     first: int | None
     last: int | None
     total: int | None
+    field: str = "span"
 
 
 @dataclass(frozen=True)
@@ -70,14 +69,16 @@ class Uploads:
         self.db = db
         self.store = store
         key = hmac.new(install_secret, b"yardstick volume uploads", hashlib.sha256).digest()
-        self.signer = UrlSigner(key, ttl_s=ttl_s, path=limits.UPLOAD_PATH, clock=clock)
+        # Signed under no path of its own: each link is made under the address its door names.
+        self.signer = UrlSigner(key, ttl_s=ttl_s, path="", clock=clock)
 
-    def target(self, upload_id: int, position: int, base_url: str) -> str:
-        """The signed address that opens a session for one file of an upload."""
-        return self.signer.sign(upload_id, str(position), base_url=base_url)
+    def target(self, upload_id: int, position: int, targets: str) -> str:
+        """The signed address, under the door's `targets`, that opens a session for one file of an upload."""
+        return self.signer.sign(upload_id, str(position), base_url=targets)
 
-    def open(self, upload_hex: str, position: str, expires: str, sig: str, base_url: str) -> str:
-        """Open a session for the file a target names, and give its signed address: the file starts over."""
+    def open(self, upload_hex: str, position: str, expires: str, sig: str, targets: str) -> str:
+        """Open a session for the file a target names, and give its signed address (under the door's
+        `targets`): the file starts over."""
         self.verify(upload_hex, position, expires, sig)
         session = secrets.token_hex(16)
         with self.db.writing() as db_session:
@@ -87,7 +88,7 @@ class Uploads:
             # Within the transaction, so a chunk of the earlier session is refused from now on (its session is
             # no longer the file's); one already past that check may still land: the commit's md5 refuses it.
             self.store.restart(volume_id, upload_id, row.position)
-        return self.signer.sign(upload_id, f"{row.position}/{session}", base_url=base_url)
+        return self.signer.sign(upload_id, f"{row.position}/{session}", base_url=targets)
 
     def put(
         self, upload_hex: str, position: str, session: str, expires: str, sig: str, span: Span, data: bytes
@@ -103,20 +104,20 @@ class Uploads:
             )
         if span.total is not None and span.total != row.size:
             raise bad_request(
-                f"Content-Range: {row.path} is {row.size:,} bytes as its upload declared, not {span.total:,}"
+                f"{span.field}: {row.path} is {row.size:,} bytes as its upload declared, not {span.total:,}"
             )
         held = self.store.held(upload.volume_id, upload.id, row.position)
         if span.first is None or span.last is None:
             if data:
-                raise bad_request("Content-Range: bytes */N asks what is held, and carries no body")
+                raise bad_request(f"{span.field}: a question of what is held carries no body")
             return Held(row.path, held, row.size)
         if span.last - span.first + 1 != len(data):
             raise bad_request(
-                f"Content-Range: bytes {span.first}-{span.last} are {span.last - span.first + 1:,} bytes,"
+                f"{span.field}: bytes {span.first}-{span.last} are {span.last - span.first + 1:,} bytes,"
                 f" and the body is {len(data):,}"
             )
         if span.last >= row.size:
-            raise bad_request(f"Content-Range: ends past the last byte of {row.path} ({row.size:,} bytes)")
+            raise bad_request(f"{span.field}: ends past the last byte of {row.path} ({row.size:,} bytes)")
         held = self.store.append(upload.volume_id, upload.id, row.position, span.first, data)
         if held == row.size:
             # The digest is taken once, as the last byte lands, so a commit need not read every file again.

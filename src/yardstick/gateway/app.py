@@ -29,6 +29,7 @@ from yardstick.gateway.services import Services
 from yardstick.http.routing import Door, answer_refused, refusals, refused_input
 from yardstick.positronic import routes as positronic
 from yardstick.positronic.errors import POSITRONIC
+from yardstick.sequences import paths as sequence_paths
 from yardstick.sequences import registry as sequence_registry
 from yardstick.sequences import routes as sequences
 from yardstick.sequences import secrets as sequence_secrets
@@ -119,8 +120,11 @@ def create_app(services: Services) -> FastAPI:
     app.add_middleware(
         BodyLimit,
         limit=limits.BODY_BYTES,
-        larger=dict.fromkeys(limits.BUNDLE_PATHS, limits.BUNDLE_BODY_BYTES),
-        matching=limits.VOLUME_BODY_PATHS,
+        larger=dict.fromkeys(sequence_paths.BUNDLE_BODIES, limits.BUNDLE_BODY_BYTES),
+        matching={
+            sequence_paths.VOLUME_DECLARATIONS: limits.VOLUME_DECLARATION_BYTES,
+            sequence_paths.UPLOAD_CHUNKS: limits.UPLOAD_CHUNK_BYTES,
+        },
         refuse=lambda request, refusal: door_of(request).refusal(request, refusal),
     )
 

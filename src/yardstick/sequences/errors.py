@@ -4,7 +4,6 @@ its exit statuses: 2 bad request, 3 auth, 4 not found, 5 conflict, 6 out of cred
 
 from __future__ import annotations
 
-import re
 import secrets
 from typing import Any
 
@@ -14,6 +13,7 @@ from fastapi.responses import JSONResponse
 
 from yardstick.core.admission import Quota
 from yardstick.core.refusals import Refusal, RefusalKind
+from yardstick.sequences import paths
 from yardstick.sequences.models import ErrorBody
 
 CODES: dict[RefusalKind, tuple[str, int]] = {
@@ -34,11 +34,6 @@ CODES: dict[RefusalKind, tuple[str, int]] = {
 RETRY_AFTER_S = 5.0
 REQUEST_ID = "X-Seq-Request-Id"
 EVAL_ID_PATTERN = r"^ev-[0-9a-f]{1,16}$"
-# The paths of this contract (every other path is the Positronic door's): `/v1/eval`, `/v1/benchmarks`, ...
-_PATHS = re.compile(
-    r"^/v1/(eval|benchmarks|deployments|secrets|volumes|volume-uploads|account|pricing|models|templates|robots|adapters"
-    r"|planners|act|audit|usage|chat|decide|latency)(/|$)"
-)
 
 
 def body(code: str, detail: str, *, retryable: bool, **fields: Any) -> dict[str, Any]:
@@ -79,7 +74,7 @@ class Sequences:
         return JSONResponse(shown, status_code=400, headers={REQUEST_ID: shown["request_id"]})
 
     def serves(self, path: str) -> bool:
-        return _PATHS.match(path) is not None
+        return paths.ours(path)
 
     def error_schemas(self) -> dict[str, dict[str, Any]]:
         return {"ErrorBody": ErrorBody.model_json_schema(ref_template="#/components/schemas/{model}")}

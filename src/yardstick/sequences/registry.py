@@ -21,7 +21,7 @@ from yardstick.core.refusals import bad_request
 from yardstick.core.runs import BenchmarkTarget, org_for
 from yardstick.http.auth import Plat, Who
 from yardstick.http.routing import door_router, refusals
-from yardstick.sequences import evals, report
+from yardstick.sequences import evals, paths, report
 from yardstick.sequences.errors import SEQUENCES
 from yardstick.sequences.models import (
     BenchmarkRegisterRequest,
@@ -124,7 +124,7 @@ def router(hosting: Hosting, purchases: Purchases) -> APIRouter:
 
     # --- benchmarks ---------------------------------------------------------------------------------------
 
-    @door.post("/v1/benchmarks/validate", response_model=BenchmarkValidateResponse, responses=refusals(409))
+    @door.post(paths.BENCHMARKS_VALIDATE, response_model=BenchmarkValidateResponse, responses=refusals(409))
     def validate_benchmark(body: BenchmarkRegisterRequest, who: Who) -> JSONResponse:
         """What registering would do: a new benchmark, a new version, or the same code again."""
         state, version = hosting.would(_org(who), _benchmark_upload(body))
@@ -134,7 +134,7 @@ def router(hosting: Hosting, purchases: Purchases) -> APIRouter:
         return JSONResponse(shown.model_dump(mode="json"))
 
     @door.post(
-        "/v1/benchmarks", response_model=BenchmarkStatusResponse, status_code=202, responses=refusals(409)
+        paths.BENCHMARKS, response_model=BenchmarkStatusResponse, status_code=202, responses=refusals(409)
     )
     def register_benchmark(body: BenchmarkRegisterRequest, who: Who) -> JSONResponse:
         version = hosting.register(_org(who), _benchmark_upload(body))
@@ -142,7 +142,7 @@ def router(hosting: Hosting, purchases: Purchases) -> APIRouter:
         shown = _benchmark_status(body.name, version)
         return JSONResponse(shown.model_dump(mode="json", exclude_none=True), status_code=202)
 
-    @door.get("/v1/benchmarks")
+    @door.get(paths.BENCHMARKS)
     def list_benchmarks(
         plat: Plat,
         who: Who,
@@ -166,12 +166,12 @@ def router(hosting: Hosting, purchases: Purchases) -> APIRouter:
             }
         )
 
-    @door.get("/v1/benchmarks/{name}", response_model=BenchmarkStatusResponse, responses=refusals(404, 409))
+    @door.get(paths.BENCHMARK, response_model=BenchmarkStatusResponse, responses=refusals(404, 409))
     def benchmark_status(name: str, who: Who) -> JSONResponse:
         _, version = hosting.current(_org(who), HostedKind.BENCHMARK, name)
         return JSONResponse(_benchmark_status(name, version).model_dump(mode="json", exclude_none=True))
 
-    @door.get("/v1/benchmarks/{name}/tasks", responses=refusals(404, 409))
+    @door.get(paths.BENCHMARK_TASKS, responses=refusals(404, 409))
     def benchmark_tasks(name: str, plat: Plat, who: Who) -> JSONResponse:
         """The tasks of one of the org's benchmarks (as its newest version declares them), or of a catalogue
         eval the caller may name."""
@@ -210,7 +210,7 @@ def router(hosting: Hosting, purchases: Purchases) -> APIRouter:
             }
         )
 
-    @door.get("/v1/benchmarks/{name}/evals", responses=refusals(404, 409))
+    @door.get(paths.BENCHMARK_EVALS, responses=refusals(404, 409))
     def benchmark_evals(
         name: str, plat: Plat, who: Who, limit: Annotated[int, Query(ge=1, le=500)] = PAGE
     ) -> JSONResponse:
@@ -221,43 +221,43 @@ def router(hosting: Hosting, purchases: Purchases) -> APIRouter:
             {"benchmark": name, "evals": listed, "total": len(listed), "offset": 0, "next_cursor": None}
         )
 
-    @door.post("/v1/benchmarks/{name}/cancel", responses=refusals(404, 409))
+    @door.post(paths.BENCHMARK_CANCEL, responses=refusals(404, 409))
     def cancel_benchmark(name: str, who: Who) -> JSONResponse:
         version = hosting.cancel(_org(who), HostedKind.BENCHMARK, name)
         return JSONResponse({"name": name, "version": version.number, "status": "canceled", "runs": 0})
 
-    @door.delete("/v1/benchmarks/{name}", responses=refusals(404, 409))
+    @door.delete(paths.BENCHMARK, responses=refusals(404, 409))
     def remove_benchmark(name: str, who: Who) -> JSONResponse:
         hosting.remove(_org(who), HostedKind.BENCHMARK, name)
         return JSONResponse({"name": name, "removed": True})
 
     # --- deployments ----------------------------------------------------------------------------------------
 
-    @door.post("/v1/deployments/validate", responses=refusals(409))
+    @door.post(paths.DEPLOYMENTS_VALIDATE, responses=refusals(409))
     def validate_deployment(body: DeploymentRequest, who: Who) -> JSONResponse:
         state, version = hosting.would(_org(who), _policy_upload(body))
         return JSONResponse(
             {"ok": True, "name": body.name, "state": state, "version": version, "contract": CONTRACT}
         )
 
-    @door.post("/v1/deployments", response_model=DeploymentAccepted, status_code=202, responses=refusals(409))
+    @door.post(paths.DEPLOYMENTS, response_model=DeploymentAccepted, status_code=202, responses=refusals(409))
     def deploy(body: DeploymentRequest, who: Who) -> JSONResponse:
         version = hosting.register(_org(who), _policy_upload(body))
         hosting.wait(version.id, BUILD_WAIT_S)
         shown = DeploymentAccepted(deployment_id=body.name)
         return JSONResponse(shown.model_dump(mode="json"), status_code=202)
 
-    @door.get("/v1/deployments")
+    @door.get(paths.DEPLOYMENTS)
     def list_deployments(who: Who) -> JSONResponse:
         rows = hosting.listed(_org(who), HostedKind.POLICY)
         return JSONResponse({"data": [_deployment_row(hosted, version) for hosted, version in rows]})
 
-    @door.get("/v1/deployments/{name}", response_model=DeploymentStatusResponse, responses=refusals(404, 409))
+    @door.get(paths.DEPLOYMENT, response_model=DeploymentStatusResponse, responses=refusals(404, 409))
     def deployment_status(name: str, who: Who) -> JSONResponse:
         hosted, version = hosting.current(_org(who), HostedKind.POLICY, name)
         return JSONResponse(_deployment_status(hosted, version).model_dump(mode="json", exclude_none=True))
 
-    @door.get("/v1/deployments/{name}/versions", responses=refusals(404, 409))
+    @door.get(paths.DEPLOYMENT_VERSIONS, responses=refusals(404, 409))
     def deployment_versions(name: str, who: Who) -> JSONResponse:
         """A deployment's versions, newest first: `serving` (or `stopped`) the one evals call, `kept` older
         ready ones, else how the build went; `code.sha256` the tree hash the SDK prints."""
@@ -286,22 +286,22 @@ def router(hosting: Hosting, purchases: Purchases) -> APIRouter:
             )
         return JSONResponse({"deployment": name, "data": rows})
 
-    @door.delete("/v1/deployments/{name}", responses=refusals(404, 409))
+    @door.delete(paths.DEPLOYMENT, responses=refusals(404, 409))
     def remove_deployment(name: str, who: Who) -> JSONResponse:
         hosting.remove(_org(who), HostedKind.POLICY, name)
         return JSONResponse({"name": name, "removed": True})
 
-    @door.post("/v1/deployments/{name}/stop", responses=refusals(404, 409))
+    @door.post(paths.DEPLOYMENT_STOP, responses=refusals(404, 409))
     def stop_deployment(name: str, who: Who) -> JSONResponse:
         hosting.set_stopped(_org(who), name, True)
         return JSONResponse({"name": name, "status": "stopped"})
 
-    @door.post("/v1/deployments/{name}/start", responses=refusals(404, 409))
+    @door.post(paths.DEPLOYMENT_START, responses=refusals(404, 409))
     def start_deployment(name: str, who: Who) -> JSONResponse:
         hosting.set_stopped(_org(who), name, False)
         return JSONResponse({"name": name, "status": "ready"})
 
-    @door.get("/v1/deployments/{name}/settings", responses=refusals(404, 409))
+    @door.get(paths.DEPLOYMENT_SETTINGS, responses=refusals(404, 409))
     def deployment_settings(name: str, who: Who) -> JSONResponse:
         """The settings Yardstick honours: each inference parameter (`params.<name>`, what every episode begun
         after a change runs with) and `timeouts.request` (how long one inference may take)."""
@@ -313,7 +313,7 @@ def router(hosting: Hosting, purchases: Purchases) -> APIRouter:
         rows.append(_setting("timeouts.request", hosted.settings, None, "workers"))
         return JSONResponse({"deployment": name, "rev": hosted.settings_rev, "settings": rows})
 
-    @door.patch("/v1/deployments/{name}/settings", responses=refusals(404, 409))
+    @door.patch(paths.DEPLOYMENT_SETTINGS, responses=refusals(404, 409))
     def change_deployment_settings(name: str, body: SettingsChange, who: Who) -> JSONResponse:
         hosted, version = hosting.current(_org(who), HostedKind.POLICY, name)
         declaration = (version.checked or {}).get("declaration") or {}
@@ -359,7 +359,7 @@ def router(hosting: Hosting, purchases: Purchases) -> APIRouter:
             }
         )
 
-    @door.get("/v1/deployments/{name}/evals", responses=refusals(404, 409))
+    @door.get(paths.DEPLOYMENT_EVALS, responses=refusals(404, 409))
     def deployment_evals(
         name: str, plat: Plat, who: Who, limit: Annotated[int, Query(ge=1, le=500)] = PAGE
     ) -> JSONResponse:
@@ -378,14 +378,14 @@ def _version_routes(door: APIRouter, hosting: Hosting, kind: HostedKind, plural:
     """`/{plural}/{name}/builds` and `/{plural}/{name}/versions/{number}/source`, alike for benchmarks and
     deployments: what differs is the kind looked up and the key the answer names it by."""
 
-    @door.get(f"/v1/{plural}/{{name}}/builds", responses=refusals(404, 409), name=f"{label}_builds")
+    @door.get(paths.builds(plural), responses=refusals(404, 409), name=f"{label}_builds")
     def builds(name: str, who: Who) -> JSONResponse:
         """The versions, newest first, each one's build; `serving` marks the one new evals use."""
         _, versions = hosting.versions(_org(who), kind, name)
         return JSONResponse({label: name, "builds": _builds(versions)})
 
     @door.get(
-        f"/v1/{plural}/{{name}}/versions/{{number}}/source",
+        paths.version_source(plural),
         response_class=Response,
         responses=refusals(404, 409),
         name=f"{label}_source",

@@ -14,6 +14,7 @@ from yardstick.core.boards import page_url
 from yardstick.engine.failures import FailureKind
 from yardstick.scoring import summarize
 from yardstick.scoring.aggregate import MEAN_OF_TASK_MEANS, SUCCESS_POOLED
+from yardstick.sequences import paths
 from yardstick.sequences.models import ArmReport, EvalReport, EvalTiming, MetricAgg, StopReason, TaskAgg
 from yardstick.store.models import Reservation, Run, RunEpisode
 from yardstick.store.states import EpisodeState, RunStatus
@@ -166,7 +167,7 @@ def cost_of(reservation: Reservation | None) -> float:
 def _videos(run: Run, episodes: Sequence[RunEpisode], base_url: str) -> list[str]:
     root = base_url.rstrip("/")
     return [
-        f"{root}/v1/eval/{eval_id(run.id)}/videos/{e.index}.mp4"
+        root + paths.EVAL_VIDEO.format(eval_id=eval_id(run.id), name=f"{e.index}.mp4")
         for e in episodes
         if (e.result or {}).get("videos")
     ][:200]

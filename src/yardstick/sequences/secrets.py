@@ -11,6 +11,7 @@ from yardstick.core.runs import org_for
 from yardstick.core.secrets import SecretInfo
 from yardstick.http.auth import Plat, Who
 from yardstick.http.routing import door_router, refusals
+from yardstick.sequences import paths
 from yardstick.sequences.errors import SEQUENCES
 from yardstick.sequences.models import SecretCreateRequest
 
@@ -27,16 +28,16 @@ def _shown(info: SecretInfo) -> dict[str, object]:
 def router() -> APIRouter:
     door = door_router(SEQUENCES, tags=["sequences: secrets"])
 
-    @door.post("/v1/secrets", status_code=201, responses=refusals(403))
+    @door.post(paths.SECRETS, status_code=201, responses=refusals(403))
     def set_secret(body: SecretCreateRequest, plat: Plat, who: Who) -> JSONResponse:
         info = plat.secrets.put(org_for(who, None).id, body.name, body.env)
         return JSONResponse(_shown(info), status_code=201)
 
-    @door.get("/v1/secrets", responses=refusals(403))
+    @door.get(paths.SECRETS, responses=refusals(403))
     def list_secrets(plat: Plat, who: Who) -> JSONResponse:
         return JSONResponse({"secrets": [_shown(i) for i in plat.secrets.listed(org_for(who, None).id)]})
 
-    @door.delete("/v1/secrets/{name}", status_code=204, responses=refusals(403, 404))
+    @door.delete(paths.SECRET, status_code=204, responses=refusals(403, 404))
     def remove_secret(name: str, plat: Plat, who: Who) -> Response:
         plat.secrets.remove(org_for(who, None).id, name)
         return Response(status_code=204)

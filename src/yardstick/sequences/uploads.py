@@ -1,5 +1,6 @@
-"""`/v1/volume-uploads/...`: the signed, resumable targets `seq volume put` sends a volume's files to, spoken
-as a cloud bucket's resumable uploads are (see `core.uploads`). No key: the signed address is the credential.
+"""`/v1/volume-uploads/...` (`paths.UPLOAD_TARGET`, `paths.UPLOAD_SESSION`): the signed, resumable targets
+`seq volume put` sends a volume's files to, spoken as a cloud bucket's resumable uploads are (see
+`core.uploads`). No key: the signed address is the credential.
 
 - `POST <target>` → 201, `Location: <session>`;
 - `PUT <session>`, `Content-Range: bytes a-b/total` and bytes a..b → 308 with `Range: bytes=0-<last held>`
@@ -15,11 +16,11 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from yardstick.core import limits
 from yardstick.core.refusals import bad_request
 from yardstick.core.uploads import Held, Span
 from yardstick.http.auth import Plat
 from yardstick.http.routing import door_router, refusals
+from yardstick.sequences import paths
 from yardstick.sequences.errors import SEQUENCES
 from yardstick.sequences.volume_models import ChunkTaken
 
@@ -56,6 +57,7 @@ def span(header: str | None) -> Span:
         int(first) if first is not None else None,
         int(last) if last is not None else None,
         int(total) if total != "*" else None,
+        field="Content-Range",
     )
 
 
@@ -70,7 +72,7 @@ def router() -> APIRouter:
     door = door_router(SEQUENCES, tags=["sequences: volume uploads"])
 
     @door.post(
-        limits.UPLOAD_PATH + "/{upload}/{position}",
+        paths.UPLOAD_TARGET,
         status_code=201,
         response_class=Response,
         responses={**_SESSION_OPENED, **refusals(403, 404, 409)},
@@ -79,11 +81,12 @@ def router() -> APIRouter:
         upload: str, position: str, request: Request, plat: Plat, expires: str = "", sig: str = ""
     ) -> Response:
         """Open a resumable session for one file of an upload (its signed target): the file starts over."""
-        session = plat.uploads.open(upload, position, expires, sig, str(request.base_url))
+        targets = str(request.base_url).rstrip("/") + paths.UPLOAD_TARGETS
+        session = plat.uploads.open(upload, position, expires, sig, targets)
         return Response(status_code=201, headers={"Location": session})
 
     @door.put(
-        limits.UPLOAD_PATH + "/{upload}/{position}/{session}",
+        paths.UPLOAD_SESSION,
         response_model=ChunkTaken,
         responses={**_CHUNK_ANSWERS, **refusals(403, 404, 409)},
         openapi_extra=_BYTES,

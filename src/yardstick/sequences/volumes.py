@@ -21,6 +21,7 @@ from yardstick.core.runs import org_for
 from yardstick.core.volumes import FileDecl
 from yardstick.http.auth import Plat, Who
 from yardstick.http.routing import door_router, refusals
+from yardstick.sequences import paths
 from yardstick.sequences.errors import SEQUENCES
 from yardstick.sequences.routes import cursor_offset
 from yardstick.sequences.volume_models import (
@@ -53,7 +54,7 @@ def router() -> APIRouter:
     door = door_router(SEQUENCES, tags=["sequences: volumes"])
 
     @door.post(
-        "/v1/volumes/{name}/uploads",
+        paths.VOLUME_UPLOADS,
         response_model=UploadStarted,
         status_code=201,
         responses={
@@ -72,14 +73,14 @@ def router() -> APIRouter:
         """Open the upload of a volume's next version: a signed, resumable target for each file to send."""
         files = [FileDecl(f.path, f.size, f.md5) for f in body.files]
         started = plat.volumes.start(_org(who), name, body.kind, files, changed_only=changed_only)
-        base = str(request.base_url)
+        targets = str(request.base_url).rstrip("/") + paths.UPLOAD_TARGETS
         shown = UploadStarted(
             name=name,
             version=started.number,
             unchanged=started.unchanged,
             upload_id=format(started.upload_id, "x") if started.upload_id is not None else None,
             targets=[
-                UploadTarget(path=path, url=plat.uploads.target(started.upload_id, position, base))
+                UploadTarget(path=path, url=plat.uploads.target(started.upload_id, position, targets))
                 for position, path in started.targets
                 if started.upload_id is not None
             ],
@@ -90,7 +91,7 @@ def router() -> APIRouter:
         return JSONResponse(shown.model_dump(mode="json"), status_code=200 if started.unchanged else 201)
 
     @door.post(
-        "/v1/volumes/{name}/uploads/{upload_id}/commit",
+        paths.VOLUME_UPLOAD_COMMIT,
         response_model=VolumeInfo,
         responses=refusals(404, 409),
     )
@@ -100,7 +101,7 @@ def router() -> APIRouter:
         view = plat.volumes.commit(_org(who), name, _upload_id(upload_id))
         return JSONResponse(info(view).model_dump(mode="json"))
 
-    @door.get("/v1/volumes", response_model=VolumePage)
+    @door.get(paths.VOLUMES, response_model=VolumePage)
     def list_volumes(
         plat: Plat,
         who: Who,
@@ -118,18 +119,18 @@ def router() -> APIRouter:
         )
         return JSONResponse(shown.model_dump(mode="json"))
 
-    @door.get("/v1/volumes/{name}", response_model=VolumeInfo, responses=refusals(404))
+    @door.get(paths.VOLUME, response_model=VolumeInfo, responses=refusals(404))
     def show_volume(name: str, plat: Plat, who: Who) -> JSONResponse:
         return JSONResponse(info(plat.volumes.view(_org(who), name)).model_dump(mode="json"))
 
-    @door.delete("/v1/volumes/{name}", response_model=VolumeDeleted, responses=refusals(404, 409))
+    @door.delete(paths.VOLUME, response_model=VolumeDeleted, responses=refusals(404, 409))
     def delete_volume(name: str, plat: Plat, who: Who, force: bool = False) -> JSONResponse:
         """Delete a volume and every version of it: refused (409, `details.benchmarks`) while a benchmark
         mounts it, unless `force`."""
         plat.volumes.delete(_org(who), name, force=force)
         return JSONResponse(VolumeDeleted(name=name).model_dump(mode="json"))
 
-    @door.get("/v1/volumes/{name}/files", response_model=VolumeFiles, responses=refusals(404))
+    @door.get(paths.VOLUME_FILES, response_model=VolumeFiles, responses=refusals(404))
     def volume_files(name: str, plat: Plat, who: Who) -> JSONResponse:
         """The files of the version in use."""
         number, files = plat.volumes.files(_org(who), name)
@@ -141,7 +142,7 @@ def router() -> APIRouter:
         return JSONResponse(shown.model_dump(mode="json"))
 
     @door.get(
-        "/v1/volumes/{name}/files/{path:path}",
+        paths.VOLUME_FILE,
         response_class=FileResponse,
         responses={200: {"content": {"application/octet-stream": {}}}, **refusals(404)},
     )
