@@ -21,7 +21,6 @@ from platform_client.errors import PlatformError
 from platform_client.eval_plan import EvalPlan
 from platform_client.ids import OrgSlug, PackageId, PurchaseId, TransactionKey
 from platform_client.requests import BillingPurchaseCreateRequest, CancelRequest
-from platform_client.responses import ResolvedPlan
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
@@ -29,10 +28,11 @@ from conftest import fresh_database
 from platform_harness import TOYS, Harness, running_platform, toy_plan
 from yardstick.billing import admin as billing_admin
 from yardstick.billing import credits as billing
+from yardstick.billing import money
 from yardstick.billing.terms import BILLING_FILE_ENV, BillingConfigError, BillingTerms
 from yardstick.cli.main import app
 from yardstick.core import admin
-from yardstick.positronic.routes import priced_lines
+from yardstick.core.ledger import PricedEpisodes
 from yardstick.store.models import CreditAccount, CreditEntry, Org, Reservation, RunEpisode
 
 BILLING_TOML = """
@@ -68,36 +68,20 @@ runner = CliRunner()
 # --- the quote arithmetic, against the contract's models ------------------------------------------------
 
 
-def _resolved(caps: tuple[int, int]) -> ResolvedPlan:
-    def task(task_id: str, cap: int, counts: dict[str, int]) -> dict[str, Any]:
-        return {
-            "task_id": task_id,
-            "endpoints": [
-                {"name": name, "kind": "served", "wire": "websocket", "spec": "rows", "episodes": count}
-                for name, count in counts.items()
-            ],
-            "cap_per_episode_sec": cap,
-            "policy_preset": "default",
-            "tote_placement": "none",
-            "start_pose": "nominal",
-            "episode_order": [name for name, count in counts.items() for _ in range(count)],
-        }
-
-    return ResolvedPlan.model_validate(
-        {
-            "episodes_total": 5,
-            "rig_shape": "sim",
-            "tasks": [task("three", caps[0], {"a": 2, "b": 1}), task("ten", caps[1], {"a": 2})],
-        }
-    )
-
-
 @pytest.mark.parametrize("rounding", [0, 1, 30])
 def test_a_quote_passes_the_contracts_own_check_and_caps_the_charge(rounding: int) -> None:
-    tariff = Tariff.for_rates(7, CREDIT_SCALE, duration_rounding_sec=rounding)
-    quote = billing.quote(priced_lines(_resolved((90, 31))), tariff)
-    # CreditQuote re-checks every line against its terms and the total against its lines: the oracle.
-    assert CreditQuote.model_validate_json(quote.model_dump_json()) == quote
+    ours = money.Tariff.for_rates(7, CREDIT_SCALE, duration_rounding_sec=rounding)
+    priced = [
+        PricedEpisodes(0, "a", 2, 90.0),
+        PricedEpisodes(0, "b", 1, 90.0),
+        PricedEpisodes(1, "a", 2, 31.0),
+    ]
+    quote = billing.quote(priced, ours)
+    # The contract's CreditQuote re-checks every line against its terms and the total against its lines: the
+    # oracle, which our quote must pass as it is shown.
+    shown = CreditQuote.model_validate(quote.as_json())
+    assert shown.model_dump(mode="json") == quote.as_json()
+    tariff = shown.terms
     assert [(line.task_pos, line.endpoint, line.count, line.cap_ns) for line in quote.lines] == [
         (0, "a", 2, 90 * 10**9),
         (0, "b", 1, 90 * 10**9),
@@ -124,17 +108,22 @@ def test_a_quote_passes_the_contracts_own_check_and_caps_the_charge(rounding: in
     assert billing.duration_ns(0.3) == 300_000_000 and billing.duration_ns(None) == 0
 
 
+def _shown(tariff: money.Tariff) -> Tariff:
+    """Our tariff as the Positronic door shows it: the contract's model, which checks its version."""
+    return Tariff.model_validate(tariff.as_json())
+
+
 def test_billing_terms_come_from_a_file_in_the_data_dir_or_the_env_and_bad_ones_are_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(BILLING_FILE_ENV, raising=False)
     assert BillingTerms.locate(tmp_path) == BillingTerms()
-    assert BillingTerms().tariff() == Tariff.for_rates(
+    assert _shown(BillingTerms().tariff()) == Tariff.for_rates(
         CREDIT_SCALE // 6, CREDIT_SCALE, duration_rounding_sec=30
     )
     (tmp_path / "billing.toml").write_text(BILLING_TOML)
     terms = BillingTerms.locate(tmp_path)
-    assert terms.tariff() == TARIFF
+    assert _shown(terms.tariff()) == TARIFF
     assert [(p.id, p.credit_units, p.currency) for p in terms.packages] == [
         ("small", CREDIT_SCALE, "usd"),
         ("large", 10 * CREDIT_SCALE, "usd"),
@@ -143,7 +132,7 @@ def test_billing_terms_come_from_a_file_in_the_data_dir_or_the_env_and_bad_ones_
     elsewhere = tmp_path / "elsewhere.json"
     elsewhere.write_text('{"tariff": {"episode_units": 5, "minute_units": 0, "duration_rounding_sec": 0}}')
     monkeypatch.setenv(BILLING_FILE_ENV, str(elsewhere))
-    assert BillingTerms.locate(tmp_path).tariff() == Tariff.for_rates(5, 0, duration_rounding_sec=0)
+    assert _shown(BillingTerms.locate(tmp_path).tariff()) == Tariff.for_rates(5, 0, duration_rounding_sec=0)
 
     for text, named in (
         ('[[packages]]\nid = "x"\ncredits = 1\namount_minor = 1\ncurrency = "USD"', "packages[0]: currency"),

@@ -22,6 +22,7 @@ from conftest import fresh_database
 from platform_harness import TOYS, Harness, running_platform, toy_plan
 from yardstick.billing import admin as billing_admin
 from yardstick.billing import credits as billing
+from yardstick.billing import money
 from yardstick.billing.usage import Usage, UsageWindowError, month_window, usage, usage_window
 from yardstick.cli.main import app
 from yardstick.core import admin
@@ -33,7 +34,9 @@ episode_credits = "0.1"
 minute_credits = 1
 duration_rounding_sec = 1
 """
-TARIFF = Tariff.for_rates(CREDIT_SCALE // 10, CREDIT_SCALE, duration_rounding_sec=1)
+TARIFF = money.Tariff.for_rates(CREDIT_SCALE // 10, CREDIT_SCALE, duration_rounding_sec=1)
+# The contract's own tariff of the same rates: the oracle a statement's sums are checked against.
+CONTRACT_TARIFF = Tariff.model_validate(TARIFF.as_json())
 CAP_NS = 2_000_000_000  # toys.tally's and toys.fragile's tasks: a 2 s time limit, so a 2 s cap
 runner = CliRunner()
 
@@ -169,7 +172,11 @@ def _from_results(books: Books, submission_id: int) -> tuple[int, int, int]:
             ).scalars()
         )
     durations = [round(r["robot_seconds"] * 1e9) if r else 0 for r in results]
-    return len(durations), sum(durations), sum(TARIFF.charge_units(min(ns, CAP_NS)) for ns in durations)
+    return (
+        len(durations),
+        sum(durations),
+        sum(CONTRACT_TARIFF.charge_units(min(ns, CAP_NS)) for ns in durations),
+    )
 
 
 def test_a_packaged_orgs_statement_prices_what_its_runs_played(books: Books) -> None:
@@ -205,7 +212,7 @@ def test_a_packaged_orgs_statement_prices_what_its_runs_played(books: Books) -> 
         assert line.charged_units is None  # a packaged run held nothing
     # toys.tally's "three" and "ten" at 10 Hz: 0.3 s and 1 s, each rounded up to the second.
     assert first.robot_ns == 1_300_000_000 and first.robot_seconds == 1.3
-    assert first.units == 2 * TARIFF.episode_units + 2 * CREDIT_SCALE // 60
+    assert first.units == 2 * CONTRACT_TARIFF.episode_units + 2 * CREDIT_SCALE // 60
     # The crash played half a second of "ten" before the policy raised: a caller's fault, billed.
     assert crash.robot_ns == 300_000_000 + 500_000_000
     # A platform fault counts nothing, whatever landed before the benchmark diverged.

@@ -11,8 +11,8 @@ Money moves in integer units (`CREDIT_SCALE` to a credit) and only in these plac
 So the ledger's entries of an org always sum to its `posted_units`, and its held reservations to its
 `reserved_units`.
 
-The credit vocabulary (`Tariff`, `CreditQuote`, `CreditPackage`) is the Positronic contract's: they are data
-types with their own arithmetic and checks, which this package uses as its own rather than keep a copy.
+The credit vocabulary (`Tariff`, `CreditQuote`, `CreditPackage`) is the platform's own (`billing.money`); the
+Positronic door shows it as its contract's models of the same names and fields.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from platform_client.billing import NANOSECONDS_PER_SECOND, CreditPackage, CreditQuote, QuoteLine, Tariff
 from sqlalchemy import select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from yardstick.billing.money import NANOSECONDS_PER_SECOND, CreditPackage, CreditQuote, QuoteLine, Tariff
 from yardstick.billing.terms import credits as credits  # re-exported: the admin CLI's
-from yardstick.core.ledger import PricedEpisodes
+from yardstick.core.ledger import PricedEpisodes, Quote
 from yardstick.core.refusals import Refusal, RefusalKind
 from yardstick.store.models import CreditAccount, CreditEntry, Org, Purchase, Reservation, RunEpisode, utcnow
 from yardstick.store.states import (
@@ -166,7 +166,7 @@ def reserve(session: Session, org: Org, submission_id: int, frozen: CreditQuote)
         Reservation(
             submission_id=submission_id,
             org_id=org.id,
-            quote=frozen.model_dump(mode="json"),
+            quote=frozen.as_json(),
             reserved_units=frozen.total_units,
             state=ReservationState.HELD,
         )
@@ -283,7 +283,7 @@ class CreditLedger:
     def quote(self, billing_mode: str, lines: Sequence[PricedEpisodes]) -> CreditQuote | None:
         return quote(lines, self.tariff) if billing_mode == BillingMode.PAY_AS_YOU_GO else None
 
-    def reserve(self, session: Session, org: Org, run_id: int, quote: object) -> None:
+    def reserve(self, session: Session, org: Org, run_id: int, quote: Quote) -> None:
         assert isinstance(quote, CreditQuote)  # what `quote` made
         reserve(session, org, run_id, quote)
 

@@ -10,10 +10,10 @@ import secrets
 from dataclasses import dataclass
 from typing import Protocol
 
-from platform_client.billing import CreditPackage, Tariff
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from yardstick.billing.money import CreditPackage, Tariff
 from yardstick.billing.terms import BillingTerms
 from yardstick.core import limits
 from yardstick.core.accounts import Caller

@@ -28,8 +28,9 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from platform_client.billing import CREDIT_SCALE, CreditPackage, Tariff
 from pydantic import ValidationError
+
+from yardstick.billing.money import CREDIT_SCALE, CreditPackage, Tariff
 
 BILLING_FILE_ENV = "YARDSTICK_BILLING_FILE"
 FILE_NAMES = ("billing.toml", "billing.json")

@@ -19,11 +19,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from platform_client.billing import CREDIT_SCALE, NANOSECONDS_PER_SECOND, Tariff
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from yardstick.billing import credits as billing
+from yardstick.billing.money import CREDIT_SCALE, NANOSECONDS_PER_SECOND, Tariff
 from yardstick.core.ledger import PricedEpisodes
 from yardstick.core.lifecycle import charged as is_charged
 from yardstick.engine.failures import FailureKind

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
-from platform_client.billing import CreditQuote, Tariff
+from typing import Protocol
+
+from platform_client.billing import CreditQuote
 
 from yardstick.billing.terms import credits
 
 
-def describe_tariff(tariff: Tariff) -> str:
+class Rates(Protocol):
+    """A tariff's rates, the platform's own (a usage statement's) or the contract's (a client's answer)."""
+
+    @property
+    def episode_units(self) -> int: ...
+    @property
+    def minute_units(self) -> int: ...
+    @property
+    def duration_rounding_sec(self) -> int: ...
+
+
+def describe_tariff(tariff: Rates) -> str:
     """`0.1 an episode + 1 a minute, each episode's time rounded up to 30 s` (in credits)."""
     rounding = (
         f"each episode's time rounded up to {tariff.duration_rounding_sec} s"

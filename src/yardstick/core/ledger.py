@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlalchemy.orm import Session
 
@@ -23,12 +23,22 @@ class PricedEpisodes:
     cap_s: float
 
 
+class Quote(Protocol):
+    """The most a run may cost, as a ledger quoted it: the units held while it plays, and the whole quote as
+    the run's row keeps it (its door shows it from there)."""
+
+    @property
+    def total_units(self) -> int: ...
+
+    def as_json(self) -> dict[str, Any]: ...
+
+
 class Ledger(Protocol):
-    def quote(self, billing_mode: str, lines: Sequence[PricedEpisodes]) -> object | None:
+    def quote(self, billing_mode: str, lines: Sequence[PricedEpisodes]) -> Quote | None:
         """The most a run of these episodes may cost an org in `billing_mode` (None: nothing is held)."""
         ...
 
-    def reserve(self, session: Session, org: Org, run_id: int, quote: object) -> None:
+    def reserve(self, session: Session, org: Org, run_id: int, quote: Quote) -> None:
         """Hold `quote` for a run being admitted, in the admitting transaction; a `Refusal` if the org cannot
         cover it (the transaction then rolls back and nothing is filed)."""
         ...
@@ -42,10 +52,10 @@ class Ledger(Protocol):
 class NoCredits:
     """An install that keeps no credits: nothing is quoted, held or charged."""
 
-    def quote(self, billing_mode: str, lines: Sequence[PricedEpisodes]) -> object | None:
+    def quote(self, billing_mode: str, lines: Sequence[PricedEpisodes]) -> Quote | None:
         return None
 
-    def reserve(self, session: Session, org: Org, run_id: int, quote: object) -> None:
+    def reserve(self, session: Session, org: Org, run_id: int, quote: Quote) -> None:
         return None
 
     def settle(self, session: Session, run_id: int, *, charged: bool) -> None:

@@ -17,7 +17,7 @@ from yardstick.core.accounts import Caller
 from yardstick.core.catalog import CatalogEval
 from yardstick.core.ended import EndedRuns, has_ended
 from yardstick.core.idempotency import create_once
-from yardstick.core.ledger import Ledger, PricedEpisodes
+from yardstick.core.ledger import Ledger, PricedEpisodes, Quote
 from yardstick.core.liveness import Liveness
 from yardstick.core.paging import keyset_page, page_size
 from yardstick.core.refusals import Refusal, RefusalKind, bad_request, forbidden, not_found
@@ -137,13 +137,14 @@ class RunPlan:
     audience: Audience = Audience.ORG
 
     def priced(self) -> list[PricedEpisodes]:
-        """The plan's episodes as a quote prices them: counted per task position and endpoint."""
+        """The plan's episodes as a quote prices them: counted per task position and endpoint, in task order
+        (a task's endpoints as its episodes first name them). Both doors price a run by this."""
         lines: dict[tuple[int, str], PricedEpisodes] = {}
         for e in self.episodes:
             line = lines.get((e.task_pos, e.endpoint))
             count = line.count + 1 if line is not None else 1
             lines[(e.task_pos, e.endpoint)] = PricedEpisodes(e.task_pos, e.endpoint, count, e.cap_s)
-        return list(lines.values())
+        return sorted(lines.values(), key=lambda line: line.task_pos)
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ class Filing:
     answer: dict[str, Any]
     transaction_key: str | None = None
     alias: str | None = None
-    quote: object | None = None
+    quote: Quote | None = None
 
 
 class Runs:

@@ -1,5 +1,6 @@
 """The contract's billing routes (`billing.account`, `billing.purchases.create|get|list`), bound to its own
-models, over the billing package's accounts and purchases."""
+models, over the billing package's accounts and purchases: the platform's tariff, quotes and packages
+(`billing.money`) are shown as the contract's models of the same fields, which check them again."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from platform_client import routes
 from platform_client.billing import (
     BillingAccount,
     CreditBalance,
+    CreditPackage,
     CreditQuote,
     PurchaseListResponse,
     PurchaseView,
     RequestBilling,
+    Tariff,
 )
 from platform_client.enums import BillingMode, BillingRole, BillingState
 from platform_client.ids import OrgSlug, PurchaseId, UserId
@@ -44,7 +47,7 @@ def request_billing(purchases: Purchases, run_id: int) -> RequestBilling:
 def purchase_view(info: PurchaseInfo) -> PurchaseView:
     return PurchaseView(
         id=PurchaseId(info.id),
-        package=info.package,
+        package=CreditPackage.model_validate(info.package.as_json()),
         initiated_by=UserId(info.initiated_by),
         created_at=info.created_at,
         checkout_url=info.checkout_url,
@@ -73,8 +76,8 @@ def router(purchases: Purchases) -> APIRouter:
                 balance=CreditBalance(
                     posted_units=account.posted_units, reserved_units=account.reserved_units
                 ),
-                tariff=purchases.tariff,
-                packages=purchases.packages,
+                tariff=Tariff.model_validate(purchases.tariff.as_json()),
+                packages=tuple(CreditPackage.model_validate(p.as_json()) for p in purchases.packages),
             )
         )
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from platform_client.billing import CreditQuote
 from platform_client.enums import CameraVantage, EndpointKind, Placement, RigShape, StartPose
 from platform_client.eval_plan import Cascade, Clutter, Endpoint, EvalPlan, NebiusCompetition
 from platform_client.responses import ResolvedEndpoint, ResolvedPlan, ResolvedTask
@@ -31,6 +32,7 @@ from positronic_evals.slug import members_by_slug, slug_of
 
 from yardstick.core import limits
 from yardstick.core.catalog import Catalog, CatalogEval, CatalogTask
+from yardstick.core.ledger import Quote
 from yardstick.core.limits import Problem
 from yardstick.core.refusals import Refusal, RefusalKind, bad_request, forbidden, not_found
 from yardstick.core.runs import BenchmarkTarget, EndpointTarget, PlannedEpisode, RunPlan
@@ -150,10 +152,15 @@ class Resolution:
     sampled: bool
     # The deployed policies a served endpoint may name (its spec): the version each one plays.
     deployments: Mapping[str, int] = field(default_factory=dict)
+    # What the ledger holds for the run (a pay-as-you-go org's), shown in `resolved` as the contract's quote.
+    quote: Quote | None = None
 
-    def with_quote(self, quote: object) -> Resolution:
+    def with_quote(self, quote: Quote) -> Resolution:
         """The resolution with the credit quote its org is held to (a pay-as-you-go org's)."""
-        return dataclasses.replace(self, resolved=self.resolved.model_copy(update={"credit_quote": quote}))
+        shown = CreditQuote.model_validate(quote.as_json())
+        return dataclasses.replace(
+            self, resolved=self.resolved.model_copy(update={"credit_quote": shown}), quote=quote
+        )
 
     def run_plan(self, plan: EvalPlan) -> RunPlan:
         """The run the core files: these episodes, their endpoints as targets, and who the run is for (a

@@ -44,7 +44,6 @@ from yardstick.billing.purchases import Purchases
 from yardstick.core.accounts import Caller
 from yardstick.core.artifacts import ARTIFACTS_PATH
 from yardstick.core.boards import page_url
-from yardstick.core.ledger import PricedEpisodes
 from yardstick.core.platform import Platform
 from yardstick.core.refusals import bad_request
 from yardstick.core.runs import Filing, org_for
@@ -73,15 +72,6 @@ def submission_id(value: str, field: str = "id") -> int:
         ) from None
 
 
-def priced_lines(resolved: ResolvedPlan) -> list[PricedEpisodes]:
-    """What a quote prices, read off the contract's answer: per task and endpoint, its count and cap."""
-    return [
-        PricedEpisodes(pos, endpoint.name, endpoint.episodes, float(task.cap_per_episode_sec))
-        for pos, task in enumerate(resolved.tasks)
-        for endpoint in task.endpoints
-    ]
-
-
 def resolution_of(platform: Platform, caller: Caller, plan: EvalPlan) -> tuple[Org, plans.Resolution]:
     """The plan resolved against the catalogue its org offers, with its credit quote where the org pays as
     it goes."""
@@ -89,7 +79,7 @@ def resolution_of(platform: Platform, caller: Caller, plan: EvalPlan) -> tuple[O
     org = org_for(caller, named, field="request_type.org")
     resolution = plans.resolve(plan, platform.catalog(caller, org), transaction_key=plan.transaction_key)
     platform.reach.check(resolution.run_plan(plan).endpoints.values())
-    quote = platform.ledger.quote(platform.runs.billing_mode(org), priced_lines(resolution.resolved))
+    quote = platform.ledger.quote(platform.runs.billing_mode(org), resolution.run_plan(plan).priced())
     if quote is None:
         return org, resolution
     return org, resolution.with_quote(quote)
@@ -192,7 +182,7 @@ def _submissions(purchases: Purchases) -> APIRouter:
             answer=resolution.resolved.model_dump(mode="json"),
             transaction_key=plan.transaction_key,
             alias=plan.alias,
-            quote=resolution.resolved.credit_quote,
+            quote=resolution.quote,
         )
         run, _ = plat.runs.file(who, org, filing)
         return answer(

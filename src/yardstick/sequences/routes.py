@@ -25,6 +25,7 @@ from yardstick.catalog import resolve as resolve_class
 from yardstick.core.accounts import Caller
 from yardstick.core.catalog import CatalogEval
 from yardstick.core.ended import has_ended
+from yardstick.core.ledger import Quote
 from yardstick.core.lifecycle import ATTEMPT
 from yardstick.core.platform import Platform
 from yardstick.core.refusals import Refusal, RefusalKind, bad_request, not_found
@@ -33,7 +34,7 @@ from yardstick.engine.failures import FailureKind
 from yardstick.engine.recording import TRAJECTORY, episode_folder
 from yardstick.http.auth import Plat, Who
 from yardstick.http.routing import door_router, refusals
-from yardstick.sequences import evals, report
+from yardstick.sequences import evals, paths, report
 from yardstick.sequences.errors import SEQUENCES
 from yardstick.sequences.models import (
     Estimate,
@@ -157,11 +158,11 @@ def _open_params(reference: str, fixed: Mapping[str, Any]) -> dict[str, InferPar
 SHORT_ID_HEX = 5
 
 
-def _quoted(plat: Platform, mode: str, resolved: evals.Resolved) -> tuple[object | None, float]:
+def _quoted(plat: Platform, mode: str, resolved: evals.Resolved) -> tuple[Quote | None, float]:
     """The ledger's quote for the eval as it stands (None: this install charges nothing) and its price in
     dollars (credits are the install's dollars)."""
     quote = plat.ledger.quote(mode, resolved.plan.priced())
-    return quote, credits_value(getattr(quote, "total_units", 0)) if quote is not None else 0.0
+    return quote, credits_value(quote.total_units) if quote is not None else 0.0
 
 
 def _within_cap(plat: Platform, mode: str, resolved: evals.Resolved, cap_usd: float) -> evals.Resolved:
@@ -188,7 +189,7 @@ def router(purchases: Purchases) -> APIRouter:
     door = door_router(SEQUENCES, tags=["sequences: evals"])
 
     @door.post(
-        "/v1/eval",
+        paths.EVALS,
         response_model=EvalResponse | EvalDryRunResponse,
         responses=refusals(402, 403, 404, 409, 429),
     )
@@ -258,7 +259,7 @@ def router(purchases: Purchases) -> APIRouter:
         answer = EvalResponse(eval_id=report.eval_id(run.id), estimate=estimate, arms=len(resolved.arms))
         return JSONResponse(answer.model_dump(mode="json", exclude_none=True))
 
-    @door.get("/v1/eval/{eval_id}", response_model=EvalReport, responses=refusals(404))
+    @door.get(paths.EVAL, response_model=EvalReport, responses=refusals(404))
     async def get_eval(eval_id: str, request: Request, plat: Plat, who: Who) -> Response:
         """The report. A run still playing is waited for a few seconds first: the CLI polls every 10 s, so a
         short eval answers `completed` on its first poll instead of one poll later."""
@@ -286,7 +287,7 @@ def router(purchases: Purchases) -> APIRouter:
         # The episodes and the hold read in one trip to a thread, not two: a trip costs about a small query.
         return Response(await run_in_threadpool(shown, run), media_type="application/json")
 
-    @door.get("/v1/eval/{eval_id}/details", responses=refusals(404))
+    @door.get(paths.EVAL_DETAILS, responses=refusals(404))
     def eval_details(eval_id: str, plat: Plat, who: Who) -> JSONResponse:
         run = _run(plat, who, eval_id)
         episodes = plat.runs.episodes(run.id)
@@ -316,7 +317,7 @@ def router(purchases: Purchases) -> APIRouter:
             }
         )
 
-    @door.get("/v1/eval/{eval_id}/episodes", responses=refusals(404))
+    @door.get(paths.EVAL_EPISODES, responses=refusals(404))
     def eval_episodes(
         eval_id: str,
         plat: Plat,
@@ -345,7 +346,7 @@ def router(purchases: Purchases) -> APIRouter:
             }
         )
 
-    @door.get("/v1/eval/{eval_id}/episodes.csv", responses=refusals(404))
+    @door.get(paths.EVAL_EPISODES_CSV, responses=refusals(404))
     def eval_episodes_csv(
         eval_id: str,
         plat: Plat,
@@ -368,7 +369,7 @@ def router(purchases: Purchases) -> APIRouter:
             )
         return Response(out.getvalue(), media_type="text/csv")
 
-    @door.get("/v1/eval/{eval_id}/logs", responses=refusals(404))
+    @door.get(paths.EVAL_LOGS, responses=refusals(404))
     def eval_logs(
         eval_id: str, plat: Plat, who: Who, limit: Annotated[int, Query(ge=1, le=5000)] = 500
     ) -> JSONResponse:
@@ -386,17 +387,17 @@ def router(purchases: Purchases) -> APIRouter:
         lines.sort(key=lambda line: line["ts"])
         return JSONResponse({"lines": lines[:limit]})
 
-    @door.get("/v1/eval/{eval_id}/videos/{name}", responses=refusals(404))
+    @door.get(paths.EVAL_VIDEO, responses=refusals(404))
     def eval_video(eval_id: str, name: str, plat: Plat, who: Who) -> FileResponse:
         return _episode_file(
             plat, who, eval_id, name, ".mp4", lambda r: [v["file"] for v in r.get("videos", [])]
         )
 
-    @door.get("/v1/eval/{eval_id}/trajectories/{name}", responses=refusals(404))
+    @door.get(paths.EVAL_TRAJECTORY, responses=refusals(404))
     def eval_trajectory(eval_id: str, name: str, plat: Plat, who: Who) -> FileResponse:
         return _episode_file(plat, who, eval_id, name, ".jsonl.gz", lambda r: [TRAJECTORY])
 
-    @door.post("/v1/eval/{eval_id}/cancel", responses=refusals(404))
+    @door.post(paths.EVAL_CANCEL, responses=refusals(404))
     def cancel_eval(eval_id: str, plat: Plat, who: Who) -> JSONResponse:
         run = _run(plat, who, eval_id)
         plat.runs.cancel(who, run.id)

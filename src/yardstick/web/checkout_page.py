@@ -6,8 +6,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
-from platform_client.billing import CreditPackage
 
+from yardstick.billing.money import CreditPackage
 from yardstick.billing.purchases import CHECKOUT_PATH, Purchases
 from yardstick.billing.terms import credits
 from yardstick.store.states import PurchaseState
