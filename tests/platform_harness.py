@@ -6,7 +6,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +21,7 @@ import uvicorn
 from platform_client.client import PlatformClient
 from platform_client.eval_plan import EvalPlan
 
+from conftest import free_port
 from yardstick.cli.platform_cmd import run_worker
 from yardstick.core import admin
 from yardstick.core.platform import Platform
@@ -32,12 +32,6 @@ from yardstick.store.models import ServedPolicy
 from yardstick.worker.processes import children, descendants, kill_all
 
 TOYS = Path(__file__).parent / "toys.py"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass

@@ -22,7 +22,7 @@ from platform_client.responses import ResolvedPlan
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from platform_harness import free_port
+from conftest import free_port
 from yardstick.cli.client_cmd import exit_status
 from yardstick.cli.exits import Exit
 from yardstick.cli.main import app

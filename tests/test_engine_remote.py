@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import toy
+from conftest import free_port, toy
 
 sys.path.insert(0, str(Path(__file__).parent))
 import toys
@@ -163,7 +163,7 @@ def test_no_server_is_a_refusal_before_the_run() -> None:
 
 
 def test_a_server_killed_mid_run_fails_only_the_episodes_in_flight(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     command = [
         sys.executable,
         "-m",
@@ -205,17 +205,9 @@ def test_a_server_killed_mid_run_fails_only_the_episodes_in_flight(tmp_path: Pat
     }
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.mark.slow
 def test_meta_world_through_yardstick_policy_serve_plays_the_in_process_episodes() -> None:
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "yardstick.cli", "policy", "serve", "expert", "--port", str(port)],
         stdout=subprocess.DEVNULL,

@@ -16,8 +16,8 @@ import httpx
 import pytest
 from platform_client.eval_plan import EvalPlan
 
-from conftest import fresh_database
-from platform_harness import TOYS, Harness, free_port, running_platform
+from conftest import free_port, fresh_database
+from platform_harness import TOYS, Harness, running_platform
 from yardstick.core import admin
 from yardstick.core.refusals import RefusalKind
 from yardstick.engine.failures import FailureKind

@@ -26,7 +26,7 @@ import pytest
 from platform_client.client import PlatformClient
 from platform_client.eval_plan import EvalPlan
 
-from platform_harness import free_port
+from conftest import free_port
 
 # Building and installing take about a minute; the tests after it a few seconds each.
 pytestmark = pytest.mark.timeout(900)

@@ -18,7 +18,8 @@ import httpx
 import pytest
 from platform_client.eval_plan import EvalPlan
 
-from platform_harness import TOYS, Harness, free_port, running_platform
+from conftest import free_port
+from platform_harness import TOYS, Harness, running_platform
 from yardstick.core import admin
 
 playwright_sync = pytest.importorskip("playwright.sync_api")

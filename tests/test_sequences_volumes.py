@@ -25,8 +25,8 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from conftest import fresh_database
-from platform_harness import Harness, free_port, running_platform
+from conftest import free_port, fresh_database
+from platform_harness import Harness, running_platform
 from yardstick.store.models import Volume, VolumeUpload, VolumeUploadFile, VolumeVersion
 
 ROOT = Path(__file__).parent.parent

@@ -30,7 +30,8 @@ from platform_client.ids import ApiKey
 from platform_client.requests import RegisterRequest
 from sqlalchemy import create_engine, inspect, text
 
-from platform_harness import free_port, running_platform
+from conftest import free_port
+from platform_harness import running_platform
 from yardstick.core.settings import SignInSettings
 from yardstick.store.models import Identity, User
 

@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import Any, NoReturn
+from typing import Any
 
 import httpx
 import typer
@@ -63,7 +63,7 @@ from rich.text import Text
 
 from yardstick.cli import credentials
 from yardstick.cli.credentials import DEFAULT_PLATFORM_URL, KEY_ENVS
-from yardstick.cli.display import console, print_table
+from yardstick.cli.display import console, fail, print_table
 from yardstick.cli.exits import Exit
 from yardstick.cli.money import describe_quote
 
@@ -106,11 +106,6 @@ def exit_status(exc: BaseException) -> Exit:
     raise TypeError(f"{type(exc).__name__} is not the failure of a platform call") from exc
 
 
-def _fail(status: Exit, message: str) -> NoReturn:
-    console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
-    raise typer.Exit(status)
-
-
 def _explain(exc: BaseException, url: str) -> str:
     if isinstance(exc, httpx.TimeoutException):
         return f"the platform at {url} did not answer in time ({type(exc).__name__})"
@@ -133,7 +128,7 @@ def _refused(exc: PlatformError, as_json: bool) -> None:
 
 
 @contextmanager
-def _calls(url: str, as_json: bool) -> Iterator[None]:
+def explained_calls(url: str, as_json: bool) -> Iterator[None]:
     """Turn a failed platform call into its message and its exit status."""
     try:
         yield
@@ -141,28 +136,30 @@ def _calls(url: str, as_json: bool) -> Iterator[None]:
         _refused(exc, as_json)
         raise typer.Exit(exit_status(exc)) from None
     except (httpx.HTTPError, ValidationError) as exc:
-        _fail(exit_status(exc), _explain(exc, url))
+        fail(exit_status(exc), _explain(exc, url))
 
 
 def platform_and_key(given_url: str | None) -> tuple[str, ApiKey | None]:
     """The platform to call and the key to call it with, by the order in `credentials.py`."""
     if given_url is not None and not given_url.strip():
-        _fail(
+        fail(
             Exit.USAGE,
             f"--platform-url is empty: name a platform, or leave it unset for {DEFAULT_PLATFORM_URL}",
         )
     try:
         url, key = credentials.locate(given_url)
     except credentials.RecordUnreadable as exc:
-        _fail(Exit.CALLER, str(exc))
+        fail(Exit.CALLER, str(exc))
     return url, ApiKey(key) if key else None
 
 
 @contextmanager
-def _client(given_url: str | None, as_json: bool, *, key_required: bool = True) -> Iterator[PlatformClient]:
+def connected_client(
+    given_url: str | None, as_json: bool, *, key_required: bool = True
+) -> Iterator[PlatformClient]:
     url, key = platform_and_key(given_url)
     if key is None and key_required:
-        _fail(
+        fail(
             Exit.CALLER,
             f"no API key for {url}: run `yardstick login` (or set {KEY_ENVS[0]}); an administrator "
             "mints one with `yardstick admin key create LOGIN`",
@@ -170,8 +167,8 @@ def _client(given_url: str | None, as_json: bool, *, key_required: bool = True) 
     try:
         client = PlatformClient(url, api_key=key)
     except ValueError as exc:
-        _fail(Exit.USAGE, f"--platform-url: {exc}")
-    with client, _calls(url, as_json):
+        fail(Exit.USAGE, f"--platform-url: {exc}")
+    with client, explained_calls(url, as_json):
         yield client
 
 
@@ -182,7 +179,7 @@ def _submission_id(value: str) -> SubmissionId:
     try:
         return SubmissionId.parse(value)
     except (ValueError, TypeError) as exc:
-        _fail(Exit.USAGE, f"ID {value!r} is not a submission id: {exc}")
+        fail(Exit.USAGE, f"ID {value!r} is not a submission id: {exc}")
 
 
 def _problems(exc: ValidationError) -> str:
@@ -224,10 +221,10 @@ def _plan(path: Path) -> EvalPlan:
     try:
         return read_plan(path)
     except ValueError as exc:
-        _fail(Exit.USAGE, str(exc))
+        fail(Exit.USAGE, str(exc))
 
 
-def _print_json(data: BaseModel | dict[str, Any]) -> None:
+def print_json(data: BaseModel | dict[str, Any]) -> None:
     body = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
     print(json.dumps(body, indent=2))
 
@@ -297,7 +294,7 @@ def submit(
     the platform.
     """
     plan = _plan(from_file)
-    with _client(platform_url, as_json) as client:
+    with connected_client(platform_url, as_json) as client:
         created = client.create_submission(plan)
         ident = created.submission_id
         if not as_json:
@@ -308,7 +305,7 @@ def submit(
                 console.print(describe_quote(created.billing.quote), soft_wrap=True)
         if not wait:
             if as_json:
-                _print_json(created)
+                print_json(created)
             if created.status is SubmissionStatus.errored:
                 # Refused at the door (an image that cannot be pulled): terminal, and charged.
                 code = created.reason_code
@@ -323,7 +320,7 @@ def submit(
             console.print(f"stopped waiting; the run goes on: yardstick eval status {ident}")
             raise typer.Exit(Exit.INTERRUPTED) from None
     if as_json:
-        _print_json(view)
+        print_json(view)
     else:
         _describe(view)
     raise typer.Exit(_run_status(view))
@@ -386,10 +383,10 @@ def resolve(
 ) -> None:
     """The plan as it would run (submissions.resolve), with nothing filed and no quota spent."""
     plan = _plan(from_file)
-    with _client(platform_url, as_json) as client:
+    with connected_client(platform_url, as_json) as client:
         resolved = client.resolve_plan(plan)
     if as_json:
-        _print_json(resolved)
+        print_json(resolved)
         return
     for table in resolved_tables(resolved):
         print_table(table)
@@ -436,10 +433,10 @@ def _describe(view: SubmissionView) -> None:
 def status(ident: str = IdArgument, as_json: bool = AsJson, platform_url: str | None = PlatformUrl) -> None:
     """A submission's status (submissions.get): episodes done, its score, why it failed, its artifacts."""
     submission = _submission_id(ident)
-    with _client(platform_url, as_json) as client:
+    with connected_client(platform_url, as_json) as client:
         view = client.get_submission(submission)
     if as_json:
-        _print_json(view)
+        print_json(view)
     else:
         _describe(view)
 
@@ -462,7 +459,7 @@ def list_submissions(
     """Your submissions, oldest first (submissions.list, every page)."""
     rows: list[SubmissionListRow] = []
     cursor: SubmissionId | None = None
-    with _client(platform_url, as_json) as client:
+    with connected_client(platform_url, as_json) as client:
         while limit is None or len(rows) < limit:
             wanted = None if limit is None else min(limit - len(rows), LIST_PAGE_CAP)
             page = client.list_submissions(after=cursor, limit=wanted)
@@ -507,10 +504,10 @@ def list_submissions(
 def cancel(ident: str = IdArgument, as_json: bool = AsJson, platform_url: str | None = PlatformUrl) -> None:
     """Cancel a run that has not ended (submissions.cancel); its quota comes back if nothing had started."""
     submission = _submission_id(ident)
-    with _client(platform_url, as_json) as client:
+    with connected_client(platform_url, as_json) as client:
         answer = client.cancel_submission(CancelRequest(id=submission))
     if as_json:
-        _print_json(answer)
+        print_json(answer)
     else:
         refund = "quota refunded" if answer.refunded else "not refunded: it had started"
         console.print(f"submission {submission}: {slug_of(answer.status)} ({refund})")
@@ -545,14 +542,14 @@ def _download(entries: list[ArtifactEntry], folder: Path, url: str, as_json: boo
     with (
         httpx.Client(timeout=60.0, trust_env=url.startswith("https:")) as http,
         _progress("[bold]downloading") as progress,
-        _calls(url, as_json),
+        explained_calls(url, as_json),
     ):
         task = progress.add_task("files", total=len(entries))
         for entry in entries:
             try:
                 target = _target(folder, entry.key)
             except ValueError as exc:
-                _fail(Exit.PLATFORM, str(exc))
+                fail(Exit.PLATFORM, str(exc))
             target.parent.mkdir(parents=True, exist_ok=True)
             with http.stream("GET", entry.url) as response:
                 if not 200 <= response.status_code < 300:
@@ -592,7 +589,7 @@ def artifacts(
 ) -> None:
     """What a finished run wrote (submissions.artifacts, every page); --download fetches the files."""
     submission = _submission_id(ident)
-    with _client(platform_url, as_json) as client:
+    with connected_client(platform_url, as_json) as client:
         entries = _all_artifacts(client, submission, prefix)
         reached = client.base_url
     if as_json:
@@ -621,7 +618,7 @@ def catalog(as_json: bool = AsJson, platform_url: str | None = PlatformUrl) -> N
     Composing a plan of its own tasks takes a grant; without one the tasks are not listed.
     """
     refusal: PlatformError | None = None
-    with _client(platform_url, as_json) as client:
+    with connected_client(platform_url, as_json) as client:
         evals = client.catalog_evals().evals
         try:
             tasks = client.catalog_tasks().tasks
@@ -691,12 +688,12 @@ def boards(
         try:
             ref = BoardRef(board)
         except ValueError as exc:
-            _fail(Exit.USAGE, f"--board: {exc}")
-    with _client(platform_url, as_json, key_required=False) as client:
+            fail(Exit.USAGE, f"--board: {exc}")
+    with connected_client(platform_url, as_json, key_required=False) as client:
         if ref is None:
             listed = client.list_boards()
             if as_json:
-                _print_json(listed)
+                print_json(listed)
                 return
             table = Table(title="boards", title_justify="left")
             for column in ("board", "title", "eval", "ranked on", "visibility"):
@@ -713,7 +710,7 @@ def boards(
             return
         ranked = client.rankings(board=ref)
     if as_json:
-        _print_json(ranked)
+        print_json(ranked)
         return
     table = Table(
         title=f"{ranked.board}: {ranked.eval}, ranked on {ranked.primary_metric}",

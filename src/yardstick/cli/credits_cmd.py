@@ -21,8 +21,8 @@ from rich.table import Table
 from rich.text import Text
 
 from yardstick.billing.terms import credits
-from yardstick.cli.client_cmd import AsJson, PlatformUrl, _client, _fail, _print_json
-from yardstick.cli.display import console, print_table
+from yardstick.cli.client_cmd import AsJson, PlatformUrl, connected_client, print_json
+from yardstick.cli.display import console, fail, print_table
 from yardstick.cli.exits import Exit
 from yardstick.cli.money import describe_tariff
 
@@ -38,13 +38,13 @@ def _org(client: PlatformClient, given: str | None) -> OrgSlug:
     """`--org`, else the caller's only organization; said on stderr either way."""
     if given is not None:
         if not given.strip():
-            _fail(Exit.USAGE, "--org is empty: name an organization")
+            fail(Exit.USAGE, "--org is empty: name an organization")
         console.print(f"org: {escape(given)}", style="dim")
         return OrgSlug(given)
     orgs = client.me().organizations
     if len(orgs) != 1:
         which = f"you belong to {', '.join(orgs)}" if orgs else "you belong to no organization"
-        _fail(Exit.USAGE, f"--org: required ({which})")
+        fail(Exit.USAGE, f"--org: required ({which})")
     console.print(f"org: {escape(orgs[0])} (sole organization)", style="dim")
     return orgs[0]
 
@@ -54,10 +54,10 @@ def account(
     org: str | None = OrgOption, as_json: bool = AsJson, platform_url: str | None = PlatformUrl
 ) -> None:
     """The org's billing mode, your billing role, its balance, the tariff and the packages on sale."""
-    with _client(platform_url, as_json) as client:
+    with connected_client(platform_url, as_json) as client:
         found = client.billing_account(_org(client, org))
     if as_json:
-        _print_json(found)
+        print_json(found)
         return
     balance = found.balance
     mode, role = slug_of(found.mode), slug_of(found.billing_role)
@@ -107,19 +107,17 @@ def buy(
     platform_url: str | None = PlatformUrl,
 ) -> None:
     """Buy a package of credits (the billing role spender); the credits land once the payment is confirmed."""
-    with _client(platform_url, as_json) as client:
+    with connected_client(platform_url, as_json) as client:
         slug = _org(client, org)
         try:
             request = BillingPurchaseCreateRequest(
                 org=slug, package_id=PackageId(package_id), transaction_key=TransactionKey(transaction_key)
             )
         except ValidationError as exc:
-            _fail(
-                Exit.USAGE, "; ".join(f"--{'-'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            )
+            fail(Exit.USAGE, "; ".join(f"--{'-'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
         bought = client.create_purchase(request)
     if as_json:
-        _print_json(bought)
+        print_json(bought)
         return
     _show_purchase(bought)
 
@@ -131,10 +129,10 @@ def purchase(
     platform_url: str | None = PlatformUrl,
 ) -> None:
     """One purchase: its package, and whether it is open, under review or granted."""
-    with _client(platform_url, as_json) as client:
+    with connected_client(platform_url, as_json) as client:
         found = client.get_purchase(PurchaseId(purchase_id))
     if as_json:
-        _print_json(found)
+        print_json(found)
         return
     _show_purchase(found)
 
@@ -150,7 +148,7 @@ def purchases(
 ) -> None:
     """The org's purchases, oldest first, a page at a time (`--all` follows `next` to the end)."""
     rows: list[PurchaseView] = []
-    with _client(platform_url, as_json) as client:
+    with connected_client(platform_url, as_json) as client:
         slug = _org(client, org)
         cursor = PurchaseId(after) if after else None
         while True:
@@ -160,7 +158,7 @@ def purchases(
             if cursor is None or not every:
                 break
     if as_json:
-        _print_json({"purchases": [r.model_dump(mode="json") for r in rows], "next": cursor})
+        print_json({"purchases": [r.model_dump(mode="json") for r in rows], "next": cursor})
         return
     table = Table(title=f"{len(rows)} purchases of {slug}", title_justify="left")
     for column in ("purchase", "package", "credits", "created", "state"):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
+import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
@@ -19,6 +20,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from yardstick.cli.exits import Exit
 from yardstick.engine.results import EpisodeResult
 
 # Progress and tables go to stderr, so `--json` leaves stdout to the report alone.
@@ -29,6 +31,12 @@ def print_error(message: str) -> None:
     """`error: message` in red, the message as written: a refusal's text holds brackets
     (`pip install 'yardstick[sim]'`, `cameras: ['top']`) that rich would otherwise read as markup."""
     console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+
+
+def fail(status: Exit, message: str) -> NoReturn:
+    """Print `error: message` and end the command with `status` (whose fault it was)."""
+    print_error(message)
+    raise typer.Exit(status)
 
 
 class RunProgress:

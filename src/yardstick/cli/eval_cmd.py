@@ -11,7 +11,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from yardstick.cli.display import console, print_error, print_table, results_table, run_progress, timing_line
+from yardstick.cli.display import console, fail, print_table, results_table, run_progress, timing_line
 from yardstick.cli.exits import Exit
 from yardstick.cli.options import parse_params, parse_seeds, split_list
 from yardstick.engine import BuildError, Component, Playback, RunRequest, Work, evaluate, prepare
@@ -22,11 +22,6 @@ from yardstick.sdk.errors import AuthoringError
 from yardstick.web.report import write_run_folder
 
 eval_app = typer.Typer(help="Evaluations.", no_args_is_help=True)
-
-
-def _fail(status: Exit, message: str) -> typer.Exit:
-    print_error(message)
-    return typer.Exit(status)
 
 
 @eval_app.command("run")
@@ -127,9 +122,9 @@ def run(
         with run_progress(len(planned), quiet=False) as progress:
             outcome = evaluate(request, on_result=progress)
     except (AuthoringError, BuildError) as exc:
-        raise _fail(Exit.CALLER, str(exc)) from None
+        fail(Exit.CALLER, str(exc))
     except Exception as exc:
-        raise _fail(Exit.PLATFORM, f"internal error: {type(exc).__name__}: {exc}") from exc
+        fail(Exit.PLATFORM, f"internal error: {type(exc).__name__}: {exc}")
 
     report = build_report(outcome)
     files = write_run_folder(folder, report, outcome.results)

@@ -34,8 +34,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from yardstick.cli import credentials
-from yardstick.cli.client_cmd import URL_ENVS, _calls, _fail, platform_and_key
-from yardstick.cli.display import console, print_table
+from yardstick.cli.client_cmd import URL_ENVS, explained_calls, platform_and_key
+from yardstick.cli.display import console, fail, print_table
 from yardstick.cli.exits import Exit
 from yardstick.core.keys import PREFIX_LEN  # as the platform cuts a key's prefix
 
@@ -94,9 +94,9 @@ def _sign_in(flow: DeviceFlow, url: str) -> str:
     try:
         authorization = flow.start_device_authorization()
     except ProviderFailed as exc:
-        _fail(Exit.PLATFORM, f"the platform at {url} could not start a sign-in: {exc}")
+        fail(Exit.PLATFORM, f"the platform at {url} could not start a sign-in: {exc}")
     except DeviceFlowError as exc:
-        _fail(Exit.CALLER, str(exc))
+        fail(Exit.CALLER, str(exc))
     code = authorization.user_code
     link = f"{authorization.verification_uri}?code={code}"
     minutes = max(1, round(authorization.expires_in / 60))
@@ -111,11 +111,11 @@ def _sign_in(flow: DeviceFlow, url: str) -> str:
     try:
         return flow.poll_for_token(authorization)
     except ProviderFailed as exc:
-        _fail(Exit.PLATFORM, f"the platform at {url} failed during the sign-in: {exc}")
+        fail(Exit.PLATFORM, f"the platform at {url} failed during the sign-in: {exc}")
     except DeviceFlowError as exc:
-        _fail(Exit.CALLER, _why(exc))
+        fail(Exit.CALLER, _why(exc))
     except KeyboardInterrupt:
-        _fail(Exit.INTERRUPTED, "sign-in abandoned")
+        fail(Exit.INTERRUPTED, "sign-in abandoned")
 
 
 def login(
@@ -137,7 +137,7 @@ def login(
     try:
         require_allowed_platform_url(url, plaintext_http=plaintext_http, flag="--plaintext-http")
     except (ValueError, httpx.InvalidURL) as exc:
-        _fail(Exit.USAGE, str(exc))
+        fail(Exit.USAGE, str(exc))
     provider = IdentityProvider(
         name=f"the platform at {url}",
         device_authorization_url=f"{url}/oauth/device/code",
@@ -146,7 +146,7 @@ def login(
     )
     with _http(url) as http:
         token = _sign_in(DeviceFlow(provider, CLIENT_ID, http), url)
-        with _calls(url, False):
+        with explained_calls(url, False):
             minted = _call(
                 http,
                 "POST",
@@ -194,11 +194,11 @@ def logout() -> None:
     except PlatformError as exc:
         if exc.http_status >= 500:
             credentials.remove()
-            _fail(Exit.PLATFORM, f"the record is removed, but the platform failed to revoke {prefix}…: {exc}")
+            fail(Exit.PLATFORM, f"the record is removed, but the platform failed to revoke {prefix}…: {exc}")
         # The key was already revoked (or never valid there): nothing left to end on the platform.
     except httpx.HTTPError as exc:
         credentials.remove()
-        _fail(
+        fail(
             Exit.PLATFORM,
             f"the record is removed, but {record.platform_url} could not be reached to revoke key {prefix}… "
             f"({type(exc).__name__}): revoke it later with `yardstick keys revoke {prefix}`",
@@ -217,7 +217,7 @@ keys_app = typer.Typer(help="The signed-in user's API keys.", no_args_is_help=Tr
 def _key_for(given_url: str | None) -> tuple[str, str]:
     url, key = platform_and_key(given_url)
     if key is None:
-        _fail(Exit.CALLER, f"no API key for {url}: run `yardstick login`")
+        fail(Exit.CALLER, f"no API key for {url}: run `yardstick login`")
     return url, key
 
 
@@ -225,7 +225,7 @@ def _key_for(given_url: str | None) -> tuple[str, str]:
 def keys_list(platform_url: str | None = LoginUrl, as_json: bool = AsJson) -> None:
     """Your live keys: prefix, label, when made and last used (a key's plaintext is never kept)."""
     url, key = _key_for(platform_url)
-    with _http(url) as http, _calls(url, as_json):
+    with _http(url) as http, explained_calls(url, as_json):
         listed = _call(http, "GET", "/v1/keys.list", key=key)
     if as_json:
         print(json.dumps(listed, indent=2))
@@ -252,7 +252,7 @@ def keys_revoke(
     """Revoke one of your keys (a lost machine's, say)."""
     url, key = _key_for(platform_url)
     prefix = prefix.strip().rstrip("…").rstrip(".")
-    with _http(url) as http, _calls(url, False):
+    with _http(url) as http, explained_calls(url, False):
         _call(http, "POST", "/v1/keys.revoke", key=key, body={"prefix": prefix})
     saved = _saved()
     if (
@@ -272,7 +272,7 @@ def keys_rotate(platform_url: str | None = LoginUrl) -> None:
     from the environment is printed once, for you to put where it came from."""
     url, key = _key_for(platform_url)
     from_env = credentials.key_from_env() is not None
-    with _http(url) as http, _calls(url, False):
+    with _http(url) as http, explained_calls(url, False):
         minted = _call(http, "POST", "/v1/keys.rotate", key=key)
     if from_env:
         console.print(f"key rotated; the old one is revoked. The new key ({minted['prefix']}…), shown once:")
