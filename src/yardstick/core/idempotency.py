@@ -1,10 +1,13 @@
 """Create-once by a caller's transaction key: the first call creates, a replay answers what the first made,
-and two calls racing on one key (the unique constraint on the key decides) answer the winner's row."""
+and two calls racing on one key (the unique constraint on the key decides) answer the winner's row. A replay
+is told from another request under the same key by `request_digest`, the one digest every door files."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -12,6 +15,12 @@ from sqlalchemy.orm import Session
 from yardstick.store.db import Database
 
 T = TypeVar("T")
+
+
+def request_digest(document: Mapping[str, Any]) -> str:
+    """The sha256 of a request as its door read it (a JSON document, its keys sorted): the same request sent
+    again digests the same, whatever order its fields came in."""
+    return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
 
 
 def create_once(

@@ -4,8 +4,6 @@ refusals answer in the contract's envelope (`errors.py`)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
@@ -44,6 +42,7 @@ from yardstick.billing.purchases import Purchases
 from yardstick.core.accounts import Caller
 from yardstick.core.artifacts import ARTIFACTS_PATH
 from yardstick.core.boards import page_url
+from yardstick.core.idempotency import request_digest
 from yardstick.core.platform import Platform
 from yardstick.core.refusals import bad_request
 from yardstick.core.runs import Filing, org_for
@@ -177,7 +176,7 @@ def _submissions(purchases: Purchases) -> APIRouter:
         filing = Filing(
             plan=resolution.run_plan(plan),
             contract=Contract.POSITRONIC,
-            digest=hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest(),
+            digest=request_digest(body),
             request=body,
             answer=resolution.resolved.model_dump(mode="json"),
             transaction_key=plan.transaction_key,

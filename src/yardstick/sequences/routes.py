@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import hashlib
 import inspect
 import io
-import json
 import time
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
@@ -25,6 +23,7 @@ from yardstick.catalog import resolve as resolve_class
 from yardstick.core.accounts import Caller
 from yardstick.core.catalog import CatalogEval
 from yardstick.core.ended import has_ended
+from yardstick.core.idempotency import request_digest
 from yardstick.core.ledger import Quote
 from yardstick.core.lifecycle import ATTEMPT
 from yardstick.core.platform import Platform
@@ -230,7 +229,7 @@ def router(purchases: Purchases) -> APIRouter:
         filing = Filing(
             plan=resolved.plan,
             contract=Contract.SEQUENCES,
-            digest=hashlib.sha256(json.dumps(sent, sort_keys=True).encode()).hexdigest(),
+            digest=request_digest(sent),
             request=asked.model_dump(mode="json", exclude_none=True),
             answer={
                 "layout": layout,
