@@ -15,6 +15,8 @@ from yardstick.store.db import Database
 from yardstick.store.models import Org, QuotaEvent, Run, utcnow
 from yardstick.store.states import ACTIVE_RUNS, OnExhausted, QuotaKind
 
+__all__ = ["CONCURRENT_QUOTA", "DAY_QUOTA", "Quota", "admit", "charge", "current_quotas", "quotas", "refund"]
+
 DAY_QUOTA, CONCURRENT_QUOTA = "submissions.day", "submissions.concurrent"
 _WHAT = {DAY_QUOTA: "submissions today", CONCURRENT_QUOTA: "submissions running or queued at once"}
 

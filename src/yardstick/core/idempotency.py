@@ -14,6 +14,8 @@ from sqlalchemy.orm import Session
 
 from yardstick.store.db import Database
 
+__all__ = ["create_once", "request_digest"]
+
 T = TypeVar("T")
 
 

@@ -12,6 +12,8 @@ from sqlalchemy.orm import Session
 
 from yardstick.store.models import Org
 
+__all__ = ["NO_CREDITS", "Ledger", "NoCredits", "PricedEpisodes", "Quote"]
+
 
 @dataclass(frozen=True)
 class PricedEpisodes:

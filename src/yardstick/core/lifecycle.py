@@ -20,6 +20,8 @@ from yardstick.store.models import Run, RunEpisode, Task, utcnow
 from yardstick.store.queue import record_artifacts, stop_episodes
 from yardstick.store.states import ACTIVE_RUNS, PLAYED_EPISODES, RunStatus
 
+__all__ = ["ATTEMPT", "Lifecycle", "charged", "episode_key", "summarize_run"]
+
 ATTEMPT = "attempts/1/"
 
 

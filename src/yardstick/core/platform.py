@@ -24,6 +24,8 @@ from yardstick.core.volumes import Volumes
 from yardstick.store.models import Org
 from yardstick.store.queue import EpisodeQueue
 
+__all__ = ["Platform"]
+
 
 class Platform:
     """`builds` makes what builds registered versions, given the Hosting that records them (the execution

@@ -10,6 +10,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+__all__ = ["Refusal", "RefusalKind", "bad_request", "forbidden", "not_found", "unauthenticated"]
+
 
 class RefusalKind(StrEnum):
     BAD_REQUEST = "bad_request"  # the request breaks a rule: fixing it is the caller's

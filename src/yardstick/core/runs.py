@@ -26,6 +26,18 @@ from yardstick.store.models import Eval, Org, Run, RunEpisode, utcnow
 from yardstick.store.queue import EpisodeQueue, stop_episodes
 from yardstick.store.states import ACTIVE_RUNS, Audience, Contract, RunStatus, TargetKind
 
+__all__ = [
+    "BenchmarkTarget",
+    "EndpointTarget",
+    "Filing",
+    "PlannedEpisode",
+    "RunPlan",
+    "Runs",
+    "hosted_ref",
+    "hosted_version",
+    "org_for",
+]
+
 # A benchmark reference that names a hosted version (an org's registered benchmark), as a run's row keeps it.
 _HOSTED = "hosted:"
 
