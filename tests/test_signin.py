@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
+from platform_client import identity_providers
 from platform_client.client import PlatformClient
 from platform_client.enums import ErrorCode, KeyStatus
 from platform_client.errors import PlatformError
@@ -33,6 +34,7 @@ from sqlalchemy import create_engine, inspect, text
 from conftest import free_port
 from platform_harness import running_platform
 from yardstick.core.settings import SignInSettings
+from yardstick.signin import providers as providers_module
 from yardstick.store.models import Identity, User
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -151,6 +153,26 @@ def _sign_in_settings(stand_in: StandIn) -> SignInSettings:
     return SignInSettings(
         github_api_url=stand_in.github_api, oidc_issuers=(stand_in.issuer,), registration_org="acme"
     )
+
+
+def test_a_provider_check_keeps_to_the_phase_timeouts_the_contracts_client_allows() -> None:
+    """Sign-in keeps the Positronic client's phase timeouts as its own values: they must stay equal to the
+    client's, or `users.register` could outlast the client's wait."""
+    assert (
+        providers_module.CONNECT_TIMEOUT_S,
+        providers_module.READ_TIMEOUT_S,
+        providers_module.WRITE_TIMEOUT_S,
+        providers_module.POOL_TIMEOUT_S,
+        providers_module.MAX_REQUEST_STALL_S,
+    ) == (
+        identity_providers.CONNECT_TIMEOUT_S,
+        identity_providers.READ_TIMEOUT_S,
+        identity_providers.WRITE_TIMEOUT_S,
+        identity_providers.POOL_TIMEOUT_S,
+        identity_providers.MAX_REQUEST_STALL_S,
+    )
+    assert identity_providers.GITHUB_REGISTER_TIMEOUT.read is not None
+    assert identity_providers.GITHUB_REGISTER_TIMEOUT.read > providers_module.CHECK_DEADLINE_S
 
 
 def test_register_creates_then_finds_then_rotates_with_the_real_client(

@@ -1,14 +1,28 @@
-"""Keyset paging, the one way every list of the platform pages: rows in (time, id) order, a page strictly
-after an anchor row, and whether more follow. A row filed while a caller pages lands on a later page, never
-before the cursor, and no offset grows with the list."""
+"""How the platform's lists page, both ways in one place.
+
+- By keyset (`keyset_page`), every list that grows while it is read (runs, purchases, artifacts): rows in
+  (time, id) order, a page strictly after an anchor row, and whether more follow. A row filed while a caller
+  pages lands on a later page, never before the cursor, and no offset grows with the list. The Positronic
+  contract's `after`/`next` are this anchor.
+- By position (`Window`), where a contract pages so: the Sequences contract's answers carry `offset` and
+  `total`, and the cursor it hands back is the next page's offset (its own examples: `"next_cursor": "50"`).
+  Its lists are bounded and read whole or counted first (an eval's episodes, an org's benchmarks and
+  volumes), so a window of them is the same rows however often it is asked.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from sqlalchemy import Select
 from sqlalchemy.orm import InstrumentedAttribute, Session
+
+T = TypeVar("T")
+
+__all__ = ["Window", "keyset_page", "page_size"]
 
 
 def page_size(limit: int | None, *, default: int, cap: int) -> int:
@@ -31,3 +45,22 @@ def keyset_page(
         query = query.where((when > after[0]) | ((when == after[0]) & (tie > after[1])))
     rows = list(session.execute(query.order_by(when, tie).limit(size + 1)).scalars())
     return rows[:size], len(rows) > size
+
+
+@dataclass(frozen=True)
+class Window:
+    """Rows `offset` to `offset + size` of a list of `total`."""
+
+    offset: int
+    size: int
+    total: int
+
+    @property
+    def next_offset(self) -> int | None:
+        """Where the next page starts, or None on the last."""
+        end = self.offset + self.size
+        return end if end < self.total else None
+
+    def of(self, rows: Sequence[T]) -> list[T]:
+        """The window's rows of the whole list."""
+        return list(rows[self.offset : self.offset + self.size])

@@ -31,6 +31,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from yardstick.core import limits
+from yardstick.core.paging import Window
 from yardstick.core.refusals import Refusal, RefusalKind, bad_request, not_found
 from yardstick.core.volume_store import (
     FromUpload,
@@ -341,20 +342,21 @@ class Volumes:
 
     # --- reading ------------------------------------------------------------------------------------------
 
-    def page(self, org_id: int, offset: int, limit: int) -> tuple[list[VolumeView], int]:
-        """The org's volumes by name, `limit` from `offset`, and how many it has."""
+    def page(self, org_id: int, offset: int, limit: int) -> tuple[list[VolumeView], Window]:
+        """The org's volumes by name, `limit` from `offset`, and the window they are of all it has."""
         with self.db.reading() as session:
             total = session.execute(
                 select(func.count()).select_from(Volume).where(Volume.org_id == org_id)
             ).scalar_one()
+            window = Window(offset, limit, total)
             rows = session.execute(
                 select(Volume)
                 .where(Volume.org_id == org_id)
                 .order_by(Volume.name)
-                .offset(offset)
-                .limit(limit)
+                .offset(window.offset)
+                .limit(window.size)
             ).scalars()
-            return [self._view(session, volume) for volume in rows], total
+            return [self._view(session, volume) for volume in rows], window
 
     def view(self, org_id: int, name: str) -> VolumeView:
         _check_name(name)

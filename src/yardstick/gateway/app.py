@@ -36,10 +36,8 @@ from yardstick.sequences import secrets as sequence_secrets
 from yardstick.sequences import uploads as sequence_uploads
 from yardstick.sequences import volumes as sequence_volumes
 from yardstick.sequences.errors import SEQUENCES
-from yardstick.signin import oauth
 from yardstick.store.text import UnstorableText
-from yardstick.web import checkout_page, signin_pages
-from yardstick.web.site import site_router
+from yardstick.web import checkout_page, oauth, signin_pages, site
 
 log = logging.getLogger("yardstick.gateway")
 
@@ -100,17 +98,19 @@ def create_app(services: Services) -> FastAPI:
     async def health() -> dict[str, Any]:
         return {"status": "ok", "version": __version__, "workers_alive": platform.runs.workers_alive()}
 
+    app.state.purchases = services.purchases
+    app.state.sign_in = services.sign_in
     for router in (
-        positronic.router(services.sign_in, services.purchases),
-        sequences.router(services.purchases),
-        sequence_secrets.router(),
-        sequence_registry.router(platform.hosting, services.purchases),
-        sequence_volumes.router(),
-        sequence_uploads.router(),
-        oauth.router(services.sign_in),
-        site_router(platform),
-        signin_pages.router(services.sign_in),
-        checkout_page.router(services.purchases),
+        positronic.router,
+        sequences.router,
+        sequence_secrets.router,
+        sequence_registry.router,
+        sequence_volumes.router,
+        sequence_uploads.router,
+        oauth.router,
+        site.router,
+        signin_pages.router,
+        checkout_page.router,
     ):
         serve_routes_of(app, router)
 

@@ -13,8 +13,8 @@ from starlette.concurrency import run_in_threadpool
 
 from yardstick.core.accounts import Authenticator, Caller
 from yardstick.core.keys import digest
-from yardstick.core.platform import Platform
 from yardstick.core.refusals import unauthenticated
+from yardstick.http.services import platform_of
 
 
 def bearer(request: Request) -> str | None:
@@ -28,11 +28,6 @@ def bearer(request: Request) -> str | None:
 # The dependencies are `async`: FastAPI runs a plain `def` dependency in a thread of its pool, a trip that
 # costs more than a remembered caller. Only a caller this process does not remember (a query, maybe a write)
 # goes to a thread.
-
-
-async def platform_of(request: Request) -> Platform:
-    found: Platform = request.app.state.platform
-    return found
 
 
 async def caller(request: Request) -> Caller:
@@ -87,6 +82,5 @@ async def maybe_caller(request: Request) -> Caller | None:
     return await caller(request) if bearer(request) is not None else None
 
 
-Plat = Annotated[Platform, Depends(platform_of)]
 Who = Annotated[Caller, Depends(caller)]
 MaybeWho = Annotated[Caller | None, Depends(maybe_caller)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import Query, Request
 from fastapi.responses import JSONResponse
 from platform_client import routes
 from platform_client.billing import (
@@ -26,6 +26,7 @@ from platform_client.requests import BillingPurchaseCreateRequest
 from yardstick.billing.purchases import PurchaseInfo, Purchases
 from yardstick.http.auth import Who
 from yardstick.http.routing import door_router, refusals
+from yardstick.http.services import Purch
 from yardstick.positronic.errors import POSITRONIC
 
 # A query value that is present but empty is refused as one that is absent would be: by name, with a 422.
@@ -60,59 +61,55 @@ def _json(model: PurchaseView | BillingAccount | PurchaseListResponse) -> JSONRe
     return JSONResponse(model.model_dump(mode="json"))
 
 
-def router(purchases: Purchases) -> APIRouter:
-    door = door_router(POSITRONIC)
+router = door_router(POSITRONIC)
 
-    @door.get(routes.BILLING_ACCOUNT, response_model=BillingAccount, responses=refusals(403, 404))
-    def billing_account(who: Who, org: Text) -> JSONResponse:
-        """The org's billing mode, the caller's billing role in it, its balance, the tariff and the
-        packages."""
-        account = purchases.account(who, org)
-        return _json(
-            BillingAccount(
-                org=OrgSlug(account.org.slug),
-                mode=BillingMode[account.org.billing_mode],
-                billing_role=BillingRole[account.role],
-                balance=CreditBalance(
-                    posted_units=account.posted_units, reserved_units=account.reserved_units
-                ),
-                tariff=Tariff.model_validate(purchases.tariff.as_json()),
-                packages=tuple(CreditPackage.model_validate(p.as_json()) for p in purchases.packages),
-            )
+
+@router.get(routes.BILLING_ACCOUNT, response_model=BillingAccount, responses=refusals(403, 404))
+def billing_account(who: Who, org: Text, purchases: Purch) -> JSONResponse:
+    """The org's billing mode, the caller's billing role in it, its balance, the tariff and the
+    packages."""
+    account = purchases.account(who, org)
+    return _json(
+        BillingAccount(
+            org=OrgSlug(account.org.slug),
+            mode=BillingMode[account.org.billing_mode],
+            billing_role=BillingRole[account.role],
+            balance=CreditBalance(posted_units=account.posted_units, reserved_units=account.reserved_units),
+            tariff=Tariff.model_validate(purchases.tariff.as_json()),
+            packages=tuple(CreditPackage.model_validate(p.as_json()) for p in purchases.packages),
         )
-
-    @door.post(
-        routes.BILLING_PURCHASES_CREATE, response_model=PurchaseView, responses=refusals(403, 404, 409)
     )
-    def billing_purchases_create(
-        body: BillingPurchaseCreateRequest, request: Request, who: Who
-    ) -> JSONResponse:
-        """Buy a package (the spender role); the same `transaction_key` in the org returns the same
-        purchase."""
-        info = purchases.create(
-            who, str(body.org), str(body.package_id), str(body.transaction_key), str(request.base_url)
-        )
-        return _json(purchase_view(info))
 
-    @door.get(routes.BILLING_PURCHASES_GET, response_model=PurchaseView, responses=refusals(403, 404))
-    def billing_purchases_get(who: Who, id: Text) -> JSONResponse:
-        return _json(purchase_view(purchases.get(who, id)))
 
-    @door.get(
-        routes.BILLING_PURCHASES_LIST, response_model=PurchaseListResponse, responses=refusals(403, 404)
+@router.post(routes.BILLING_PURCHASES_CREATE, response_model=PurchaseView, responses=refusals(403, 404, 409))
+def billing_purchases_create(
+    body: BillingPurchaseCreateRequest, request: Request, who: Who, purchases: Purch
+) -> JSONResponse:
+    """Buy a package (the spender role); the same `transaction_key` in the org returns the same
+    purchase."""
+    info = purchases.create(
+        who, str(body.org), str(body.package_id), str(body.transaction_key), str(request.base_url)
     )
-    def billing_purchases_list(
-        who: Who,
-        org: Text,
-        # Required, as the contract says: a client that omits it gets a 422, not a page it reads as the whole.
-        limit: Annotated[int, Query(gt=0, description="The page size; above 200 it is clamped to 200.")],
-        after: Annotated[str | None, Query(min_length=1)] = None,
-    ) -> JSONResponse:
-        infos, more = purchases.page(who, org, after, limit)
-        return _json(
-            PurchaseListResponse(
-                purchases=[purchase_view(i) for i in infos], next=PurchaseId(more) if more else None
-            )
-        )
+    return _json(purchase_view(info))
 
-    return door
+
+@router.get(routes.BILLING_PURCHASES_GET, response_model=PurchaseView, responses=refusals(403, 404))
+def billing_purchases_get(who: Who, id: Text, purchases: Purch) -> JSONResponse:
+    return _json(purchase_view(purchases.get(who, id)))
+
+
+@router.get(routes.BILLING_PURCHASES_LIST, response_model=PurchaseListResponse, responses=refusals(403, 404))
+def billing_purchases_list(
+    purchases: Purch,
+    who: Who,
+    org: Text,
+    # Required, as the contract says: a client that omits it gets a 422, not a page it reads as the whole.
+    limit: Annotated[int, Query(gt=0, description="The page size; above 200 it is clamped to 200.")],
+    after: Annotated[str | None, Query(min_length=1)] = None,
+) -> JSONResponse:
+    infos, more = purchases.page(who, org, after, limit)
+    return _json(
+        PurchaseListResponse(
+            purchases=[purchase_view(i) for i in infos], next=PurchaseId(more) if more else None
+        )
+    )

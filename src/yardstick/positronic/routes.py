@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import Query, Request, Response
 from fastapi.responses import JSONResponse
 from platform_client import routes
 from platform_client.boards import BoardRef
@@ -38,7 +38,6 @@ from positronic_evals.evals import EvalRef
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
-from yardstick.billing.purchases import Purchases
 from yardstick.core.accounts import Caller
 from yardstick.core.artifacts import ARTIFACTS_PATH
 from yardstick.core.boards import page_url
@@ -47,13 +46,13 @@ from yardstick.core.platform import Platform
 from yardstick.core.refusals import bad_request
 from yardstick.core.runs import Filing, org_for
 from yardstick.http.answers import json_answer
-from yardstick.http.auth import MaybeWho, Plat, Who
+from yardstick.http.auth import MaybeWho, Who
 from yardstick.http.routing import door_router, refusals
+from yardstick.http.services import Plat, Purch, SignInService
 from yardstick.positronic import billing_routes, keys_routes, plans
 from yardstick.positronic.catalog_view import eval_summary, tasks_view
 from yardstick.positronic.errors import POSITRONIC, quota_dict, reason_code
 from yardstick.positronic.views import kept_view, list_row, status_view
-from yardstick.signin.service import SignIn
 from yardstick.store.models import Org
 from yardstick.store.states import Contract, RunStatus
 
@@ -84,220 +83,218 @@ def resolution_of(platform: Platform, caller: Caller, plan: EvalPlan) -> tuple[O
     return org, resolution.with_quote(quote)
 
 
-def router(sign_in: SignIn, purchases: Purchases) -> APIRouter:
-    """Every route of this door; `sign_in` answers `users.register` and `auth.config`, `purchases` the
-    billing routes."""
-    door = door_router(POSITRONIC)
-    door.include_router(_submissions(purchases))
-    door.include_router(_accounts(sign_in))
-    door.include_router(billing_routes.router(purchases))
-    door.include_router(keys_routes.router(sign_in))
-    return door
+accounts = door_router(POSITRONIC)
 
 
-def _accounts(sign_in: SignIn) -> APIRouter:
-    door = door_router(POSITRONIC)
-
-    @door.get(routes.AUTH_CONFIG, response_model=AuthConfig)
-    def auth_config() -> Response:
-        """The sign-ins `users.register` takes: GitHub tokens when a GitHub provider is configured; never
-        WorkOS. The platform's own device flow (`yardstick login`) and OpenID Connect issuers are named under
-        `yardstick`, which the contract's client ignores."""
-        body = AuthConfig(github_registration=sign_in.github, workos=None).model_dump(mode="json")
-        body["yardstick"] = {
-            "device_authorization_path": "/oauth/device/code",
-            "token_path": "/oauth/token",
-            "oidc_issuers": list(sign_in.settings.oidc_issuers),
-        }
-        return JSONResponse(body)
-
-    @door.post(routes.USERS_REGISTER, response_model=RegisterResponse, responses=refusals(401, 403, 503))
-    def users_register(body: RegisterRequest, request: Request) -> Response:
-        """Create-or-return the user behind a sign-in credential (checked with its provider within this
-        call): `created` with a key, `existing` without one, `rotated` (with `rotate`) revoking what earlier
-        registrations minted."""
-        done = sign_in.register(body.credential, body.alias, body.rotate)
-        registered = RegisterResponse(
-            user_id=UserId(done.user_id),
-            # Where a user's artifacts are handed out: every link `submissions.artifacts` signs begins here.
-            artifact_location=str(request.base_url).rstrip("/") + ARTIFACTS_PATH + "/",
-            api_key=ApiKey(done.api_key) if done.api_key else None,
-            key_status=KeyStatus[done.key_status],
-        )
-        return JSONResponse(registered.model_dump(mode="json"), headers={"Cache-Control": "no-store"})
-
-    @door.get(routes.USERS_ME, response_model=MeResponse)
-    async def users_me(plat: Plat, who: Who) -> Response:
-        # On the event loop: the caller is remembered and its quotas are one short read (`Runs.quotas`).
-        quotas = await plat.runs.quotas(who)
-        first = who.orgs[0] if who.orgs else None
-        return answer(
-            MeResponse(
-                user_id=UserId(who.user_id),
-                alias=who.alias,
-                tenant=first.slug if first else "",
-                plan=first.plan if first else "none",
-                quota=[QuotaLimit.model_validate(quota_dict(q)) for q in quotas],
-                client=next((o.slug for o in who.orgs if o.may_compose), None),
-                organizations=[OrgSlug(o.slug) for o in who.orgs],
-            )
-        )
-
-    return door
+@accounts.get(routes.AUTH_CONFIG, response_model=AuthConfig)
+def auth_config(sign_in: SignInService) -> Response:
+    """The sign-ins `users.register` takes: GitHub tokens when a GitHub provider is configured; never
+    WorkOS. The platform's own device flow (`yardstick login`) and OpenID Connect issuers are named under
+    `yardstick`, which the contract's client ignores."""
+    body = AuthConfig(github_registration=sign_in.github, workos=None).model_dump(mode="json")
+    body["yardstick"] = {
+        "device_authorization_path": "/oauth/device/code",
+        "token_path": "/oauth/token",
+        "oidc_issuers": list(sign_in.settings.oidc_issuers),
+    }
+    return JSONResponse(body)
 
 
-def _submissions(purchases: Purchases) -> APIRouter:
-    door = door_router(POSITRONIC)
-
-    @door.get(routes.CATALOG_EVALS, response_model=EvalListResponse)
-    def catalog_evals(plat: Plat, who: Who) -> Response:
-        offered = plat.catalog(who).evals.values()
-        return answer(EvalListResponse(evals=[eval_summary(ev) for ev in offered if ev.accepting]))
-
-    @door.get(routes.CATALOG_TASKS, response_model=TaskListResponse, responses=refusals(403))
-    def catalog_tasks(plat: Plat, who: Who) -> Response:
-        return answer(tasks_view(plat.catalog(who)))
-
-    @door.post(routes.SUBMISSIONS_RESOLVE, response_model=ResolvedPlan, responses=refusals(403, 404, 409))
-    def submissions_resolve(plan: EvalPlan, plat: Plat, who: Who) -> Response:
-        return answer(resolution_of(plat, who, plan)[1].resolved)
-
-    @door.post(
-        routes.SUBMISSIONS_CREATE,
-        response_model=SubmissionCreateResponse,
-        responses=refusals(402, 403, 404, 409, 429),
+@accounts.post(routes.USERS_REGISTER, response_model=RegisterResponse, responses=refusals(401, 403, 503))
+def users_register(body: RegisterRequest, request: Request, sign_in: SignInService) -> Response:
+    """Create-or-return the user behind a sign-in credential (checked with its provider within this
+    call): `created` with a key, `existing` without one, `rotated` (with `rotate`) revoking what earlier
+    registrations minted."""
+    done = sign_in.register(body.credential, body.alias, body.rotate)
+    registered = RegisterResponse(
+        user_id=UserId(done.user_id),
+        # Where a user's artifacts are handed out: every link `submissions.artifacts` signs begins here.
+        artifact_location=str(request.base_url).rstrip("/") + ARTIFACTS_PATH + "/",
+        api_key=ApiKey(done.api_key) if done.api_key else None,
+        key_status=KeyStatus[done.key_status],
     )
-    def submissions_create(plan: EvalPlan, plat: Plat, who: Who) -> Response:
-        """Admit a plan: resolved, within quota, its credits held, its episodes queued. The same transaction
-        key with the same plan returns the first submission (not charged again); with another plan it is a
-        conflict."""
-        org, resolution = resolution_of(plat, who, plan)
-        body = plan.model_dump(mode="json")
-        filing = Filing(
-            plan=resolution.run_plan(plan),
-            contract=Contract.POSITRONIC,
-            digest=request_digest(body),
-            request=body,
-            answer=resolution.resolved.model_dump(mode="json"),
-            transaction_key=plan.transaction_key,
-            alias=plan.alias,
-            quote=resolution.quote,
+    return JSONResponse(registered.model_dump(mode="json"), headers={"Cache-Control": "no-store"})
+
+
+@accounts.get(routes.USERS_ME, response_model=MeResponse)
+async def users_me(plat: Plat, who: Who) -> Response:
+    # On the event loop: the caller is remembered and its quotas are one short read (`Runs.quotas`).
+    quotas = await plat.runs.quotas(who)
+    first = who.orgs[0] if who.orgs else None
+    return answer(
+        MeResponse(
+            user_id=UserId(who.user_id),
+            alias=who.alias,
+            tenant=first.slug if first else "",
+            plan=first.plan if first else "none",
+            quota=[QuotaLimit.model_validate(quota_dict(q)) for q in quotas],
+            client=next((o.slug for o in who.orgs if o.may_compose), None),
+            organizations=[OrgSlug(o.slug) for o in who.orgs],
         )
-        run, _ = plat.runs.file(who, org, filing)
-        return answer(
-            SubmissionCreateResponse(
-                submission_id=SubmissionId(run.id),
-                status=SubmissionStatus[run.status],
-                reason_code=reason_code(run.failure),
-                resolved=ResolvedPlan.model_validate(run.resolved),
-                billing=billing_routes.request_billing(purchases, run.id),
-            )
+    )
+
+
+submissions = door_router(POSITRONIC)
+
+
+@submissions.get(routes.CATALOG_EVALS, response_model=EvalListResponse)
+def catalog_evals(plat: Plat, who: Who) -> Response:
+    offered = plat.catalog(who).evals.values()
+    return answer(EvalListResponse(evals=[eval_summary(ev) for ev in offered if ev.accepting]))
+
+
+@submissions.get(routes.CATALOG_TASKS, response_model=TaskListResponse, responses=refusals(403))
+def catalog_tasks(plat: Plat, who: Who) -> Response:
+    return answer(tasks_view(plat.catalog(who)))
+
+
+@submissions.post(routes.SUBMISSIONS_RESOLVE, response_model=ResolvedPlan, responses=refusals(403, 404, 409))
+def submissions_resolve(plan: EvalPlan, plat: Plat, who: Who) -> Response:
+    return answer(resolution_of(plat, who, plan)[1].resolved)
+
+
+@submissions.post(
+    routes.SUBMISSIONS_CREATE,
+    response_model=SubmissionCreateResponse,
+    responses=refusals(402, 403, 404, 409, 429),
+)
+def submissions_create(plan: EvalPlan, plat: Plat, who: Who, purchases: Purch) -> Response:
+    """Admit a plan: resolved, within quota, its credits held, its episodes queued. The same transaction
+    key with the same plan returns the first submission (not charged again); with another plan it is a
+    conflict."""
+    org, resolution = resolution_of(plat, who, plan)
+    body = plan.model_dump(mode="json")
+    filing = Filing(
+        plan=resolution.run_plan(plan),
+        contract=Contract.POSITRONIC,
+        digest=request_digest(body),
+        request=body,
+        answer=resolution.resolved.model_dump(mode="json"),
+        transaction_key=plan.transaction_key,
+        alias=plan.alias,
+        quote=resolution.quote,
+    )
+    run, _ = plat.runs.file(who, org, filing)
+    return answer(
+        SubmissionCreateResponse(
+            submission_id=SubmissionId(run.id),
+            status=SubmissionStatus[run.status],
+            reason_code=reason_code(run.failure),
+            resolved=ResolvedPlan.model_validate(run.resolved),
+            billing=billing_routes.request_billing(purchases, run.id),
         )
+    )
 
-    @door.get(routes.SUBMISSIONS_GET, responses=refusals(404))
-    async def submissions_get(
-        request: Request, plat: Plat, who: Who, id: Annotated[str, Query()]
-    ) -> Response:
-        """Clients poll it until a run ends, and read it after: an ended run this process has read before
-        is answered on the event loop (`core.ended`: nothing to read), any other in a thread."""
-        run_id, base_url = submission_id(id), str(request.base_url)
-        kept = plat.runs.kept(who, run_id, Contract.POSITRONIC)
-        if kept is not None and (view := kept_view(plat, kept, base_url)) is not None:
-            return json_answer(view)
 
-        def read() -> Response:
-            with plat.db.one_read():
-                run = plat.runs.get(who, run_id, Contract.POSITRONIC)
-                return json_answer(status_view(plat, run, base_url))
+@submissions.get(routes.SUBMISSIONS_GET, responses=refusals(404))
+async def submissions_get(request: Request, plat: Plat, who: Who, id: Annotated[str, Query()]) -> Response:
+    """Clients poll it until a run ends, and read it after: an ended run this process has read before
+    is answered on the event loop (`core.ended`: nothing to read), any other in a thread."""
+    run_id, base_url = submission_id(id), str(request.base_url)
+    kept = plat.runs.kept(who, run_id, Contract.POSITRONIC)
+    if kept is not None and (view := kept_view(plat, kept, base_url)) is not None:
+        return json_answer(view)
 
-        return await run_in_threadpool(read)
+    def read() -> Response:
+        with plat.db.one_read():
+            run = plat.runs.get(who, run_id, Contract.POSITRONIC)
+            return json_answer(status_view(plat, run, base_url))
 
-    @door.get(routes.SUBMISSIONS_LIST, response_model=SubmissionListResponse)
-    def submissions_list(
-        plat: Plat, who: Who, after: str | None = None, limit: int | None = None
-    ) -> Response:
-        if limit is not None and limit < 1:
-            raise bad_request(f"limit: {limit} is not a page size (at least 1)")
-        rows, more = plat.runs.page(
-            who, Contract.POSITRONIC, submission_id(after, "after") if after else None, limit
+    return await run_in_threadpool(read)
+
+
+@submissions.get(routes.SUBMISSIONS_LIST, response_model=SubmissionListResponse)
+def submissions_list(plat: Plat, who: Who, after: str | None = None, limit: int | None = None) -> Response:
+    if limit is not None and limit < 1:
+        raise bad_request(f"limit: {limit} is not a page size (at least 1)")
+    rows, more = plat.runs.page(
+        who, Contract.POSITRONIC, submission_id(after, "after") if after else None, limit
+    )
+    # As submissions.get reads it: a pending run with no worker alive is blocked on one.
+    stalled = any(r.status == RunStatus.PENDING for r in rows) and not plat.runs.workers_alive()
+    return answer(
+        SubmissionListResponse(
+            submissions=[list_row(r, blocked=stalled) for r in rows],
+            next=SubmissionId(more) if more else None,
         )
-        # As submissions.get reads it: a pending run with no worker alive is blocked on one.
-        stalled = any(r.status == RunStatus.PENDING for r in rows) and not plat.runs.workers_alive()
-        return answer(
-            SubmissionListResponse(
-                submissions=[list_row(r, blocked=stalled) for r in rows],
-                next=SubmissionId(more) if more else None,
-            )
+    )
+
+
+@submissions.post(routes.SUBMISSIONS_CANCEL, response_model=CancelResponse, responses=refusals(404))
+def submissions_cancel(body: CancelRequest, plat: Plat, who: Who) -> Response:
+    status, refunded = plat.runs.cancel(who, int(body.id))
+    return answer(CancelResponse(status=SubmissionStatus[status], refunded=refunded))
+
+
+@submissions.get(routes.SUBMISSIONS_ARTIFACTS, response_model=ArtifactListResponse, responses=refusals(404))
+def submissions_artifacts(
+    request: Request,
+    plat: Plat,
+    who: Who,
+    id: str,
+    prefix: str | None = None,
+    after: str | None = None,
+    limit: int | None = None,
+) -> Response:
+    if limit is not None and limit < 1:
+        raise bad_request(f"limit: {limit} is not a page size (at least 1)")
+    run = plat.runs.get(who, submission_id(id), Contract.POSITRONIC)
+    entries, more = plat.links.page(run, prefix, after, limit, str(request.base_url))
+    return answer(
+        ArtifactListResponse(
+            artifacts=[ArtifactEntry(key=k, size=s, url=u) for k, s, u in entries], next=more
         )
+    )
 
-    @door.post(routes.SUBMISSIONS_CANCEL, response_model=CancelResponse, responses=refusals(404))
-    def submissions_cancel(body: CancelRequest, plat: Plat, who: Who) -> Response:
-        status, refunded = plat.runs.cancel(who, int(body.id))
-        return answer(CancelResponse(status=SubmissionStatus[status], refunded=refunded))
 
-    @door.get(routes.SUBMISSIONS_ARTIFACTS, response_model=ArtifactListResponse, responses=refusals(404))
-    def submissions_artifacts(
-        request: Request,
-        plat: Plat,
-        who: Who,
-        id: str,
-        prefix: str | None = None,
-        after: str | None = None,
-        limit: int | None = None,
-    ) -> Response:
-        if limit is not None and limit < 1:
-            raise bad_request(f"limit: {limit} is not a page size (at least 1)")
-        run = plat.runs.get(who, submission_id(id), Contract.POSITRONIC)
-        entries, more = plat.links.page(run, prefix, after, limit, str(request.base_url))
-        return answer(
-            ArtifactListResponse(
-                artifacts=[ArtifactEntry(key=k, size=s, url=u) for k, s, u in entries], next=more
-            )
+@submissions.get(routes.RANKINGS_LIST, response_model=BoardListResponse)
+def rankings_list(plat: Plat, who: MaybeWho) -> Response:
+    boards = [
+        BoardSummary(
+            board=BoardRef(b.slug),
+            title=b.title,
+            eval=EvalRef(ev.slug),
+            primary_metric=ev.primary_metric,
+            visibility=BoardVisibility[b.visibility],
         )
+        for b, ev in plat.boards.boards(who)
+    ]
+    return answer(BoardListResponse(boards=boards))
 
-    @door.get(routes.RANKINGS_LIST, response_model=BoardListResponse)
-    def rankings_list(plat: Plat, who: MaybeWho) -> Response:
-        boards = [
-            BoardSummary(
-                board=BoardRef(b.slug),
-                title=b.title,
-                eval=EvalRef(ev.slug),
-                primary_metric=ev.primary_metric,
-                visibility=BoardVisibility[b.visibility],
-            )
-            for b, ev in plat.boards.boards(who)
-        ]
-        return answer(BoardListResponse(boards=boards))
 
-    @door.get(routes.RANKINGS_GET, response_model=RankingsResponse, responses=refusals(404))
-    async def rankings_get(request: Request, plat: Plat, who: MaybeWho, board: str) -> Response:
-        """Read by pages and clients polling at once: a board this process read within the last second is
-        answered on the event loop (`core.boards`), any other read in a thread."""
-        kept = plat.boards.kept(who, board)
-        found, ev, rows = kept if kept is not None else await run_in_threadpool(plat.boards.board, who, board)
-        pages = {r.run_id: page_url(str(request.base_url), r.replay_token) for r in rows if r.replay_token}
-        ranked = [
-            RankingRow(
-                rank=r.rank,
-                display_name=r.display_name,
-                tag=r.tag,
-                scores=Scores(primary=r.primary),
-                submission_id=SubmissionId(r.run_id),
-                submitted_at=r.submitted_at,
-                baseline=BaselineMark(publisher=r.baseline_publisher) if r.baseline_publisher else None,
-                replay=DataBackedReplayLink(url=pages[r.run_id], data_url=pages[r.run_id] + "data.json")
-                if r.run_id in pages
-                else None,
-            )
-            for r in rows
-        ]
-        return answer(
-            RankingsResponse(
-                board=BoardRef(found.slug),
-                eval=EvalRef(ev.slug),
-                primary_metric=ev.primary_metric,
-                rankings=ranked,
-            )
+@submissions.get(routes.RANKINGS_GET, response_model=RankingsResponse, responses=refusals(404))
+async def rankings_get(request: Request, plat: Plat, who: MaybeWho, board: str) -> Response:
+    """Read by pages and clients polling at once: a board this process read within the last second is
+    answered on the event loop (`core.boards`), any other read in a thread."""
+    kept = plat.boards.kept(who, board)
+    found, ev, rows = kept if kept is not None else await run_in_threadpool(plat.boards.board, who, board)
+    pages = {r.run_id: page_url(str(request.base_url), r.replay_token) for r in rows if r.replay_token}
+    ranked = [
+        RankingRow(
+            rank=r.rank,
+            display_name=r.display_name,
+            tag=r.tag,
+            scores=Scores(primary=r.primary),
+            submission_id=SubmissionId(r.run_id),
+            submitted_at=r.submitted_at,
+            baseline=BaselineMark(publisher=r.baseline_publisher) if r.baseline_publisher else None,
+            replay=DataBackedReplayLink(url=pages[r.run_id], data_url=pages[r.run_id] + "data.json")
+            if r.run_id in pages
+            else None,
         )
+        for r in rows
+    ]
+    return answer(
+        RankingsResponse(
+            board=BoardRef(found.slug),
+            eval=EvalRef(ev.slug),
+            primary_metric=ev.primary_metric,
+            rankings=ranked,
+        )
+    )
 
-    return door
+
+# Every route of this door, in one router: the submissions and boards, the accounts, billing and keys.
+router = door_router(POSITRONIC)
+for part in (submissions, accounts, billing_routes.router, keys_routes.router):
+    router.include_router(part)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import Query
 from fastapi.responses import JSONResponse, Response
 
 from yardstick.billing.purchases import Purchases
@@ -19,10 +19,12 @@ from yardstick.core.hosting import Hosting, Upload
 from yardstick.core.platform import Platform
 from yardstick.core.refusals import bad_request
 from yardstick.core.runs import BenchmarkTarget, org_for
-from yardstick.http.auth import Plat, Who
+from yardstick.http.auth import Who
 from yardstick.http.routing import door_router, refusals
-from yardstick.sequences import evals, paths, report
+from yardstick.http.services import HostingService, Plat, Purch
+from yardstick.sequences import evals, paging, paths, report
 from yardstick.sequences.errors import SEQUENCES
+from yardstick.sequences.filing import offered_benchmark
 from yardstick.sequences.models import (
     BenchmarkRegisterRequest,
     BenchmarkStatusResponse,
@@ -32,7 +34,6 @@ from yardstick.sequences.models import (
     DeploymentStatusResponse,
     SettingsChange,
 )
-from yardstick.sequences.routes import cursor_offset, offered_benchmark
 from yardstick.sequences.volume_models import asset_refs, weight_refs
 from yardstick.store.models import Hosted, HostedVersion
 from yardstick.store.states import BuildStatus, Contract, HostedKind, RunStatus
@@ -40,7 +41,7 @@ from yardstick.store.states import BuildStatus, Contract, HostedKind, RunStatus
 CONTRACT = "0.5.35"
 # How long a registration waits for its build before answering `building`.
 BUILD_WAIT_S = 20.0
-PAGE = 50
+PAGE, PAGE_CAP = 50, 500
 # The most evals a listing reads (`seq eval ls`, a benchmark's last eval).
 LISTED = 200
 PARAMS = "params."
@@ -116,283 +117,311 @@ def _registered(hosting: Hosting, caller: Caller, name: str) -> bool:
     return any(h.name == name for h, _ in hosting.listed(_org(caller), HostedKind.BENCHMARK))
 
 
-def router(hosting: Hosting, purchases: Purchases) -> APIRouter:
-    door = door_router(SEQUENCES, tags=["sequences: benchmarks and deployments"])
+router = door_router(SEQUENCES, tags=["sequences: benchmarks and deployments"])
 
-    def evals_of(plat: Platform, caller: Caller) -> list[dict[str, Any]]:
-        return _evals(plat, caller, purchases)
 
-    # --- benchmarks ---------------------------------------------------------------------------------------
+# --- benchmarks ---------------------------------------------------------------------------------------
 
-    @door.post(paths.BENCHMARKS_VALIDATE, response_model=BenchmarkValidateResponse, responses=refusals(409))
-    def validate_benchmark(body: BenchmarkRegisterRequest, who: Who) -> JSONResponse:
-        """What registering would do: a new benchmark, a new version, or the same code again."""
-        state, version = hosting.would(_org(who), _benchmark_upload(body))
-        shown = BenchmarkValidateResponse(
-            ok=True, name=body.name, state=state, version=version, contract=CONTRACT
-        )
-        return JSONResponse(shown.model_dump(mode="json"))
 
-    @door.post(
-        paths.BENCHMARKS, response_model=BenchmarkStatusResponse, status_code=202, responses=refusals(409)
+@router.post(paths.BENCHMARKS_VALIDATE, response_model=BenchmarkValidateResponse, responses=refusals(409))
+def validate_benchmark(body: BenchmarkRegisterRequest, who: Who, hosting: HostingService) -> JSONResponse:
+    """What registering would do: a new benchmark, a new version, or the same code again."""
+    state, version = hosting.would(_org(who), _benchmark_upload(body))
+    shown = BenchmarkValidateResponse(
+        ok=True, name=body.name, state=state, version=version, contract=CONTRACT
     )
-    def register_benchmark(body: BenchmarkRegisterRequest, who: Who) -> JSONResponse:
-        version = hosting.register(_org(who), _benchmark_upload(body))
-        version = hosting.wait(version.id, BUILD_WAIT_S)
-        shown = _benchmark_status(body.name, version)
-        return JSONResponse(shown.model_dump(mode="json", exclude_none=True), status_code=202)
+    return JSONResponse(shown.model_dump(mode="json"))
 
-    @door.get(paths.BENCHMARKS)
-    def list_benchmarks(
-        plat: Plat,
-        who: Who,
-        limit: Annotated[int, Query(ge=1, le=500)] = PAGE,
-        cursor: Annotated[str | None, Query()] = None,
-    ) -> JSONResponse:
-        rows = hosting.listed(_org(who), HostedKind.BENCHMARK)
-        offset = cursor_offset(cursor)
-        page = rows[offset : offset + limit]
-        last: dict[str, dict[str, Any]] = {}
-        for row in evals_of(plat, who):  # newest first: the first of each benchmark is its last
-            last.setdefault(str(row["benchmark"]), row)
-        return JSONResponse(
-            {
-                "benchmarks": [
-                    _benchmark_row(hosted, version, last.get(hosted.name)) for hosted, version in page
-                ],
-                "total": len(rows),
-                "offset": offset,
-                "next_cursor": str(offset + limit) if offset + limit < len(rows) else None,
-            }
+
+@router.post(
+    paths.BENCHMARKS, response_model=BenchmarkStatusResponse, status_code=202, responses=refusals(409)
+)
+def register_benchmark(body: BenchmarkRegisterRequest, who: Who, hosting: HostingService) -> JSONResponse:
+    version = hosting.register(_org(who), _benchmark_upload(body))
+    version = hosting.wait(version.id, BUILD_WAIT_S)
+    shown = _benchmark_status(body.name, version)
+    return JSONResponse(shown.model_dump(mode="json", exclude_none=True), status_code=202)
+
+
+@router.get(paths.BENCHMARKS)
+def list_benchmarks(
+    purchases: Purch,
+    hosting: HostingService,
+    plat: Plat,
+    who: Who,
+    limit: Annotated[int, Query(ge=1, le=PAGE_CAP)] = PAGE,
+    cursor: Annotated[str | None, Query()] = None,
+) -> JSONResponse:
+    rows = hosting.listed(_org(who), HostedKind.BENCHMARK)
+    page = paging.window(cursor, limit, len(rows), cap=PAGE_CAP)
+    last: dict[str, dict[str, Any]] = {}
+    for row in _evals(plat, who, purchases):  # newest first: the first of each benchmark is its last
+        last.setdefault(str(row["benchmark"]), row)
+    return JSONResponse(
+        {
+            "benchmarks": [
+                _benchmark_row(hosted, version, last.get(hosted.name)) for hosted, version in page.of(rows)
+            ],
+            **paging.shown(page),
+        }
+    )
+
+
+@router.get(paths.BENCHMARK, response_model=BenchmarkStatusResponse, responses=refusals(404, 409))
+def benchmark_status(name: str, who: Who, hosting: HostingService) -> JSONResponse:
+    _, version = hosting.current(_org(who), HostedKind.BENCHMARK, name)
+    return JSONResponse(_benchmark_status(name, version).model_dump(mode="json", exclude_none=True))
+
+
+@router.get(paths.BENCHMARK_TASKS, responses=refusals(404, 409))
+def benchmark_tasks(name: str, plat: Plat, who: Who, hosting: HostingService) -> JSONResponse:
+    """The tasks of one of the org's benchmarks (as its newest version declares them), or of a catalogue
+    eval the caller may name."""
+    own = hosting.ready(_org(who), HostedKind.BENCHMARK, name)
+    if own is None and _registered(hosting, who, name):
+        _, building = hosting.current(_org(who), HostedKind.BENCHMARK, name)
+        declared = building.declared
+        offered = evals.OfferedBenchmark(
+            name=name,
+            version=building.number,
+            tasks=dict(declared.get("tasks") or {}),
+            seeds=tuple(declared.get("seeds") or ()),
+            max_seconds={},
+            params={},
+            target=BenchmarkTarget(""),
         )
-
-    @door.get(paths.BENCHMARK, response_model=BenchmarkStatusResponse, responses=refusals(404, 409))
-    def benchmark_status(name: str, who: Who) -> JSONResponse:
-        _, version = hosting.current(_org(who), HostedKind.BENCHMARK, name)
-        return JSONResponse(_benchmark_status(name, version).model_dump(mode="json", exclude_none=True))
-
-    @door.get(paths.BENCHMARK_TASKS, responses=refusals(404, 409))
-    def benchmark_tasks(name: str, plat: Plat, who: Who) -> JSONResponse:
-        """The tasks of one of the org's benchmarks (as its newest version declares them), or of a catalogue
-        eval the caller may name."""
-        own = hosting.ready(_org(who), HostedKind.BENCHMARK, name)
-        if own is None and _registered(hosting, who, name):
-            _, building = hosting.current(_org(who), HostedKind.BENCHMARK, name)
-            declared = building.declared
-            offered = evals.OfferedBenchmark(
-                name=name,
-                version=building.number,
-                tasks=dict(declared.get("tasks") or {}),
-                seeds=tuple(declared.get("seeds") or ()),
-                max_seconds={},
-                params={},
-                target=BenchmarkTarget(""),
-            )
-        else:
-            offered = offered_benchmark(plat, who, name)
-        return JSONResponse(
-            {
-                "benchmark": name,
-                "version": offered.version,
-                "template": None,
-                "replay": None,
-                "tasks": [
-                    {
-                        "task": task,
-                        "description": description,
-                        "max_seconds": offered.max_seconds.get(task),
-                        "seeds": _span(list(offered.seeds)),
-                        "seed_count": len(offered.seeds),
-                        "episodes": len(offered.seeds),
-                    }
-                    for task, description in offered.tasks.items()
-                ],
-            }
-        )
-
-    @door.get(paths.BENCHMARK_EVALS, responses=refusals(404, 409))
-    def benchmark_evals(
-        name: str, plat: Plat, who: Who, limit: Annotated[int, Query(ge=1, le=500)] = PAGE
-    ) -> JSONResponse:
-        if not _registered(hosting, who, name):
-            offered_benchmark(plat, who, name)  # a catalogue eval's, or refused naming what there is
-        listed = [row for row in evals_of(plat, who) if row["benchmark"] == name][:limit]
-        return JSONResponse(
-            {"benchmark": name, "evals": listed, "total": len(listed), "offset": 0, "next_cursor": None}
-        )
-
-    @door.post(paths.BENCHMARK_CANCEL, responses=refusals(404, 409))
-    def cancel_benchmark(name: str, who: Who) -> JSONResponse:
-        version = hosting.cancel(_org(who), HostedKind.BENCHMARK, name)
-        return JSONResponse({"name": name, "version": version.number, "status": "canceled", "runs": 0})
-
-    @door.delete(paths.BENCHMARK, responses=refusals(404, 409))
-    def remove_benchmark(name: str, who: Who) -> JSONResponse:
-        hosting.remove(_org(who), HostedKind.BENCHMARK, name)
-        return JSONResponse({"name": name, "removed": True})
-
-    # --- deployments ----------------------------------------------------------------------------------------
-
-    @door.post(paths.DEPLOYMENTS_VALIDATE, responses=refusals(409))
-    def validate_deployment(body: DeploymentRequest, who: Who) -> JSONResponse:
-        state, version = hosting.would(_org(who), _policy_upload(body))
-        return JSONResponse(
-            {"ok": True, "name": body.name, "state": state, "version": version, "contract": CONTRACT}
-        )
-
-    @door.post(paths.DEPLOYMENTS, response_model=DeploymentAccepted, status_code=202, responses=refusals(409))
-    def deploy(body: DeploymentRequest, who: Who) -> JSONResponse:
-        version = hosting.register(_org(who), _policy_upload(body))
-        hosting.wait(version.id, BUILD_WAIT_S)
-        shown = DeploymentAccepted(deployment_id=body.name)
-        return JSONResponse(shown.model_dump(mode="json"), status_code=202)
-
-    @door.get(paths.DEPLOYMENTS)
-    def list_deployments(who: Who) -> JSONResponse:
-        rows = hosting.listed(_org(who), HostedKind.POLICY)
-        return JSONResponse({"data": [_deployment_row(hosted, version) for hosted, version in rows]})
-
-    @door.get(paths.DEPLOYMENT, response_model=DeploymentStatusResponse, responses=refusals(404, 409))
-    def deployment_status(name: str, who: Who) -> JSONResponse:
-        hosted, version = hosting.current(_org(who), HostedKind.POLICY, name)
-        return JSONResponse(_deployment_status(hosted, version).model_dump(mode="json", exclude_none=True))
-
-    @door.get(paths.DEPLOYMENT_VERSIONS, responses=refusals(404, 409))
-    def deployment_versions(name: str, who: Who) -> JSONResponse:
-        """A deployment's versions, newest first: `serving` (or `stopped`) the one evals call, `kept` older
-        ready ones, else how the build went; `code.sha256` the tree hash the SDK prints."""
-        hosted, versions = hosting.versions(_org(who), HostedKind.POLICY, name)
-        serving = _serving(versions)
-        rows = []
-        for version in versions:
-            if version.number == serving:
-                state = "stopped" if hosted.stopped else "serving"
-            elif version.status == BuildStatus.READY:
-                state = "kept"
-            else:
-                state = str(version.status)
-            rows.append(
+    else:
+        offered = offered_benchmark(plat, who, name)
+    return JSONResponse(
+        {
+            "benchmark": name,
+            "version": offered.version,
+            "template": None,
+            "replay": None,
+            "tasks": [
                 {
-                    "version": version.number,
-                    "state": state,
-                    "gpu": (version.declared.get("gpu") or None),
-                    "template": None,
-                    "weights": _weights(version),
-                    "code": {"sha256": version.tree_sha256, "bundle_sha256": version.code_sha256},
-                    "handler_ref": version.handler_ref,
-                    "created_at": version.created_at.isoformat(),
-                    "error": version.error,
+                    "task": task,
+                    "description": description,
+                    "max_seconds": offered.max_seconds.get(task),
+                    "seeds": _span(list(offered.seeds)),
+                    "seed_count": len(offered.seeds),
+                    "episodes": len(offered.seeds),
                 }
-            )
-        return JSONResponse({"deployment": name, "data": rows})
+                for task, description in offered.tasks.items()
+            ],
+        }
+    )
 
-    @door.delete(paths.DEPLOYMENT, responses=refusals(404, 409))
-    def remove_deployment(name: str, who: Who) -> JSONResponse:
-        hosting.remove(_org(who), HostedKind.POLICY, name)
-        return JSONResponse({"name": name, "removed": True})
 
-    @door.post(paths.DEPLOYMENT_STOP, responses=refusals(404, 409))
-    def stop_deployment(name: str, who: Who) -> JSONResponse:
-        hosting.set_stopped(_org(who), name, True)
-        return JSONResponse({"name": name, "status": "stopped"})
+@router.get(paths.BENCHMARK_EVALS, responses=refusals(404, 409))
+def benchmark_evals(
+    purchases: Purch,
+    name: str,
+    plat: Plat,
+    who: Who,
+    hosting: HostingService,
+    limit: Annotated[int, Query(ge=1, le=PAGE_CAP)] = PAGE,
+) -> JSONResponse:
+    if not _registered(hosting, who, name):
+        offered_benchmark(plat, who, name)  # a catalogue eval's, or refused naming what there is
+    listed = [row for row in _evals(plat, who, purchases) if row["benchmark"] == name][:limit]
+    return JSONResponse(
+        {"benchmark": name, "evals": listed, "total": len(listed), "offset": 0, "next_cursor": None}
+    )
 
-    @door.post(paths.DEPLOYMENT_START, responses=refusals(404, 409))
-    def start_deployment(name: str, who: Who) -> JSONResponse:
-        hosting.set_stopped(_org(who), name, False)
-        return JSONResponse({"name": name, "status": "ready"})
 
-    @door.get(paths.DEPLOYMENT_SETTINGS, responses=refusals(404, 409))
-    def deployment_settings(name: str, who: Who) -> JSONResponse:
-        """The settings Yardstick honours: each inference parameter (`params.<name>`, what every episode begun
-        after a change runs with) and `timeouts.request` (how long one inference may take)."""
-        hosted, version = hosting.current(_org(who), HostedKind.POLICY, name)
-        declaration = (version.checked or {}).get("declaration") or {}
-        rows = []
-        for key, param in (declaration.get("params") or {}).items():
-            rows.append(_setting(f"{PARAMS}{key}", hosted.settings, param.get("default"), "episodes"))
-        rows.append(_setting("timeouts.request", hosted.settings, None, "workers"))
-        return JSONResponse({"deployment": name, "rev": hosted.settings_rev, "settings": rows})
+@router.post(paths.BENCHMARK_CANCEL, responses=refusals(404, 409))
+def cancel_benchmark(name: str, who: Who, hosting: HostingService) -> JSONResponse:
+    version = hosting.cancel(_org(who), HostedKind.BENCHMARK, name)
+    return JSONResponse({"name": name, "version": version.number, "status": "canceled", "runs": 0})
 
-    @door.patch(paths.DEPLOYMENT_SETTINGS, responses=refusals(404, 409))
-    def change_deployment_settings(name: str, body: SettingsChange, who: Who) -> JSONResponse:
-        hosted, version = hosting.current(_org(who), HostedKind.POLICY, name)
-        declaration = (version.checked or {}).get("declaration") or {}
-        declared = {f"{PARAMS}{key}": param for key, param in (declaration.get("params") or {}).items()}
-        problems = []
-        for key, value in body.changes.items():
-            if key == "timeouts.request":
-                if value is not None and (
-                    isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 3600
-                ):
-                    problems.append(f"changes[{key!r}]: a whole number of seconds, 1 to 3600")
-            elif key.startswith(PARAMS):
-                if key not in declared:
-                    known = ", ".join(declared) or "none"
-                    problems.append(
-                        f"changes[{key!r}]: the policy declares no such parameter (it declares {known})"
-                    )
-            else:
-                problems.append(
-                    f"changes[{key!r}]: not a setting this platform honours (it honours params.<name> and"
-                    " timeouts.request)"
-                )
-        if problems:
-            raise bad_request("; ".join(problems))
-        defaults = {key: param.get("default") for key, param in declared.items()}
-        before = {**defaults, **hosted.settings}
-        changed = hosting.change_settings(_org(who), name, body.changes, body.rev)
-        after = {**defaults, **changed.settings}
-        return JSONResponse(
+
+@router.delete(paths.BENCHMARK, responses=refusals(404, 409))
+def remove_benchmark(name: str, who: Who, hosting: HostingService) -> JSONResponse:
+    hosting.remove(_org(who), HostedKind.BENCHMARK, name)
+    return JSONResponse({"name": name, "removed": True})
+
+
+# --- deployments ----------------------------------------------------------------------------------------
+
+
+@router.post(paths.DEPLOYMENTS_VALIDATE, responses=refusals(409))
+def validate_deployment(body: DeploymentRequest, who: Who, hosting: HostingService) -> JSONResponse:
+    state, version = hosting.would(_org(who), _policy_upload(body))
+    return JSONResponse(
+        {"ok": True, "name": body.name, "state": state, "version": version, "contract": CONTRACT}
+    )
+
+
+@router.post(paths.DEPLOYMENTS, response_model=DeploymentAccepted, status_code=202, responses=refusals(409))
+def deploy(body: DeploymentRequest, who: Who, hosting: HostingService) -> JSONResponse:
+    version = hosting.register(_org(who), _policy_upload(body))
+    hosting.wait(version.id, BUILD_WAIT_S)
+    shown = DeploymentAccepted(deployment_id=body.name)
+    return JSONResponse(shown.model_dump(mode="json"), status_code=202)
+
+
+@router.get(paths.DEPLOYMENTS)
+def list_deployments(who: Who, hosting: HostingService) -> JSONResponse:
+    rows = hosting.listed(_org(who), HostedKind.POLICY)
+    return JSONResponse({"data": [_deployment_row(hosted, version) for hosted, version in rows]})
+
+
+@router.get(paths.DEPLOYMENT, response_model=DeploymentStatusResponse, responses=refusals(404, 409))
+def deployment_status(name: str, who: Who, hosting: HostingService) -> JSONResponse:
+    hosted, version = hosting.current(_org(who), HostedKind.POLICY, name)
+    return JSONResponse(_deployment_status(hosted, version).model_dump(mode="json", exclude_none=True))
+
+
+@router.get(paths.DEPLOYMENT_VERSIONS, responses=refusals(404, 409))
+def deployment_versions(name: str, who: Who, hosting: HostingService) -> JSONResponse:
+    """A deployment's versions, newest first: `serving` (or `stopped`) the one evals call, `kept` older
+    ready ones, else how the build went; `code.sha256` the tree hash the SDK prints."""
+    hosted, versions = hosting.versions(_org(who), HostedKind.POLICY, name)
+    serving = _serving(versions)
+    rows = []
+    for version in versions:
+        if version.number == serving:
+            state = "stopped" if hosted.stopped else "serving"
+        elif version.status == BuildStatus.READY:
+            state = "kept"
+        else:
+            state = str(version.status)
+        rows.append(
             {
-                "deployment": name,
-                "rev": changed.settings_rev,
-                "changed": [
-                    {
-                        "key": key,
-                        "before": before.get(key),
-                        "after": after.get(key),
-                        "reads": "episodes" if key.startswith(PARAMS) else "workers",
-                    }
-                    for key in body.changes
-                ],
-                "version": None,
+                "version": version.number,
+                "state": state,
+                "gpu": (version.declared.get("gpu") or None),
+                "template": None,
+                "weights": _weights(version),
+                "code": {"sha256": version.tree_sha256, "bundle_sha256": version.code_sha256},
+                "handler_ref": version.handler_ref,
+                "created_at": version.created_at.isoformat(),
+                "error": version.error,
             }
         )
-
-    @door.get(paths.DEPLOYMENT_EVALS, responses=refusals(404, 409))
-    def deployment_evals(
-        name: str, plat: Plat, who: Who, limit: Annotated[int, Query(ge=1, le=500)] = PAGE
-    ) -> JSONResponse:
-        hosting.current(_org(who), HostedKind.POLICY, name)
-        listed = [row for row in evals_of(plat, who) if row["policy"] == name][:limit]
-        return JSONResponse(
-            {"deployment": name, "history": listed, "total": len(listed), "offset": 0, "next_cursor": None}
-        )
-
-    _version_routes(door, hosting, HostedKind.BENCHMARK, "benchmarks", "benchmark")
-    _version_routes(door, hosting, HostedKind.POLICY, "deployments", "deployment")
-    return door
+    return JSONResponse({"deployment": name, "data": rows})
 
 
-def _version_routes(door: APIRouter, hosting: Hosting, kind: HostedKind, plural: str, label: str) -> None:
+@router.delete(paths.DEPLOYMENT, responses=refusals(404, 409))
+def remove_deployment(name: str, who: Who, hosting: HostingService) -> JSONResponse:
+    hosting.remove(_org(who), HostedKind.POLICY, name)
+    return JSONResponse({"name": name, "removed": True})
+
+
+@router.post(paths.DEPLOYMENT_STOP, responses=refusals(404, 409))
+def stop_deployment(name: str, who: Who, hosting: HostingService) -> JSONResponse:
+    hosting.set_stopped(_org(who), name, True)
+    return JSONResponse({"name": name, "status": "stopped"})
+
+
+@router.post(paths.DEPLOYMENT_START, responses=refusals(404, 409))
+def start_deployment(name: str, who: Who, hosting: HostingService) -> JSONResponse:
+    hosting.set_stopped(_org(who), name, False)
+    return JSONResponse({"name": name, "status": "ready"})
+
+
+@router.get(paths.DEPLOYMENT_SETTINGS, responses=refusals(404, 409))
+def deployment_settings(name: str, who: Who, hosting: HostingService) -> JSONResponse:
+    """The settings Yardstick honours: each inference parameter (`params.<name>`, what every episode begun
+    after a change runs with) and `timeouts.request` (how long one inference may take)."""
+    hosted, version = hosting.current(_org(who), HostedKind.POLICY, name)
+    declaration = (version.checked or {}).get("declaration") or {}
+    rows = []
+    for key, param in (declaration.get("params") or {}).items():
+        rows.append(_setting(f"{PARAMS}{key}", hosted.settings, param.get("default"), "episodes"))
+    rows.append(_setting("timeouts.request", hosted.settings, None, "workers"))
+    return JSONResponse({"deployment": name, "rev": hosted.settings_rev, "settings": rows})
+
+
+@router.patch(paths.DEPLOYMENT_SETTINGS, responses=refusals(404, 409))
+def change_deployment_settings(
+    name: str, body: SettingsChange, who: Who, hosting: HostingService
+) -> JSONResponse:
+    hosted, version = hosting.current(_org(who), HostedKind.POLICY, name)
+    declaration = (version.checked or {}).get("declaration") or {}
+    declared = {f"{PARAMS}{key}": param for key, param in (declaration.get("params") or {}).items()}
+    problems = []
+    for key, value in body.changes.items():
+        if key == "timeouts.request":
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 3600
+            ):
+                problems.append(f"changes[{key!r}]: a whole number of seconds, 1 to 3600")
+        elif key.startswith(PARAMS):
+            if key not in declared:
+                known = ", ".join(declared) or "none"
+                problems.append(
+                    f"changes[{key!r}]: the policy declares no such parameter (it declares {known})"
+                )
+        else:
+            problems.append(
+                f"changes[{key!r}]: not a setting this platform honours (it honours params.<name> and"
+                " timeouts.request)"
+            )
+    if problems:
+        raise bad_request("; ".join(problems))
+    defaults = {key: param.get("default") for key, param in declared.items()}
+    before = {**defaults, **hosted.settings}
+    changed = hosting.change_settings(_org(who), name, body.changes, body.rev)
+    after = {**defaults, **changed.settings}
+    return JSONResponse(
+        {
+            "deployment": name,
+            "rev": changed.settings_rev,
+            "changed": [
+                {
+                    "key": key,
+                    "before": before.get(key),
+                    "after": after.get(key),
+                    "reads": "episodes" if key.startswith(PARAMS) else "workers",
+                }
+                for key in body.changes
+            ],
+            "version": None,
+        }
+    )
+
+
+@router.get(paths.DEPLOYMENT_EVALS, responses=refusals(404, 409))
+def deployment_evals(
+    purchases: Purch,
+    name: str,
+    plat: Plat,
+    who: Who,
+    hosting: HostingService,
+    limit: Annotated[int, Query(ge=1, le=PAGE_CAP)] = PAGE,
+) -> JSONResponse:
+    hosting.current(_org(who), HostedKind.POLICY, name)
+    listed = [row for row in _evals(plat, who, purchases) if row["policy"] == name][:limit]
+    return JSONResponse(
+        {"deployment": name, "history": listed, "total": len(listed), "offset": 0, "next_cursor": None}
+    )
+
+
+def _version_routes(kind: HostedKind, plural: str, label: str) -> None:
     """`/{plural}/{name}/builds` and `/{plural}/{name}/versions/{number}/source`, alike for benchmarks and
     deployments: what differs is the kind looked up and the key the answer names it by."""
 
-    @door.get(paths.builds(plural), responses=refusals(404, 409), name=f"{label}_builds")
-    def builds(name: str, who: Who) -> JSONResponse:
+    @router.get(paths.builds(plural), responses=refusals(404, 409), name=f"{label}_builds")
+    def builds(name: str, who: Who, hosting: HostingService) -> JSONResponse:
         """The versions, newest first, each one's build; `serving` marks the one new evals use."""
         _, versions = hosting.versions(_org(who), kind, name)
         return JSONResponse({label: name, "builds": _builds(versions)})
 
-    @door.get(
+    @router.get(
         paths.version_source(plural),
         response_class=Response,
         responses=refusals(404, 409),
         name=f"{label}_source",
     )
-    def source(name: str, number: int, who: Who) -> Response:
+    def source(name: str, number: int, who: Who, hosting: HostingService) -> Response:
         """The code of one version, as it was sent (a tar.gz under `<name>-v<number>/`)."""
         return Response(hosting.source(_org(who), kind, name, number), media_type="application/gzip")
+
+
+_version_routes(HostedKind.BENCHMARK, "benchmarks", "benchmark")
+_version_routes(HostedKind.POLICY, "deployments", "deployment")
 
 
 def _serving(versions: list[HostedVersion]) -> int | None:

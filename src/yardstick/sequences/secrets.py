@@ -4,13 +4,13 @@ variables as its environment."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
 from yardstick.core.runs import org_for
 from yardstick.core.secrets import SecretInfo
-from yardstick.http.auth import Plat, Who
+from yardstick.http.auth import Who
 from yardstick.http.routing import door_router, refusals
+from yardstick.http.services import Plat
 from yardstick.sequences import paths
 from yardstick.sequences.errors import SEQUENCES
 from yardstick.sequences.models import SecretCreateRequest
@@ -25,21 +25,21 @@ def _shown(info: SecretInfo) -> dict[str, object]:
     }
 
 
-def router() -> APIRouter:
-    door = door_router(SEQUENCES, tags=["sequences: secrets"])
+router = door_router(SEQUENCES, tags=["sequences: secrets"])
 
-    @door.post(paths.SECRETS, status_code=201, responses=refusals(403))
-    def set_secret(body: SecretCreateRequest, plat: Plat, who: Who) -> JSONResponse:
-        info = plat.secrets.put(org_for(who, None).id, body.name, body.env)
-        return JSONResponse(_shown(info), status_code=201)
 
-    @door.get(paths.SECRETS, responses=refusals(403))
-    def list_secrets(plat: Plat, who: Who) -> JSONResponse:
-        return JSONResponse({"secrets": [_shown(i) for i in plat.secrets.listed(org_for(who, None).id)]})
+@router.post(paths.SECRETS, status_code=201, responses=refusals(403))
+def set_secret(body: SecretCreateRequest, plat: Plat, who: Who) -> JSONResponse:
+    info = plat.secrets.put(org_for(who, None).id, body.name, body.env)
+    return JSONResponse(_shown(info), status_code=201)
 
-    @door.delete(paths.SECRET, status_code=204, responses=refusals(403, 404))
-    def remove_secret(name: str, plat: Plat, who: Who) -> Response:
-        plat.secrets.remove(org_for(who, None).id, name)
-        return Response(status_code=204)
 
-    return door
+@router.get(paths.SECRETS, responses=refusals(403))
+def list_secrets(plat: Plat, who: Who) -> JSONResponse:
+    return JSONResponse({"secrets": [_shown(i) for i in plat.secrets.listed(org_for(who, None).id)]})
+
+
+@router.delete(paths.SECRET, status_code=204, responses=refusals(403, 404))
+def remove_secret(name: str, plat: Plat, who: Who) -> Response:
+    plat.secrets.remove(org_for(who, None).id, name)
+    return Response(status_code=204)

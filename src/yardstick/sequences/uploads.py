@@ -12,14 +12,14 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Request
+from fastapi import Header, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from yardstick.core.refusals import bad_request
 from yardstick.core.uploads import Held, Span
-from yardstick.http.auth import Plat
 from yardstick.http.routing import door_router, refusals
+from yardstick.http.services import Plat
 from yardstick.sequences import paths
 from yardstick.sequences.errors import SEQUENCES
 from yardstick.sequences.volume_models import ChunkTaken
@@ -68,48 +68,43 @@ def _answer(held: Held) -> Response:
     return Response(status_code=308, headers=headers)
 
 
-def router() -> APIRouter:
-    door = door_router(SEQUENCES, tags=["sequences: volume uploads"])
+router = door_router(SEQUENCES, tags=["sequences: volume uploads"])
 
-    @door.post(
-        paths.UPLOAD_TARGET,
-        status_code=201,
-        response_class=Response,
-        responses={**_SESSION_OPENED, **refusals(403, 404, 409)},
-    )
-    def open_session(
-        upload: str, position: str, request: Request, plat: Plat, expires: str = "", sig: str = ""
-    ) -> Response:
-        """Open a resumable session for one file of an upload (its signed target): the file starts over."""
-        targets = str(request.base_url).rstrip("/") + paths.UPLOAD_TARGETS
-        session = plat.uploads.open(upload, position, expires, sig, targets)
-        return Response(status_code=201, headers={"Location": session})
 
-    @door.put(
-        paths.UPLOAD_SESSION,
-        response_model=ChunkTaken,
-        responses={**_CHUNK_ANSWERS, **refusals(403, 404, 409)},
-        openapi_extra=_BYTES,
-    )
-    async def put_chunk(
-        upload: str,
-        position: str,
-        session: str,
-        request: Request,
-        plat: Plat,
-        content_range: Annotated[str | None, Header(alias="Content-Range")] = None,
-        expires: str = "",
-        sig: str = "",
-    ) -> Response:
-        """Send a chunk of a file through its session, or ask what it holds."""
-        plat.uploads.verify(
-            upload, f"{position}/{session}", expires, sig
-        )  # before a byte of the body is read
-        wanted = span(content_range)
-        data = await request.body()
-        held = await run_in_threadpool(
-            plat.uploads.put, upload, position, session, expires, sig, wanted, data
-        )
-        return _answer(held)
+@router.post(
+    paths.UPLOAD_TARGET,
+    status_code=201,
+    response_class=Response,
+    responses={**_SESSION_OPENED, **refusals(403, 404, 409)},
+)
+def open_session(
+    upload: str, position: str, request: Request, plat: Plat, expires: str = "", sig: str = ""
+) -> Response:
+    """Open a resumable session for one file of an upload (its signed target): the file starts over."""
+    targets = str(request.base_url).rstrip("/") + paths.UPLOAD_TARGETS
+    session = plat.uploads.open(upload, position, expires, sig, targets)
+    return Response(status_code=201, headers={"Location": session})
 
-    return door
+
+@router.put(
+    paths.UPLOAD_SESSION,
+    response_model=ChunkTaken,
+    responses={**_CHUNK_ANSWERS, **refusals(403, 404, 409)},
+    openapi_extra=_BYTES,
+)
+async def put_chunk(
+    upload: str,
+    position: str,
+    session: str,
+    request: Request,
+    plat: Plat,
+    content_range: Annotated[str | None, Header(alias="Content-Range")] = None,
+    expires: str = "",
+    sig: str = "",
+) -> Response:
+    """Send a chunk of a file through its session, or ask what it holds."""
+    plat.uploads.verify(upload, f"{position}/{session}", expires, sig)  # before a byte of the body is read
+    wanted = span(content_range)
+    data = await request.body()
+    held = await run_in_threadpool(plat.uploads.put, upload, position, session, expires, sig, wanted, data)
+    return _answer(held)

@@ -1,9 +1,10 @@
 """Checking a sign-in credential with the provider it belongs to: GitHub's API, an OpenID Connect issuer's
 userinfo, or the platform itself (its own device-flow tokens, checked by `device.py`).
 
-`users.register` checks the credential inside the call, so every request here is bounded by the contract
-client's own phase timeouts (`platform_client.identity_providers.REQUEST_TIMEOUT`) and the whole check by
-`CHECK_DEADLINE_S`, the deadline the client allows the gateway for a GitHub check. A provider that says no
+`users.register` checks the credential inside the call, so every request here is bounded by the Positronic
+client's own phase timeouts (the values of `platform_client.identity_providers`, kept here so sign-in
+depends on no contract's package; `tests/test_signin.py` holds them equal) and the whole check by
+`CHECK_DEADLINE_S`, the deadline that client allows the gateway for a GitHub check. A provider that says no
 is `ProviderRefused` (the caller's fault); one that is down, slow or unreadable is `Unavailable` (the
 platform's).
 
@@ -23,13 +24,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
-from platform_client.identity_providers import (
-    CONNECT_TIMEOUT_S,
-    MAX_REQUEST_STALL_S,
-    POOL_TIMEOUT_S,
-    READ_TIMEOUT_S,
-    WRITE_TIMEOUT_S,
-)
+
+# Each phase of one provider request, and the longest it can stall in all (the phases added up).
+CONNECT_TIMEOUT_S, READ_TIMEOUT_S, WRITE_TIMEOUT_S, POOL_TIMEOUT_S = 5.0, 10.0, 5.0, 5.0
+MAX_REQUEST_STALL_S = CONNECT_TIMEOUT_S + READ_TIMEOUT_S + WRITE_TIMEOUT_S + POOL_TIMEOUT_S
 
 # The client bounds `users.register` by two provider requests plus the gateway's own work
 # (`GITHUB_REGISTER_TIMEOUT`); the check keeps within those two.

@@ -8,43 +8,40 @@ from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
 from yardstick.billing.money import CreditPackage
-from yardstick.billing.purchases import CHECKOUT_PATH, Purchases
+from yardstick.billing.purchases import CHECKOUT_PATH
 from yardstick.billing.terms import credits
+from yardstick.http.services import Purch
 from yardstick.store.states import PurchaseState
 from yardstick.web.site import PAGES
 
+router = APIRouter(include_in_schema=False)
 
-def router(purchases: Purchases) -> APIRouter:
-    pages = APIRouter(include_in_schema=False)
 
-    @pages.get(CHECKOUT_PATH + "/{purchase_id}")
-    def checkout(purchase_id: str) -> HTMLResponse:
-        found = purchases.checkout(purchase_id)
-        if found is None:
-            return _message(404, "No such purchase", "This platform has no such purchase.")
-        row, org = found
-        package = CreditPackage.model_validate(row.package)
-        return _message(
-            200,
-            "Credit purchase",
-            # Markup.format escapes what it fills in.
-            Markup(
-                "Purchase <code>{}</code> of package <b>{}</b> ({} credits, {} {} in minor units)"
-                " for <b>{}</b>."
-            ).format(
-                row.id, package.id, credits(package.credit_units), package.amount_minor, package.currency, org
-            ),
-            "Its credits were granted."
-            if row.state == PurchaseState.GRANTED
-            else "It is open: an administrator of this platform settles it once it is paid, and the credits"
-            " then appear in the organization's balance.",
-            Markup(
-                "This platform takes no payments online. Administrators settle with "
-                "<code>yardstick admin credits settle {}</code>."
-            ).format(row.id),
-        )
-
-    return pages
+@router.get(CHECKOUT_PATH + "/{purchase_id}")
+def checkout(purchase_id: str, purchases: Purch) -> HTMLResponse:
+    found = purchases.checkout(purchase_id)
+    if found is None:
+        return _message(404, "No such purchase", "This platform has no such purchase.")
+    row, org = found
+    package = CreditPackage.model_validate(row.package)
+    return _message(
+        200,
+        "Credit purchase",
+        # Markup.format escapes what it fills in.
+        Markup(
+            "Purchase <code>{}</code> of package <b>{}</b> ({} credits, {} {} in minor units) for <b>{}</b>."
+        ).format(
+            row.id, package.id, credits(package.credit_units), package.amount_minor, package.currency, org
+        ),
+        "Its credits were granted."
+        if row.state == PurchaseState.GRANTED
+        else "It is open: an administrator of this platform settles it once it is paid, and the credits"
+        " then appear in the organization's balance.",
+        Markup(
+            "This platform takes no payments online. Administrators settle with "
+            "<code>yardstick admin credits settle {}</code>."
+        ).format(row.id),
+    )
 
 
 def _message(status: int, title: str, message: str, *more: str) -> HTMLResponse:

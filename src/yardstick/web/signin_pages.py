@@ -17,8 +17,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from yardstick.http.forms import NO_STORE, FormRefused, form_of
+from yardstick.http.services import SignInService
 from yardstick.signin.device import normalize_user_code
-from yardstick.signin.oauth import NO_STORE, FormRefused, form_of
 from yardstick.signin.service import SignIn
 from yardstick.signin.sessions import FORM_COOKIE, SESSION_COOKIE, SignedIn
 from yardstick.web.site import PAGES
@@ -77,161 +78,185 @@ def _minutes(seconds: float) -> int:
     return max(1, round(seconds / 60))
 
 
-def router(service: SignIn) -> APIRouter:
-    router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False)
 
-    async def signed_in(request: Request) -> SignedIn | None:
-        return await run_in_threadpool(service.sessions.find, request.cookies.get(SESSION_COOKIE))
 
-    def signin_page(
-        request: Request, target: str, *, error: str | None = None, status: int = 200, login: str = ""
-    ) -> HTMLResponse:
-        """The sign-in form, with a pre-session cookie for its CSRF token."""
-        anchor = request.cookies.get(FORM_COOKIE) or _new_anchor()
-        response = _page(
-            "signin.html",
-            status,
-            next=_safe_next(target),
-            csrf=service.sessions.csrf(anchor),
-            error=error,
-            login=login,
+async def signed_in(service: SignIn, request: Request) -> SignedIn | None:
+    return await run_in_threadpool(service.sessions.find, request.cookies.get(SESSION_COOKIE))
+
+
+def signin_page(
+    service: SignIn,
+    request: Request,
+    target: str,
+    *,
+    error: str | None = None,
+    status: int = 200,
+    login: str = "",
+) -> HTMLResponse:
+    """The sign-in form, with a pre-session cookie for its CSRF token."""
+    anchor = request.cookies.get(FORM_COOKIE) or _new_anchor()
+    response = _page(
+        "signin.html",
+        status,
+        next=_safe_next(target),
+        csrf=service.sessions.csrf(anchor),
+        error=error,
+        login=login,
+    )
+    response.set_cookie(
+        FORM_COOKIE, anchor, httponly=True, samesite="strict", secure=_secure(service, request), path="/"
+    )
+    return response
+
+
+def device_page(
+    service: SignIn, signed: SignedIn, state: str, status: int = 200, **context: Any
+) -> HTMLResponse:
+    """The approval page in one of its states, its forms carrying the session's CSRF token."""
+    csrf = service.sessions.csrf(signed.cookie)
+    return _page("device.html", status, user=signed, csrf=csrf, state=state, **context)
+
+
+async def confirm(service: SignIn, signed: SignedIn, typed: str) -> HTMLResponse:
+    throttled = service.code_throttle.wait_s(f"user:{signed.user_id}")
+    if throttled:
+        return device_page(service, signed, "enter", 429, error=_too_many(throttled))
+    code = normalize_user_code(typed)
+    pending = await run_in_threadpool(service.grants.pending, code) if code else None
+    if pending is None:
+        service.code_throttle.fail(f"user:{signed.user_id}")
+        return device_page(
+            service,
+            signed,
+            "enter",
+            404,
+            error="No sign-in is waiting for that code: check it against your terminal "
+            "(it may have expired, or been decided already).",
         )
-        response.set_cookie(
-            FORM_COOKIE, anchor, httponly=True, samesite="strict", secure=_secure(service, request), path="/"
+    left = max(0, int((pending.expires_at - dt.datetime.now(dt.UTC)).total_seconds()))
+    return device_page(service, signed, "confirm", grant=pending, left_s=left)
+
+
+@router.get("/device", response_class=HTMLResponse)
+async def device(service: SignInService, request: Request, code: str = "") -> HTMLResponse:
+    """Where the CLI sends a person: sign in, then confirm the code shown in the terminal."""
+    signed = await signed_in(service, request)
+    if signed is None:
+        return signin_page(service, request, f"/device?code={quote(code)}" if code else "/device")
+    if not code:
+        return device_page(service, signed, "enter")
+    return await confirm(service, signed, code)
+
+
+@router.post("/device", response_class=HTMLResponse)
+async def decide(service: SignInService, request: Request) -> Response:
+    signed = await signed_in(service, request)
+    try:
+        form = await form_of(request)
+    except FormRefused as exc:
+        return _refused(400, str(exc))
+    if signed is None:
+        return signin_page(
+            service, request, "/device", error="Your session ended: sign in again.", status=401
         )
-        return response
+    if not _form_ok(service, request, signed.cookie, form):
+        return _refused(403, _CSRF_MESSAGE)
+    decision = form.get("decision", "")
+    if decision not in ("approve", "deny"):
+        return _refused(400, "decision: approve or deny")
+    throttled = service.code_throttle.wait_s(f"user:{signed.user_id}")
+    if throttled:
+        return device_page(service, signed, "enter", 429, error=_too_many(throttled))
+    code = normalize_user_code(form.get("user_code", ""))
+    decided = code is not None and await run_in_threadpool(
+        service.grants.decide, code, signed.user_id, decision == "approve"
+    )
+    if not decided:
+        service.code_throttle.fail(f"user:{signed.user_id}")
+        return device_page(
+            service,
+            signed,
+            "enter",
+            404,
+            error="That code is no longer waiting (expired, or decided already).",
+        )
+    return device_page(service, signed, "approved" if decision == "approve" else "denied")
 
-    def device_page(signed: SignedIn, state: str, status: int = 200, **context: Any) -> HTMLResponse:
-        """The approval page in one of its states, its forms carrying the session's CSRF token."""
-        csrf = service.sessions.csrf(signed.cookie)
-        return _page("device.html", status, user=signed, csrf=csrf, state=state, **context)
 
-    async def confirm(signed: SignedIn, typed: str) -> HTMLResponse:
-        throttled = service.code_throttle.wait_s(f"user:{signed.user_id}")
-        if throttled:
-            return device_page(signed, "enter", 429, error=_too_many(throttled))
-        code = normalize_user_code(typed)
-        pending = await run_in_threadpool(service.grants.pending, code) if code else None
-        if pending is None:
-            service.code_throttle.fail(f"user:{signed.user_id}")
-            return device_page(
-                signed,
-                "enter",
-                404,
-                error="No sign-in is waiting for that code: check it against your terminal "
-                "(it may have expired, or been decided already).",
-            )
-        left = max(0, int((pending.expires_at - dt.datetime.now(dt.UTC)).total_seconds()))
-        return device_page(signed, "confirm", grant=pending, left_s=left)
+@router.get("/signin", response_class=HTMLResponse)
+async def signin_form(service: SignInService, request: Request, next: str = "/device") -> Response:
+    if await signed_in(service, request) is not None:
+        return RedirectResponse(_safe_next(next), status_code=303)
+    return signin_page(service, request, next)
 
-    @router.get("/device", response_class=HTMLResponse)
-    async def device(request: Request, code: str = "") -> HTMLResponse:
-        """Where the CLI sends a person: sign in, then confirm the code shown in the terminal."""
-        signed = await signed_in(request)
-        if signed is None:
-            return signin_page(request, f"/device?code={quote(code)}" if code else "/device")
-        if not code:
-            return device_page(signed, "enter")
-        return await confirm(signed, code)
 
-    @router.post("/device", response_class=HTMLResponse)
-    async def decide(request: Request) -> Response:
-        signed = await signed_in(request)
-        try:
-            form = await form_of(request)
-        except FormRefused as exc:
-            return _refused(400, str(exc))
-        if signed is None:
-            return signin_page(request, "/device", error="Your session ended: sign in again.", status=401)
+@router.post("/signin", response_class=HTMLResponse)
+async def signin(service: SignInService, request: Request) -> Response:
+    try:
+        form = await form_of(request)
+    except FormRefused as exc:
+        return _refused(400, str(exc))
+    target, login, password = (
+        form.get("next", "/device"),
+        form.get("login", "").strip(),
+        form.get("password", ""),
+    )
+    if not _form_ok(service, request, request.cookies.get(FORM_COOKIE), form):
+        return signin_page(service, request, target, error=_CSRF_MESSAGE, status=403, login=login)
+    if not login or not password:
+        return signin_page(
+            service, request, target, error="login and password: both required", status=400, login=login
+        )
+    throttles = (f"login:{login}", f"address:{_client_address(request)}")
+    waits = [service.password_throttle.wait_s(key) for key in throttles]
+    if max(waits):
+        return signin_page(service, request, target, error=_too_many(max(waits)), status=429, login=login)
+    user = await run_in_threadpool(service.check_password, login, password)
+    if user is None:
+        for key in throttles:
+            service.password_throttle.fail(key)
+        return signin_page(
+            service, request, target, error="Wrong login or password.", status=401, login=login
+        )
+    service.password_throttle.clear(throttles[0])
+    cookie = await run_in_threadpool(service.sessions.start, user.id)
+    response = RedirectResponse(_safe_next(target), status_code=303, headers=NO_STORE)
+    response.set_cookie(
+        SESSION_COOKIE,
+        cookie,
+        max_age=service.settings.session_ttl_s,
+        httponly=True,
+        samesite="lax",
+        secure=_secure(service, request),
+        path="/",
+    )
+    response.delete_cookie(FORM_COOKIE, path="/")
+    return response
+
+
+@router.get("/signout", response_class=HTMLResponse)
+async def signout_form(service: SignInService, request: Request) -> Response:
+    signed = await signed_in(service, request)
+    if signed is None:
+        return _page("message.html", title="Signed out", message="You are not signed in.")
+    return device_page(service, signed, "signout")
+
+
+@router.post("/signout", response_class=HTMLResponse)
+async def signout(service: SignInService, request: Request) -> Response:
+    signed = await signed_in(service, request)
+    try:
+        form = await form_of(request)
+    except FormRefused as exc:
+        return _refused(400, str(exc))
+    if signed is not None:
         if not _form_ok(service, request, signed.cookie, form):
             return _refused(403, _CSRF_MESSAGE)
-        decision = form.get("decision", "")
-        if decision not in ("approve", "deny"):
-            return _refused(400, "decision: approve or deny")
-        throttled = service.code_throttle.wait_s(f"user:{signed.user_id}")
-        if throttled:
-            return device_page(signed, "enter", 429, error=_too_many(throttled))
-        code = normalize_user_code(form.get("user_code", ""))
-        decided = code is not None and await run_in_threadpool(
-            service.grants.decide, code, signed.user_id, decision == "approve"
-        )
-        if not decided:
-            service.code_throttle.fail(f"user:{signed.user_id}")
-            return device_page(
-                signed, "enter", 404, error="That code is no longer waiting (expired, or decided already)."
-            )
-        return device_page(signed, "approved" if decision == "approve" else "denied")
-
-    @router.get("/signin", response_class=HTMLResponse)
-    async def signin_form(request: Request, next: str = "/device") -> Response:
-        if await signed_in(request) is not None:
-            return RedirectResponse(_safe_next(next), status_code=303)
-        return signin_page(request, next)
-
-    @router.post("/signin", response_class=HTMLResponse)
-    async def signin(request: Request) -> Response:
-        try:
-            form = await form_of(request)
-        except FormRefused as exc:
-            return _refused(400, str(exc))
-        target, login, password = (
-            form.get("next", "/device"),
-            form.get("login", "").strip(),
-            form.get("password", ""),
-        )
-        if not _form_ok(service, request, request.cookies.get(FORM_COOKIE), form):
-            return signin_page(request, target, error=_CSRF_MESSAGE, status=403, login=login)
-        if not login or not password:
-            return signin_page(
-                request, target, error="login and password: both required", status=400, login=login
-            )
-        throttles = (f"login:{login}", f"address:{_client_address(request)}")
-        waits = [service.password_throttle.wait_s(key) for key in throttles]
-        if max(waits):
-            return signin_page(request, target, error=_too_many(max(waits)), status=429, login=login)
-        user = await run_in_threadpool(service.check_password, login, password)
-        if user is None:
-            for key in throttles:
-                service.password_throttle.fail(key)
-            return signin_page(request, target, error="Wrong login or password.", status=401, login=login)
-        service.password_throttle.clear(throttles[0])
-        cookie = await run_in_threadpool(service.sessions.start, user.id)
-        response = RedirectResponse(_safe_next(target), status_code=303, headers=NO_STORE)
-        response.set_cookie(
-            SESSION_COOKIE,
-            cookie,
-            max_age=service.settings.session_ttl_s,
-            httponly=True,
-            samesite="lax",
-            secure=_secure(service, request),
-            path="/",
-        )
-        response.delete_cookie(FORM_COOKIE, path="/")
-        return response
-
-    @router.get("/signout", response_class=HTMLResponse)
-    async def signout_form(request: Request) -> Response:
-        signed = await signed_in(request)
-        if signed is None:
-            return _page("message.html", title="Signed out", message="You are not signed in.")
-        return device_page(signed, "signout")
-
-    @router.post("/signout", response_class=HTMLResponse)
-    async def signout(request: Request) -> Response:
-        signed = await signed_in(request)
-        try:
-            form = await form_of(request)
-        except FormRefused as exc:
-            return _refused(400, str(exc))
-        if signed is not None:
-            if not _form_ok(service, request, signed.cookie, form):
-                return _refused(403, _CSRF_MESSAGE)
-            await run_in_threadpool(service.sessions.end, signed.cookie)
-        response = _page("message.html", title="Signed out", message="You are signed out of this browser.")
-        response.delete_cookie(SESSION_COOKIE, path="/")
-        return response
-
-    return router
+        await run_in_threadpool(service.sessions.end, signed.cookie)
+    response = _page("message.html", title="Signed out", message="You are signed out of this browser.")
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
 
 
 _CSRF_MESSAGE = "This form did not come from this page (or it is stale): reload the page and try again."

@@ -21,6 +21,7 @@ from yardstick.core.boards import RunView, page_url, primary_of
 from yardstick.core.platform import Platform
 from yardstick.core.refusals import not_found
 from yardstick.engine.recording import episode_folder
+from yardstick.http.services import Plat
 from yardstick.scoring.compare import paired_difference
 from yardstick.store.models import RunEpisode
 from yardstick.store.states import ACTIVE_RUNS, UNPLAYED_EPISODES, EpisodeState
@@ -150,96 +151,98 @@ def _comparison(view: RunView, per_endpoint: Mapping[str, Mapping[str, Any]]) ->
     return {"names": names, "rows": rows, "rates": rates}
 
 
-def site_router(platform: Platform) -> APIRouter:
-    router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False)
 
-    def run_or_404(token: str) -> RunView:
-        view = platform.boards.run_by_token(token)
-        if view is None:
-            raise not_found("no run at this link")
-        return view
 
-    @router.get("/", response_class=HTMLResponse)
-    def home(request: Request) -> HTMLResponse:
-        boards = []
-        for board, ev in platform.boards.boards(None):
-            _, _, rows = platform.boards.board(None, board.slug)
-            boards.append({"board": board, "eval": ev, "top": rows[:3], "count": len(rows)})
-        recent = [
-            {
-                "submission": s,
-                "eval": e,
-                "url": page_url(str(request.base_url), s.replay_token or ""),
-                "primary": primary_of(s),
-            }
-            for s, e in platform.boards.recent_public_runs()
-        ]
-        return HTMLResponse(PAGES.get_template("home.html").render(boards=boards, recent=recent))
+def run_or_404(platform: Platform, token: str) -> RunView:
+    view = platform.boards.run_by_token(token)
+    if view is None:
+        raise not_found("no run at this link")
+    return view
 
-    @router.get("/boards/{slug}", response_class=HTMLResponse)
-    def board_page(request: Request, slug: str) -> HTMLResponse:
-        board, ev, rows = platform.boards.board(None, slug)
-        listed = [
-            {
-                "row": r,
-                "url": page_url(str(request.base_url), r.replay_token) if r.replay_token else None,
-                "scores": r.scores,
-            }
+
+@router.get("/", response_class=HTMLResponse)
+def home(request: Request, platform: Plat) -> HTMLResponse:
+    boards = []
+    for board, ev in platform.boards.boards(None):
+        _, _, rows = platform.boards.board(None, board.slug)
+        boards.append({"board": board, "eval": ev, "top": rows[:3], "count": len(rows)})
+    recent = [
+        {
+            "submission": s,
+            "eval": e,
+            "url": page_url(str(request.base_url), s.replay_token or ""),
+            "primary": primary_of(s),
+        }
+        for s, e in platform.boards.recent_public_runs()
+    ]
+    return HTMLResponse(PAGES.get_template("home.html").render(boards=boards, recent=recent))
+
+
+@router.get("/boards/{slug}", response_class=HTMLResponse)
+def board_page(request: Request, slug: str, platform: Plat) -> HTMLResponse:
+    board, ev, rows = platform.boards.board(None, slug)
+    listed = [
+        {
+            "row": r,
+            "url": page_url(str(request.base_url), r.replay_token) if r.replay_token else None,
+            "scores": r.scores,
+        }
+        for r in rows
+    ]
+    chart = board_chart_svg(
+        [
+            Entry(
+                f"{r.display_name}#{r.tag}",
+                r.primary,
+                r.scores.get("low"),
+                r.scores.get("high"),
+                baseline=bool(r.baseline_publisher),
+            )
             for r in rows
         ]
-        chart = board_chart_svg(
-            [
-                Entry(
-                    f"{r.display_name}#{r.tag}",
-                    r.primary,
-                    r.scores.get("low"),
-                    r.scores.get("high"),
-                    baseline=bool(r.baseline_publisher),
-                )
-                for r in rows
-            ]
-        )
-        return HTMLResponse(
-            PAGES.get_template("board.html").render(board=board, eval=ev, rows=listed, chart=chart)
-        )
+    )
+    return HTMLResponse(
+        PAGES.get_template("board.html").render(board=board, eval=ev, rows=listed, chart=chart)
+    )
 
-    @router.get("/v/{token}/", response_class=HTMLResponse)
-    def run_page(request: Request, token: str) -> HTMLResponse:
-        view = run_or_404(token)
-        descriptions = {t: "" for t in dict.fromkeys(e.task_id for e in view.episodes)}
-        summary, per_endpoint = lifecycle.summarize_run(view.episodes, descriptions)
-        data = replay_data(view, str(request.base_url))
-        # A run of several endpoints is read endpoint by endpoint: pooling them would score no policy.
-        parts = per_endpoint if len(per_endpoint) > 1 else {"": summary}
-        body = PAGES.get_template("run.html").render(
-            view=view,
-            s=view.run,
-            data=data,
-            parts=[
-                {"name": name, "summary": part, "chart": success_chart_svg(part)}
-                for name, part in parts.items()
-            ],
-            comparison=_comparison(view, per_endpoint),
-            outcomes=sorted({e["values"]["outcome"] for e in data["episodes"]}),
-            tasks=list(descriptions),
-            live=view.run.status in ACTIVE_RUNS,
-        )
-        return HTMLResponse(body)
 
-    @router.get("/v/{token}/data.json")
-    def run_data(request: Request, token: str) -> JSONResponse:
-        return JSONResponse(replay_data(run_or_404(token), str(request.base_url)), headers=CORS)
+@router.get("/v/{token}/", response_class=HTMLResponse)
+def run_page(platform: Plat, request: Request, token: str) -> HTMLResponse:
+    view = run_or_404(platform, token)
+    descriptions = {t: "" for t in dict.fromkeys(e.task_id for e in view.episodes)}
+    summary, per_endpoint = lifecycle.summarize_run(view.episodes, descriptions)
+    data = replay_data(view, str(request.base_url))
+    # A run of several endpoints is read endpoint by endpoint: pooling them would score no policy.
+    parts = per_endpoint if len(per_endpoint) > 1 else {"": summary}
+    body = PAGES.get_template("run.html").render(
+        view=view,
+        s=view.run,
+        data=data,
+        parts=[
+            {"name": name, "summary": part, "chart": success_chart_svg(part)} for name, part in parts.items()
+        ],
+        comparison=_comparison(view, per_endpoint),
+        outcomes=sorted({e["values"]["outcome"] for e in data["episodes"]}),
+        tasks=list(descriptions),
+        live=view.run.status in ACTIVE_RUNS,
+    )
+    return HTMLResponse(body)
 
-    @router.get("/v/{token}/episodes/{index}/{name}")
-    def run_file(token: str, index: int, name: str) -> FileResponse:
-        view = run_or_404(token)
-        episode = next((e for e in view.episodes if e.index == index), None)
-        files = {v["file"] for v in (episode.result or {}).get("videos", [])} if episode else set()
-        if episode is None or name not in files:
-            raise not_found(f"no file {name!r} for episode {index}")
-        path = platform.store.path(view.run.id, (episode_folder(lifecycle.ATTEMPT, index) / name).as_posix())
-        if not path.is_file():
-            raise not_found(f"no file {name!r} for episode {index}")
-        return FileResponse(path, media_type="video/mp4", headers=CORS)
 
-    return router
+@router.get("/v/{token}/data.json")
+def run_data(platform: Plat, request: Request, token: str) -> JSONResponse:
+    return JSONResponse(replay_data(run_or_404(platform, token), str(request.base_url)), headers=CORS)
+
+
+@router.get("/v/{token}/episodes/{index}/{name}")
+def run_file(token: str, index: int, name: str, platform: Plat) -> FileResponse:
+    view = run_or_404(platform, token)
+    episode = next((e for e in view.episodes if e.index == index), None)
+    files = {v["file"] for v in (episode.result or {}).get("videos", [])} if episode else set()
+    if episode is None or name not in files:
+        raise not_found(f"no file {name!r} for episode {index}")
+    path = platform.store.path(view.run.id, (episode_folder(lifecycle.ATTEMPT, index) / name).as_posix())
+    if not path.is_file():
+        raise not_found(f"no file {name!r} for episode {index}")
+    return FileResponse(path, media_type="video/mp4", headers=CORS)
