@@ -33,6 +33,7 @@ from yardstick.core.settings import Settings
 from yardstick.engine.failures import FailureKind
 from yardstick.store.models import CreditAccount, Org, Run, RunEpisode
 from yardstick.store.states import BillingMode, Contract, LedgerKind, RunStatus, TargetKind
+from yardstick.wire.address import HostPort
 
 
 @pytest.mark.parametrize(
@@ -40,9 +41,7 @@ from yardstick.store.states import BillingMode, Contract, LedgerKind, RunStatus,
     [
         EndpointTarget("a", TargetKind.SERVED, "websocket", spec="expert", params={"gain": 2.0}),
         EndpointTarget("b", TargetKind.HOSTED, "websocket", spec="7", benchmark_params={"noise": 0.1}),
-        EndpointTarget(
-            "c", TargetKind.REMOTE, "grpc", address={"host": "gpu.lab", "port": 443, "path": "/api/v1"}
-        ),
+        EndpointTarget("c", TargetKind.REMOTE, "grpc", address=HostPort("gpu.lab", 443)),
     ],
 )
 def test_an_endpoint_target_round_trips_through_a_runs_row(target: EndpointTarget) -> None:

@@ -11,8 +11,13 @@ from yardstick.core.reach import Reach, Unreachable
 from yardstick.core.refusals import Refusal
 from yardstick.core.runs import EndpointTarget
 from yardstick.store.states import TargetKind
+from yardstick.wire.address import Address, parse_address
 
 SESSION = "/api/v1/session"
+
+
+def at(wire: str, fields: dict[str, object]) -> Address:
+    return parse_address(wire, fields)
 
 
 @pytest.mark.parametrize(
@@ -33,7 +38,7 @@ SESSION = "/api/v1/session"
 def test_an_address_on_the_platforms_machine_is_refused_naming_the_endpoint(
     wire: str, address: dict[str, object]
 ) -> None:
-    target = EndpointTarget(name="probe", kind=TargetKind.REMOTE, wire=wire, address=address)
+    target = EndpointTarget(name="probe", kind=TargetKind.REMOTE, wire=wire, address=at(wire, address))
     with pytest.raises(Refusal) as refused:
         Reach().check([target])
     assert "endpoints.probe.address" in str(refused.value) and "--allow-remote" in str(refused.value)
@@ -43,11 +48,11 @@ def test_what_the_administrator_allows_is_dialled_and_a_name_is_held_to_what_it_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     allowed = Reach(("127.0.0.1:8000", "::1", "unix:/run/policy.sock"))
-    allowed.refuse("websocket", {"host": "127.0.0.1", "port": 8000, "path": SESSION}, resolve=True)
-    allowed.refuse("grpc", {"host": "::1", "port": 1234, "path": SESSION}, resolve=True)
-    allowed.refuse("websocket_unix", {"uds": "/run/policy.sock", "path": SESSION}, resolve=True)
+    allowed.refuse(at("websocket", {"host": "127.0.0.1", "port": 8000, "path": SESSION}), resolve=True)
+    allowed.refuse(at("grpc", {"host": "::1", "port": 1234, "path": SESSION}), resolve=True)
+    allowed.refuse(at("websocket_unix", {"uds": "/run/policy.sock", "path": SESSION}), resolve=True)
     with pytest.raises(Unreachable):
-        allowed.refuse("websocket", {"host": "127.0.0.1", "port": 8001, "path": SESSION}, resolve=False)
+        allowed.refuse(at("websocket", {"host": "127.0.0.1", "port": 8001, "path": SESSION}), resolve=False)
     # A name passes at filing, and is refused at the dial once it resolves here (DNS, a boundary of ours,
     # answers as a rebinding name server would).
     real = socket.getaddrinfo
@@ -58,7 +63,7 @@ def test_what_the_administrator_allows_is_dialled_and_a_name_is_held_to_what_it_
         return real(host, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(socket, "getaddrinfo", rebinding)
-    Reach().refuse("websocket", {"host": "rebind.example", "port": 80, "path": SESSION}, resolve=False)
+    Reach().refuse(at("websocket", {"host": "rebind.example", "port": 80, "path": SESSION}), resolve=False)
     with pytest.raises(Unreachable, match=r"resolves to 127\.0\.0\.1"):
-        Reach().refuse("websocket", {"host": "rebind.example", "port": 80, "path": SESSION}, resolve=True)
-    Reach().refuse("websocket", {"host": "203.0.113.7", "port": 80, "path": SESSION}, resolve=True)
+        Reach().refuse(at("websocket", {"host": "rebind.example", "port": 80, "path": SESSION}), resolve=True)
+    Reach().refuse(at("websocket", {"host": "203.0.113.7", "port": 80, "path": SESSION}), resolve=True)

@@ -21,7 +21,7 @@ def set_billing_role(session: Session, slug: str, login: str, role: str) -> None
         raise AdminError(
             f"user {login!r} is not a member of org {slug!r} (yardstick admin user create --org)"
         )
-    found.billing_role = role
+    found.billing_role = BillingRole(role)
 
 
 def grant_credits(session: Session, slug: str, amount: str, note: str = "") -> tuple[int, int]:

@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 from yardstick.billing.money import NANOSECONDS_PER_SECOND, CreditPackage, CreditQuote, QuoteLine, Tariff
 from yardstick.billing.terms import credits as credits  # re-exported: the admin CLI's
 from yardstick.core.ledger import PricedEpisodes, Quote
-from yardstick.core.refusals import Refusal, RefusalKind
+from yardstick.core.refusals import Refusal, RefusalKind, Shortfall
 from yardstick.store.models import CreditAccount, CreditEntry, Org, Purchase, Reservation, RunEpisode, utcnow
 from yardstick.store.states import (
     PLAYED_EPISODES,
@@ -157,8 +157,7 @@ def reserve(session: Session, org: Org, submission_id: int, frozen: CreditQuote)
             f"credits: this plan may cost up to {credits(frozen.total_units)} credits and org {org.slug!r}"
             f" has {credits(available)} available ({credits(account.reserved_units)} held by runs not yet"
             " settled): buy a package (billing.purchases.create) or file fewer episodes",
-            required_units=frozen.total_units,
-            available_units=available,
+            shortfall=Shortfall(frozen.total_units, available),
         )
     account.reserved_units += frozen.total_units
     account.updated_at = utcnow()

@@ -19,7 +19,7 @@ from yardstick.core import limits
 from yardstick.core.accounts import Caller
 from yardstick.core.idempotency import create_once
 from yardstick.core.paging import keyset_page
-from yardstick.core.refusals import Refusal, RefusalKind, bad_request, forbidden, not_found
+from yardstick.core.refusals import Listed, Refusal, RefusalKind, bad_request, forbidden, not_found
 from yardstick.store.db import Database
 from yardstick.store.models import CreditAccount, Membership, Org, Purchase, Reservation, utcnow
 from yardstick.store.states import BillingRole, PurchaseState
@@ -140,7 +140,7 @@ class Purchases:
             raise bad_request(
                 f"package_id: {package_id!r} is not a package on offer"
                 f" ({', '.join(offered) or 'none are configured'})",
-                packages=offered,
+                listed=[Listed("packages", tuple(offered))],
             )
         return found
 
@@ -197,7 +197,8 @@ def _membership(session: Session, caller: Caller, slug: str) -> tuple[Org, str]:
     ).one_or_none()
     if found is None or (found[1] is None and not caller.is_admin):
         raise forbidden(
-            f"org: {slug!r} is not an organization you belong to", organizations=[o.slug for o in caller.orgs]
+            f"org: {slug!r} is not an organization you belong to",
+            listed=[Listed("organizations", tuple(o.slug for o in caller.orgs))],
         )
     return found[0], found[1] or BillingRole.NONE
 

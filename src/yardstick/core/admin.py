@@ -306,7 +306,7 @@ def set_org(
     found = org(session, slug)
     if billing_mode is not None:
         one_of("billing mode", billing_mode, BillingMode)
-        found.billing_mode = billing_mode
+        found.billing_mode = BillingMode(billing_mode)
     if on_exhausted is not None:
         one_of("on_exhausted", on_exhausted, OnExhausted)
         found.on_exhausted = on_exhausted

@@ -10,11 +10,10 @@ into one `bad_request` (every problem at once, as plan resolution reports them).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from sqlalchemy import Column
 
-from yardstick.core.refusals import Refusal, bad_request
+from yardstick.core.refusals import Problem, Refusal, bad_request
 from yardstick.store.models import ApiKey, Run
 from yardstick.store.text import text_problem
 
@@ -60,17 +59,6 @@ TRANSACTION_KEY_CHARS = _chars(Run.__table__.c.transaction_key)
 KEY_LABEL_CHARS = _chars(ApiKey.__table__.c.label)
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One field of a request and the rule it breaks."""
-
-    field: str
-    rule: str
-
-    def as_json(self) -> dict[str, str]:
-        return {"field": self.field, "rule": self.rule}
-
-
 def text(field: str, value: str | None, max_chars: int | None) -> list[Problem]:
     """The problem of a text field the platform stores, if it has one (too long, NUL, not Unicode)."""
     if value is None:
@@ -88,9 +76,7 @@ def at_most(field: str, value: int | None, limit: int, what: str) -> list[Proble
 
 def refuse(problems: Sequence[Problem]) -> Refusal:
     """Every problem found, in one refusal: a sentence each, and `errors` listing field and rule."""
-    return bad_request(
-        "; ".join(f"{p.field}: {p.rule}" for p in problems), errors=[p.as_json() for p in problems]
-    )
+    return bad_request("; ".join(f"{p.field}: {p.rule}" for p in problems), problems=problems)
 
 
 def check(problems: Sequence[Problem]) -> None:

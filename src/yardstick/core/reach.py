@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from yardstick.core.refusals import bad_request
 from yardstick.core.runs import EndpointTarget
 from yardstick.store.states import TargetKind
-from yardstick.wire.address import HostPort, Root, UnixSocket, bracketed, parse_address
+from yardstick.wire.address import Address, HostPort, Root, UnixSocket, bracketed
 
 RULE = (
     "the platform dials no address on its own machine (loopback, link-local, unspecified, localhost) and no "
@@ -45,16 +45,15 @@ class Reach:
             if target.kind != TargetKind.REMOTE or target.address is None:
                 continue
             try:
-                self.refuse(target.wire, target.address, resolve=False)
+                self.refuse(target.address, resolve=False)
             except Unreachable as refused:
                 raise bad_request(
                     f"endpoints.{target.name}.address: {refused}", field=f"endpoints.{target.name}.address"
                 ) from None
 
-    def refuse(self, wire: str, fields: dict[str, object], *, resolve: bool) -> None:
+    def refuse(self, address: Address, *, resolve: bool) -> None:
         """Unreachable when the address names this machine and is not allowed. With `resolve`, a host name
         is looked up and each address it has is held to the same rule (a worker, about to dial it)."""
-        address = parse_address(wire, fields)
         if isinstance(address, UnixSocket):
             if f"unix:{address.uds}" not in self.allowed:
                 raise Unreachable(f"unix socket {address.uds}: {RULE}")

@@ -1,5 +1,6 @@
 """A request the platform refuses: a kind (what a program acts on), a sentence (what a person reads: it names
-the field and the rule), and details (what is on offer, what was asked).
+the field and the rule), and typed details: each problem's field and rule, the names on offer (or in the
+way), the quota that is spent, the credits short, the field of a refused upload.
 
 The core raises these in its own terms; each front door renders them in its contract's error body, with
 its contract's codes, from one table (`positronic.errors`, `sequences.errors`).
@@ -7,10 +8,25 @@ its contract's codes, from one table (`positronic.errors`, `sequences.errors`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Refusal", "RefusalKind", "bad_request", "forbidden", "not_found", "unauthenticated"]
+if TYPE_CHECKING:  # admission raises refusals: its quota is only named here
+    from yardstick.core.admission import Quota
+
+__all__ = [
+    "Listed",
+    "Problem",
+    "Refusal",
+    "RefusalKind",
+    "Shortfall",
+    "bad_request",
+    "forbidden",
+    "not_found",
+    "unauthenticated",
+]
 
 
 class RefusalKind(StrEnum):
@@ -34,27 +50,88 @@ class RefusalKind(StrEnum):
         return self in (RefusalKind.QUOTA_EXCEEDED, RefusalKind.UPSTREAM_UNAVAILABLE, RefusalKind.INTERNAL)
 
 
-class Refusal(Exception):
-    """A request refused, changing nothing. `details` are extra facts a contract may carry (the evals on
-    offer, the quota that is spent); None values are left out."""
+@dataclass(frozen=True)
+class Problem:
+    """One field of a request and the rule it breaks."""
 
-    def __init__(self, kind: RefusalKind, message: str, **details: Any) -> None:
+    field: str
+    rule: str
+
+    def as_json(self) -> dict[str, str]:
+        return {"field": self.field, "rule": self.rule}
+
+
+@dataclass(frozen=True)
+class Listed:
+    """Names a refusal lists under `key`: those on offer when the one asked for is not among them (`evals`,
+    `tasks`, `specs`, `packages`, `organizations`), or those in the way (the `benchmarks` using a volume)."""
+
+    key: str
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """Credits a run's quote needs, and those its org has free."""
+
+    required_units: int
+    available_units: int
+
+
+class Refusal(Exception):
+    """A request refused, changing nothing, with what a contract may carry beside the sentence."""
+
+    def __init__(
+        self,
+        kind: RefusalKind,
+        message: str,
+        *,
+        problems: Sequence[Problem] = (),
+        listed: Sequence[Listed] = (),
+        quota: Quota | None = None,
+        shortfall: Shortfall | None = None,
+        field: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
-        self.details = {k: v for k, v in details.items() if v is not None}
+        self.problems = tuple(problems)
+        self.listed = tuple(listed)
+        self.quota = quota
+        self.shortfall = shortfall
+        self.field = field
+
+    @property
+    def details(self) -> dict[str, Any]:
+        """The details by the keys both contracts use (`errors`, each listing's key, `quota`,
+        `required_units` and `available_units`, `field`), those that are present."""
+        shown: dict[str, Any] = {}
+        if self.problems:
+            shown["errors"] = [p.as_json() for p in self.problems]
+        for listing in self.listed:
+            shown[listing.key] = list(listing.names)
+        if self.quota is not None:
+            shown["quota"] = self.quota
+        if self.shortfall is not None:
+            shown["required_units"] = self.shortfall.required_units
+            shown["available_units"] = self.shortfall.available_units
+        if self.field is not None:
+            shown["field"] = self.field
+        return shown
 
 
-def bad_request(message: str, **details: Any) -> Refusal:
-    return Refusal(RefusalKind.BAD_REQUEST, message, **details)
+def bad_request(
+    message: str, *, problems: Sequence[Problem] = (), listed: Sequence[Listed] = (), field: str | None = None
+) -> Refusal:
+    return Refusal(RefusalKind.BAD_REQUEST, message, problems=problems, listed=listed, field=field)
 
 
-def not_found(message: str, **details: Any) -> Refusal:
-    return Refusal(RefusalKind.NOT_FOUND, message, **details)
+def not_found(message: str, *, listed: Sequence[Listed] = ()) -> Refusal:
+    return Refusal(RefusalKind.NOT_FOUND, message, listed=listed)
 
 
-def forbidden(message: str, **details: Any) -> Refusal:
-    return Refusal(RefusalKind.FORBIDDEN, message, **details)
+def forbidden(message: str, *, listed: Sequence[Listed] = ()) -> Refusal:
+    return Refusal(RefusalKind.FORBIDDEN, message, listed=listed)
 
 
 def unauthenticated(message: str = "a valid API key is required: Authorization: Bearer <key>") -> Refusal:

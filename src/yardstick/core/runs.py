@@ -20,11 +20,12 @@ from yardstick.core.idempotency import create_once
 from yardstick.core.ledger import Ledger, PricedEpisodes, Quote
 from yardstick.core.liveness import Liveness
 from yardstick.core.paging import keyset_page, page_size
-from yardstick.core.refusals import Refusal, RefusalKind, bad_request, forbidden, not_found
+from yardstick.core.refusals import Listed, Refusal, RefusalKind, bad_request, forbidden, not_found
 from yardstick.store.db import Database
 from yardstick.store.models import Eval, Org, Run, RunEpisode, utcnow
 from yardstick.store.queue import EpisodeQueue, stop_episodes
 from yardstick.store.states import ACTIVE_RUNS, Audience, Contract, RunStatus, TargetKind
+from yardstick.wire.address import Address, address_fields, parse_address
 
 __all__ = [
     "BenchmarkTarget",
@@ -86,7 +87,7 @@ class EndpointTarget:
     name: str
     kind: TargetKind
     wire: str
-    address: dict[str, Any] | None = None  # the wire's address fields (`wire.address.parse_address`)
+    address: Address | None = None  # where a remote endpoint is dialled
     spec: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
     benchmark_params: Mapping[str, Any] = field(default_factory=dict)
@@ -96,7 +97,7 @@ class EndpointTarget:
         return {
             "kind": self.kind,
             "wire": self.wire,
-            "address": self.address,
+            "address": address_fields(self.address) if self.address is not None else None,
             "spec": self.spec,
             "params": dict(self.params),
             "benchmark_params": dict(self.benchmark_params),
@@ -110,7 +111,7 @@ class EndpointTarget:
             name=name,
             kind=TargetKind(data["kind"]),
             wire=str(data["wire"]),
-            address=dict(address) if address is not None else None,
+            address=parse_address(str(data["wire"]), address) if address is not None else None,
             spec=None if data.get("spec") is None else str(data["spec"]),
             params=dict(data.get("params") or {}),
             benchmark_params=dict(data.get("benchmark_params") or {}),
@@ -370,7 +371,7 @@ def org_for(caller: Caller, slug: str | None, field: str = "org") -> Org:
         if org is None:
             raise forbidden(
                 f"{field}: {slug!r} is not an organization you belong to",
-                organizations=[o.slug for o in caller.orgs],
+                listed=[Listed("organizations", tuple(o.slug for o in caller.orgs))],
             )
         return org
     if not caller.orgs:

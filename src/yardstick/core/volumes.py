@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session
 
 from yardstick.core import limits
 from yardstick.core.paging import Window
-from yardstick.core.refusals import Refusal, RefusalKind, bad_request, not_found
+from yardstick.core.refusals import Listed, Problem, Refusal, RefusalKind, bad_request, not_found
 from yardstick.core.volume_store import (
     FromUpload,
     FromVersion,
@@ -257,16 +257,14 @@ class Volumes:
             rows = _upload_files(session, upload.id)
             current = _current(session, volume)
             kept = _files(session, current.id) if current is not None else {}
-        problems: list[limits.Problem] = []
+        problems: list[Problem] = []
         placed: list[Placed] = []
         for row in rows:
             field = f"files[{row.position}]"
             if row.held:
                 if current is None or kept.get(row.path) != (row.size, row.md5):
                     problems.append(
-                        limits.Problem(
-                            field, f"{row.path}: held from the version in use, which no longer has it"
-                        )
+                        Problem(field, f"{row.path}: held from the version in use, which no longer has it")
                     )
                 else:
                     placed.append(Placed(row.path, FromVersion(current.id, row.path)))
@@ -274,7 +272,7 @@ class Volumes:
             arrived = self.store.held(volume.id, upload.id, row.position)
             if arrived != row.size:
                 problems.append(
-                    limits.Problem(
+                    Problem(
                         f"{field}.size",
                         f"{row.path}: {arrived:,} of its {row.size:,} bytes arrived; send the rest (run"
                         " the same seq volume put again) before committing",
@@ -284,7 +282,7 @@ class Volumes:
             md5 = row.arrived_md5 or self.store.digest(volume.id, upload.id, row.position)[1]
             if md5 != row.md5:
                 problems.append(
-                    limits.Problem(
+                    Problem(
                         f"{field}.md5",
                         f"{row.path}: the bytes that arrived hash to {md5}, not the declared {row.md5}",
                     )
@@ -442,8 +440,11 @@ class Volumes:
                     RefusalKind.CONFLICT,
                     f"name: {name} is {' and '.join(said)}; remove {'them' if len(users) > 1 else 'it'} first"
                     f" ({', '.join(how)}), or delete it anyway with force=true",
-                    benchmarks=benchmarks or None,
-                    deployments=deployments or None,
+                    listed=[
+                        Listed(key, tuple(names))
+                        for key, names in (("benchmarks", benchmarks), ("deployments", deployments))
+                        if names
+                    ],
                 )
             volume_id = volume.id
             session.delete(volume)
@@ -454,7 +455,7 @@ class Volumes:
     def pin(self, org_id: int, refs: Sequence[AssetRef]) -> list[Pin]:
         """The versions a benchmark's assets mount, and where: refused naming the field and the rule for a
         volume the org does not have, a version it never made, or a place a volume cannot be mounted at."""
-        problems: list[limits.Problem] = []
+        problems: list[Problem] = []
         pins: list[Pin] = []
         places: list[tuple[str, str]] = []
         with self.db.reading() as session:
@@ -462,19 +463,17 @@ class Volumes:
                 mount = ref.mount or mounts.default_mount(ref.name, len(refs))
                 rule = mounts.mount_problem(mount, ref.root)
                 if rule is not None:
-                    problems.append(limits.Problem(f"{ref.field}.mount", f"{mount!r} {rule}"))
+                    problems.append(Problem(f"{ref.field}.mount", f"{mount!r} {rule}"))
                     continue
                 for field, other in places:
                     a, b = PurePosixPath(mount), PurePosixPath(other)
                     if a == b or a in b.parents or b in a.parents:
-                        problems.append(
-                            limits.Problem(f"{ref.field}.mount", f"{mount} overlaps {field}'s {other}")
-                        )
+                        problems.append(Problem(f"{ref.field}.mount", f"{mount} overlaps {field}'s {other}"))
                 places.append((ref.field, mount))
                 volume = _volume(session, org_id, ref.name) if NAME.fullmatch(ref.name) else None
                 if volume is None:
                     problems.append(
-                        limits.Problem(
+                        Problem(
                             f"{ref.field}.uri",
                             f"no volume {ref.name!r} in your organization: upload it first"
                             f" (seq volume put {ref.name} DIR)",
@@ -493,7 +492,7 @@ class Volumes:
                 )
                 if version is None:
                     said = f"has no version {number}" if ref.version is not None else "has no version yet"
-                    problems.append(limits.Problem(f"{ref.field}.uri", f"the volume {ref.name!r} {said}"))
+                    problems.append(Problem(f"{ref.field}.uri", f"the volume {ref.name!r} {said}"))
                     continue
                 pins.append(Pin(ref.name, volume.id, version.number, version.id, mount))
         limits.check(problems)
@@ -522,12 +521,12 @@ def _check_name(name: str) -> None:
         raise bad_request(f"name: a volume name is {NAME_RULE}, not {name!r}")
 
 
-def _problems(kind: str, files: Sequence[FileDecl]) -> list[limits.Problem]:
-    problems: list[limits.Problem] = []
+def _problems(kind: str, files: Sequence[FileDecl]) -> list[Problem]:
+    problems: list[Problem] = []
     if kind not in set(VolumeKind):
-        problems.append(limits.Problem("kind", f"is one of {', '.join(VolumeKind)}, not {kind!r}"))
+        problems.append(Problem("kind", f"is one of {', '.join(VolumeKind)}, not {kind!r}"))
     if not files:
-        problems.append(limits.Problem("files", "names at least one file"))
+        problems.append(Problem("files", "names at least one file"))
     problems += limits.at_most("files", len(files), limits.VOLUME_FILES, "files an upload")
     total = sum(f.size for f in files if isinstance(f.size, int))
     problems += limits.at_most("files", total, limits.VOLUME_UPLOAD_BYTES, "bytes an upload, in all")
@@ -538,23 +537,21 @@ def _problems(kind: str, files: Sequence[FileDecl]) -> list[limits.Problem]:
         try:
             file_key(file.path)
         except (TypeError, ValueError) as exc:
-            problems.append(limits.Problem(f"{field}.path", str(exc)))
+            problems.append(Problem(f"{field}.path", str(exc)))
             continue
         if file.path in seen:
-            problems.append(limits.Problem(f"{field}.path", f"{file.path!r} is named twice: each path once"))
+            problems.append(Problem(f"{field}.path", f"{file.path!r} is named twice: each path once"))
         seen.add(file.path)
         parents = [str(p) for p in PurePosixPath(file.path).parents if str(p) != "."]
         clash = next((p for p in parents if p in paths), None)
         if clash is not None:
             problems.append(
-                limits.Problem(f"{field}.path", f"{file.path!r} lies under {clash!r}, which is a file too")
+                Problem(f"{field}.path", f"{file.path!r} lies under {clash!r}, which is a file too")
             )
         if isinstance(file.size, bool) or not isinstance(file.size, int) or file.size < 0:
-            problems.append(
-                limits.Problem(f"{field}.size", f"is a whole number of bytes >= 0, not {file.size!r}")
-            )
+            problems.append(Problem(f"{field}.size", f"is a whole number of bytes >= 0, not {file.size!r}"))
         if not _is_md5(file.md5):
-            problems.append(limits.Problem(f"{field}.md5", "is the base64 of a 16-byte md5 digest"))
+            problems.append(Problem(f"{field}.md5", "is the base64 of a 16-byte md5 digest"))
     return problems
 
 

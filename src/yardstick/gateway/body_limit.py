@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import Request, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from yardstick.core.refusals import Refusal, RefusalKind
+from yardstick.core.refusals import Problem, Refusal, RefusalKind
 
 Refuse = Callable[[Request, Refusal], Response]
 
@@ -78,7 +78,7 @@ class BodyLimit:
         refusal = Refusal(
             RefusalKind.TOO_LARGE,
             f"body: a request body is at most {limit:,} bytes, and this one is {size}",
-            errors=[{"field": "body", "rule": f"at most {limit:,} bytes"}],
+            problems=[Problem("body", f"at most {limit:,} bytes")],
         )
         response = self.refuse(Request(scope), refusal)
         response.headers["Connection"] = "close"  # the rest of the body is not read

@@ -13,7 +13,7 @@ from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 
-from yardstick.core.refusals import Refusal, bad_request
+from yardstick.core.refusals import Problem, Refusal, bad_request
 from yardstick.store.text import UnstorableText
 
 DESCRIPTIONS = {
@@ -124,7 +124,7 @@ def refused_input(exc: BaseException) -> Refusal | RequestValidationError | None
     (pydantic turns only ValueError and AssertionError into validation errors; the contract's id types
     raise TypeError for a value of the wrong type, such as `{"id": null}`). None: a fault of ours."""
     if isinstance(exc, UnstorableText):
-        return bad_request(str(exc), errors=[{"field": exc.field, "rule": exc.rule}])
+        return bad_request(str(exc), problems=[Problem(exc.field, exc.rule)])
     if isinstance(exc, TypeError):
         loc = _validated_at(exc)
         if loc is not None:

@@ -13,8 +13,10 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from platform_client.enums import ErrorCode, ReasonCode
-from platform_client.errors import ErrorEnvelope
+from platform_client import routes
+from platform_client.enums import ErrorCode, OnExhausted, QuotaSubject, ReasonCode
+from platform_client.errors import ApiErrorBody, ErrorEnvelope
+from platform_client.responses import QuotaLimit
 
 from yardstick.core import limits
 from yardstick.core.admission import Quota
@@ -59,30 +61,34 @@ def reason_code(failure: str | None) -> ReasonCode | None:
     return REASONS[FailureKind(failure)] if failure else None
 
 
-def quota_dict(quota: Quota) -> dict[str, Any]:
-    """A quota in the contract's `QuotaLimit` shape."""
-    return {
-        "key": quota.key,
-        "meter": "submissions",
-        "unit": "submissions",
-        "scale": 1,
-        "window": quota.window,
-        "subject": quota.subject,
-        "scope": [],
-        "limit": quota.limit,
-        "used": quota.used,
-        "resets_at": quota.resets_at.isoformat() if quota.resets_at else None,
-        "on_exhausted": quota.on_exhausted,
-    }
+def quota_limit(quota: Quota) -> QuotaLimit:
+    """A quota as the contract's `QuotaLimit`: a count of submissions."""
+    return QuotaLimit(
+        key=quota.key,
+        meter="submissions",
+        unit="submissions",
+        scale=1,
+        window=quota.window,
+        subject=QuotaSubject[quota.subject],
+        limit=quota.limit,
+        used=quota.used,
+        resets_at=quota.resets_at,
+        on_exhausted=OnExhausted[quota.on_exhausted],
+    )
 
 
 def envelope(code: ErrorCode, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"error": {"code": code.name, "message": message, "details": details or {}}}
+    """The contract's `ErrorEnvelope`, as its JSON."""
+    shown = ErrorEnvelope(error=ApiErrorBody(code=code, message=message, details=details or {}))
+    return shown.model_dump(mode="json")
 
 
 def refusal_response(refusal: Refusal) -> JSONResponse:
     code, status = CODES[refusal.kind]
-    details = {k: quota_dict(v) if isinstance(v, Quota) else v for k, v in refusal.details.items()}
+    details = {
+        k: quota_limit(v).model_dump(mode="json") if isinstance(v, Quota) else v
+        for k, v in refusal.details.items()
+    }
     return JSONResponse(envelope(code, refusal.message, details), status_code=status)
 
 
@@ -98,9 +104,9 @@ def problems_of(exc: RequestValidationError) -> list[dict[str, str]]:
 SUBMISSION_ID_PATTERN = "^[0-9a-fA-F]{1,16}$"
 # Where each query parameter that is a submission id is read.
 _ID_PARAMETERS = {
-    ("/v1/submissions.get", "id"),
-    ("/v1/submissions.artifacts", "id"),
-    ("/v1/submissions.list", "after"),
+    (routes.SUBMISSIONS_GET, "id"),
+    (routes.SUBMISSIONS_ARTIFACTS, "id"),
+    (routes.SUBMISSIONS_LIST, "after"),
 }
 
 
@@ -130,7 +136,7 @@ class Positronic:
                 for parameter in operation.get("parameters", []):
                     if (path, parameter["name"]) in _ID_PARAMETERS:
                         _bound(parameter["schema"], pattern=SUBMISSION_ID_PATTERN)
-                    if parameter["name"] == "limit" and path.startswith("/v1/"):
+                    if parameter["name"] == "limit" and path.startswith(routes.API_PREFIX + "/"):
                         cap = limits.ARTIFACT_PAGE_MAX if "artifacts" in path else limits.PAGE_SIZE_MAX
                         _bound(parameter["schema"], minimum=1)
                         parameter["description"] = (

@@ -9,7 +9,7 @@ Every draw (a side for `random`, clutter objects, the episode order) comes from
 `random.Random(f"{transaction_key or 'example'}:{task_pos}:{what}")`, so a dry run under a key shows the
 draws a submission under the same key then makes, and a run without a key shows an example.
 
-A refusal raises the core's `Refusal`: `not_found` with `evals=[...]` or `tasks=[...]` listing what is on
+A refusal raises the core's `Refusal`: `not_found` listing (`Listed`) the `evals` or `tasks` that are on
 offer, `forbidden` for a composed plan without the grant, `eval_unavailable` for an eval not accepting runs,
 and `bad_request` naming the task, the field and the rule. Problems of one kind found over several tasks or
 endpoints are reported together, one sentence each.
@@ -33,11 +33,11 @@ from positronic_evals.slug import members_by_slug, slug_of
 from yardstick.core import limits
 from yardstick.core.catalog import Catalog, CatalogEval, CatalogTask
 from yardstick.core.ledger import Quote
-from yardstick.core.limits import Problem
-from yardstick.core.refusals import Refusal, RefusalKind, bad_request, forbidden, not_found
+from yardstick.core.refusals import Listed, Problem, Refusal, RefusalKind, bad_request, forbidden, not_found
 from yardstick.core.runs import BenchmarkTarget, EndpointTarget, PlannedEpisode, RunPlan
 from yardstick.engine.plan import seed_of_trial
 from yardstick.store.states import Audience, TargetKind
+from yardstick.wire.address import parse_address
 
 # What starts a served endpoint here: the platform's own policy server.
 PROVIDER = "yardstick"
@@ -189,7 +189,11 @@ def _target(entry: Endpoint, deployments: Mapping[str, int]) -> EndpointTarget:
         name=entry.name,
         kind=TargetKind.SERVED if entry.kind is EndpointKind.served else TargetKind.REMOTE,
         wire=slug_of(entry.wire),
-        address=entry.model_dump(mode="json")["address"] if entry.kind is EndpointKind.remote else None,
+        address=(
+            parse_address(slug_of(entry.wire), entry.model_dump(mode="json")["address"])
+            if entry.kind is EndpointKind.remote
+            else None
+        ),
         spec=entry.spec if entry.kind is EndpointKind.served else None,
     )
 
@@ -316,7 +320,7 @@ def _named_eval(slug: str, catalog: Catalog) -> CatalogEval:
         raise not_found(
             f"eval {slug!r} is not one this platform offers you; "
             f"the evals on offer: {', '.join(offered) or 'none'}",
-            evals=offered,
+            listed=[Listed("evals", tuple(offered))],
         )
     _require_accepting(evaluation)
     return evaluation
@@ -396,7 +400,7 @@ def _composed_eval(plan: EvalPlan, catalog: Catalog) -> CatalogEval:
         raise not_found(
             f"task {', '.join(repr(task_id) for task_id in unknown)} is not in the catalogue you may compose "
             f"from; the tasks on offer: {', '.join(listed) or 'none'}",
-            tasks=listed,
+            listed=[Listed("tasks", tuple(listed))],
         )
     by_eval: dict[str, list[str]] = {}
     for task_id in named:
@@ -476,7 +480,7 @@ def _definitions(plan: EvalPlan, catalog: Catalog) -> dict[str, Endpoint]:
                 )
     if problems:
         offered = sorted({*catalog.served_policies, *catalog.deployments})
-        raise bad_request("; ".join(problems), specs=offered if specs else None)
+        raise bad_request("; ".join(problems), listed=[Listed("specs", tuple(offered))] if specs else ())
     return found
 
 

@@ -25,7 +25,6 @@ from platform_client.responses import (
     CancelResponse,
     DataBackedReplayLink,
     MeResponse,
-    QuotaLimit,
     RankingRow,
     RankingsResponse,
     RegisterResponse,
@@ -51,7 +50,7 @@ from yardstick.http.routing import door_router, refusals
 from yardstick.http.services import Plat, Purch, SignInService
 from yardstick.positronic import billing_routes, keys_routes, plans
 from yardstick.positronic.catalog_view import eval_summary, tasks_view
-from yardstick.positronic.errors import POSITRONIC, quota_dict, reason_code
+from yardstick.positronic.errors import POSITRONIC, quota_limit, reason_code
 from yardstick.positronic.views import kept_view, list_row, status_view
 from yardstick.store.models import Org
 from yardstick.store.states import Contract, RunStatus
@@ -127,7 +126,7 @@ async def users_me(plat: Plat, who: Who) -> Response:
             alias=who.alias,
             tenant=first.slug if first else "",
             plan=first.plan if first else "none",
-            quota=[QuotaLimit.model_validate(quota_dict(q)) for q in quotas],
+            quota=[quota_limit(q) for q in quotas],
             client=next((o.slug for o in who.orgs if o.may_compose), None),
             organizations=[OrgSlug(o.slug) for o in who.orgs],
         )

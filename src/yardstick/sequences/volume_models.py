@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from yardstick.core import limits
+from yardstick.core.refusals import Problem
 from yardstick.core.volume_store import MAX_PATH_CHARS
 from yardstick.core.volumes import AssetRef, VolumeView
 from yardstick.hosted import mounts
@@ -129,14 +130,14 @@ def info(view: VolumeView) -> VolumeInfo:
 
 def asset_refs(assets: Sequence[VolumeRef]) -> tuple[AssetRef, ...]:
     """A benchmark's `assets` as the platform's references: each `vol://<name>[@v<n>]`, or refused by rule."""
-    problems: list[limits.Problem] = []
+    problems: list[Problem] = []
     refs: list[AssetRef] = []
     for position, asset in enumerate(assets):
         field = f"assets[{position}]"
         found = mounts.volume_ref(asset.uri)
         if found is None:
             problems.append(
-                limits.Problem(
+                Problem(
                     f"{field}.uri",
                     f"{asset.uri!r} is not vol://<name>[@v<n>]: a volume uploaded with seq volume put"
                     " (other stores are not mounted here)",
@@ -163,14 +164,14 @@ def weight_refs(
         ("weights", weights_name, weights),
         *((f"extra_weights.{part}", part, mount) for part, mount in (extra_weights or {}).items()),
     ]
-    problems: list[limits.Problem] = []
+    problems: list[Problem] = []
     refs: list[AssetRef] = []
     seen: dict[str, str] = {}
     for field, part, mount in named:
         found = mounts.volume_ref(mount.uri)
         if found is None:
             problems.append(
-                limits.Problem(
+                Problem(
                     f"{field}.uri",
                     f"{mount.uri!r} is fetched by the Sequences platform; Yardstick mounts uploaded volumes"
                     ' only: seq volume put NAME ./checkpoint, then weights="vol://NAME"',
@@ -178,12 +179,12 @@ def weight_refs(
             )
             continue
         if part is not None and not WEIGHTS_PART.fullmatch(part):
-            problems.append(limits.Problem(field, f"{part!r} is not a part's name: {WEIGHTS_PART.pattern}"))
+            problems.append(Problem(field, f"{part!r} is not a part's name: {WEIGHTS_PART.pattern}"))
             continue
         name, version = found
         if name in seen:
             problems.append(
-                limits.Problem(f"{field}.uri", f"vol://{name} is {seen[name]} already: a volume one place")
+                Problem(f"{field}.uri", f"vol://{name} is {seen[name]} already: a volume one place")
             )
             continue
         seen[name] = field

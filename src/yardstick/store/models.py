@@ -32,14 +32,20 @@ from yardstick.store.states import (
     BillingMode,
     BillingRole,
     BoardVisibility,
+    BuildStatus,
     Contract,
     EpisodeState,
+    HostedKind,
+    LedgerKind,
     OnExhausted,
     PurchaseState,
+    QuotaKind,
     ReservationState,
     RunStatus,
+    UploadState,
+    VolumeKind,
 )
-from yardstick.store.text import Chars, LongText, name_columns
+from yardstick.store.text import Chars, LongText, Words, name_columns
 
 
 def new_id() -> int:
@@ -93,7 +99,7 @@ class Org(Base):
     # What happens when a quota runs out: `block` refuses the submission, `meter` lets it through and counts.
     on_exhausted: Mapped[str] = mapped_column(Chars(16), default=OnExhausted.BLOCK)
     # `packaged`: invoiced by its terms, no credits held. `pay_as_you_go`: runs spend the credit balance.
-    billing_mode: Mapped[str] = mapped_column(Chars(32), default=BillingMode.PACKAGED)
+    billing_mode: Mapped[BillingMode] = mapped_column(Words(BillingMode, 32), default=BillingMode.PACKAGED)
     created_at: Mapped[dt.datetime] = _time()
 
 
@@ -118,7 +124,7 @@ class Membership(Base):
     org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), primary_key=True)
     role: Mapped[str] = mapped_column(Chars(32), default="member")
     # May this member spend the org's money (buy credits)? `none` | `spender`.
-    billing_role: Mapped[str] = mapped_column(Chars(16), default=BillingRole.NONE)
+    billing_role: Mapped[BillingRole] = mapped_column(Words(BillingRole, 16), default=BillingRole.NONE)
 
 
 class ApiKey(Base):
@@ -194,7 +200,9 @@ class Board(Base):
     slug: Mapped[str] = mapped_column(Chars(128), unique=True)
     title: Mapped[str] = mapped_column(Chars(200))
     eval_id: Mapped[int] = mapped_column(ForeignKey("evals.id", ondelete="CASCADE"))
-    visibility: Mapped[str] = mapped_column(Chars(16), default=BoardVisibility.PUBLIC)
+    visibility: Mapped[BoardVisibility] = mapped_column(
+        Words(BoardVisibility, 16), default=BoardVisibility.PUBLIC
+    )
     org_id: Mapped[int | None] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), nullable=True)
 
 
@@ -247,7 +255,7 @@ class Run(Base):
     plan: Mapped[dict[str, Any]] = mapped_column(JSON)
     resolved: Mapped[dict[str, Any]] = mapped_column(JSON)
     sampled: Mapped[bool] = mapped_column(Boolean, default=False)
-    contract: Mapped[str] = mapped_column(Chars(16), default=Contract.POSITRONIC)
+    contract: Mapped[Contract] = mapped_column(Words(Contract, 16), default=Contract.POSITRONIC)
     # The benchmark its episodes play: the reference the engine builds, its constructor's parameters, and
     # what is recorded of each episode ({video, trajectory, fps}; None: nothing).
     benchmark: Mapped[str] = mapped_column(Chars(500), default="")
@@ -255,8 +263,8 @@ class Run(Base):
     recording: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # The endpoints its episodes name: {name: {kind, wire, address, spec, params, benchmark_params}}.
     endpoints: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    audience: Mapped[str] = mapped_column(Chars(16), default=Audience.ORG)
-    status: Mapped[str] = mapped_column(Chars(16), default=RunStatus.PENDING)
+    audience: Mapped[Audience] = mapped_column(Words(Audience, 16), default=Audience.ORG)
+    status: Mapped[RunStatus] = mapped_column(Words(RunStatus, 16), default=RunStatus.PENDING)
     # An errored run: what kind of failure ended it (`FailureKind`), and the sentence saying how.
     failure: Mapped[str | None] = mapped_column(Chars(32), nullable=True)
     reason: Mapped[str | None] = mapped_column(LongText(), nullable=True)
@@ -290,7 +298,7 @@ class RunEpisode(Base):
     trial: Mapped[int] = mapped_column(Integer)
     seed: Mapped[int] = mapped_column(BigInteger)
     cap_s: Mapped[float | None] = mapped_column(Float, nullable=True)
-    state: Mapped[str] = mapped_column(Chars(16), default=EpisodeState.QUEUED)
+    state: Mapped[EpisodeState] = mapped_column(Words(EpisodeState, 16), default=EpisodeState.QUEUED)
     lease_owner: Mapped[str | None] = mapped_column(Chars(128), nullable=True)
     lease_expires_at: Mapped[dt.datetime | None] = _time(nullable=True)
     attempt: Mapped[int] = mapped_column(Integer, default=0)
@@ -321,7 +329,7 @@ class QuotaEvent(Base):
     org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id"))
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
     submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"))
-    kind: Mapped[str] = mapped_column(Chars(16))  # QuotaKind
+    kind: Mapped[QuotaKind] = mapped_column(Words(QuotaKind, 16))
     meter: Mapped[str] = mapped_column(Chars(32), default="submissions")
     at: Mapped[dt.datetime] = _time()
 
@@ -402,7 +410,7 @@ class CreditEntry(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
     org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
-    kind: Mapped[str] = mapped_column(Chars(16))  # LedgerKind
+    kind: Mapped[LedgerKind] = mapped_column(Words(LedgerKind, 16))
     units: Mapped[int] = mapped_column(BigInteger)
     submission_id: Mapped[int | None] = mapped_column(
         ForeignKey("submissions.id", ondelete="SET NULL"), nullable=True
@@ -425,7 +433,9 @@ class Reservation(Base):
     quote: Mapped[dict[str, Any]] = mapped_column(JSON)
     reserved_units: Mapped[int] = mapped_column(BigInteger)
     charged_units: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
-    state: Mapped[str] = mapped_column(Chars(16), default=ReservationState.HELD)
+    state: Mapped[ReservationState] = mapped_column(
+        Words(ReservationState, 16), default=ReservationState.HELD
+    )
     created_at: Mapped[dt.datetime] = _time()
     settled_at: Mapped[dt.datetime | None] = _time(nullable=True)
 
@@ -442,7 +452,7 @@ class Purchase(Base):
     initiated_by: Mapped[int] = mapped_column(ForeignKey("users.id"))
     transaction_key: Mapped[str] = mapped_column(Chars(200))
     package: Mapped[dict[str, Any]] = mapped_column(JSON)
-    state: Mapped[str] = mapped_column(Chars(16), default=PurchaseState.OPEN)
+    state: Mapped[PurchaseState] = mapped_column(Words(PurchaseState, 16), default=PurchaseState.OPEN)
     checkout_url: Mapped[str | None] = mapped_column(LongText(), nullable=True)
     review_reason: Mapped[str | None] = mapped_column(LongText(), nullable=True)
     created_at: Mapped[dt.datetime] = _time()
@@ -461,7 +471,7 @@ class Hosted(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
     org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
-    kind: Mapped[str] = mapped_column(Chars(16))  # HostedKind
+    kind: Mapped[HostedKind] = mapped_column(Words(HostedKind, 16))
     name: Mapped[str] = mapped_column(Chars(64))
     stopped: Mapped[bool] = mapped_column(Boolean, default=False)
     settings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
@@ -488,7 +498,7 @@ class HostedVersion(Base):
     folder: Mapped[str] = mapped_column(Chars(500))  # the unpacked code, relative to the hosted root
     declared: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     checked: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    status: Mapped[str] = mapped_column(Chars(16))
+    status: Mapped[BuildStatus] = mapped_column(Words(BuildStatus, 16))
     error: Mapped[str | None] = mapped_column(LongText(), nullable=True)
     created_at: Mapped[dt.datetime] = _time()
     built_at: Mapped[dt.datetime | None] = _time(nullable=True)
@@ -524,7 +534,7 @@ class Volume(Base):
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
     org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(Chars(64))
-    kind: Mapped[str] = mapped_column(Chars(16))  # VolumeKind
+    kind: Mapped[VolumeKind] = mapped_column(Words(VolumeKind, 16))
     version: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[dt.datetime] = _time()
     updated_at: Mapped[dt.datetime] = _time()
@@ -568,8 +578,8 @@ class VolumeUpload(Base):
     id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
     volume_id: Mapped[int] = mapped_column(ForeignKey("volumes.id", ondelete="CASCADE"), index=True)
     number: Mapped[int] = mapped_column(Integer)
-    kind: Mapped[str] = mapped_column(Chars(16))  # VolumeKind
-    state: Mapped[str] = mapped_column(Chars(16))  # UploadState
+    kind: Mapped[VolumeKind] = mapped_column(Words(VolumeKind, 16))
+    state: Mapped[UploadState] = mapped_column(Words(UploadState, 16))
     expires_at: Mapped[dt.datetime] = mapped_column(UtcDateTime())
     created_at: Mapped[dt.datetime] = _time()
     ended_at: Mapped[dt.datetime | None] = _time(nullable=True)

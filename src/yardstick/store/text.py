@@ -13,7 +13,8 @@ most the column's length in characters.
 
 from __future__ import annotations
 
-from typing import Any
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Dialect, String, Text
 from sqlalchemy.types import TypeDecorator, TypeEngine
@@ -85,3 +86,25 @@ def name_columns(tables: Any) -> None:
             kind: TypeEngine[Any] = column.type
             if isinstance(kind, _Checked):
                 kind.field = column.name
+
+
+Word = TypeVar("Word", bound=StrEnum)
+
+
+class Words(TypeDecorator[Word], Generic[Word]):
+    """`varchar(length)` holding one word of a `StrEnum` (a run's status, an episode's state, a kind): written
+    as its value and read back as its member, so a word that is none of the enum's fails where it is written
+    or asked for, not later where it is compared. The stored words are the enum's values, unchanged."""
+
+    impl = String
+    cache_ok = True
+
+    def __init__(self, words: type[Word], length: int) -> None:
+        super().__init__(length)
+        self.words = words
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
+        return None if value is None else str(self.words(value).value)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Word | None:
+        return None if value is None else self.words(value)

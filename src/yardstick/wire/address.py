@@ -241,6 +241,15 @@ def _wire_kind(wire: object) -> type[HostPort] | type[UnixSocket] | type[Root]:
     return WIRES[wire]
 
 
+def address_fields(address: Address) -> dict[str, Any]:
+    """The fields of an address as a record keeps them, which `parse_address` reads back to the same."""
+    if isinstance(address, UnixSocket):
+        return {"uds": str(address.uds), "path": address.path, "query": address.query}
+    if isinstance(address, Root):
+        return {"host": address.host, "port": address.port}
+    return {"host": address.host, "port": address.port, "path": address.path, "query": address.query}
+
+
 def parse_address(wire: str, fields: Mapping[str, Any]) -> Address:
     """The address `wire` dials, read from a record's fields, or AddressError naming the field and rule.
 

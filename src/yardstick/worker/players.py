@@ -36,7 +36,7 @@ from yardstick.sdk.errors import AuthoringError
 from yardstick.store.db import Database
 from yardstick.store.models import ServedPolicy
 from yardstick.store.states import TargetKind
-from yardstick.wire.address import endpoint_from_ref, format_url, parse_address
+from yardstick.wire.address import endpoint_from_ref, format_url
 from yardstick.worker.boxes.player import BoxedExecutor
 from yardstick.worker.boxes.server import BoxedPolicyServer
 
@@ -181,12 +181,12 @@ class Players:
             return Component(self._server(version_id, params).url)
         assert target.address is not None  # a remote target names its address
         try:  # again at the dial: a name may resolve to this machine now
-            Reach(self.settings.allow_remote).refuse(target.wire, target.address, resolve=True)
+            Reach(self.settings.allow_remote).refuse(target.address, resolve=True)
         except Unreachable as refused:
             raise BuildError(
                 f"the remote endpoint was not dialled: {refused}", FailureKind.SESSION_REFUSED
             ) from None
-        return Component(format_url(target.wire, parse_address(target.wire, target.address)), params)
+        return Component(format_url(target.wire, target.address), params)
 
     def _server(self, version_id: int, params: Mapping[str, Any]) -> BoxedPolicyServer:
         key = json.dumps([version_id, params], sort_keys=True, default=str)
