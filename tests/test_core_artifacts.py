@@ -11,17 +11,14 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import pytest
 
 from yardstick.core.artifacts import (
-    ARTIFACTS_PATH,
     ArtifactNotFound,
     ArtifactStore,
-    ArtifactUrlRefused,
     LocalArtifactStore,
-    UrlSigner,
-    load_secret,
-    page,
     submission_hex,
     validate_key,
 )
+from yardstick.core.paging import key_page as page
+from yardstick.core.signing import ARTIFACTS_PATH, ArtifactUrlRefused, UrlSigner, load_secret
 
 SUB = 0x1F2E3D4C5B6A7988
 SECRET = b"s" * 32

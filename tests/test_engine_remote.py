@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from conftest import free_port, toy
 sys.path.insert(0, str(Path(__file__).parent))
 import toys
 from yardstick.engine import BuildError, Component, RunRequest, Work, evaluate
+from yardstick.engine.results import EpisodeResult
 from yardstick.engine.run import RunOutcome
 from yardstick.report import build_report
 from yardstick.wire.server.host import PolicyHost
@@ -62,6 +63,7 @@ def run(
     timeout: float = 10.0,
     params: dict[str, Any] | None = None,
     tasks: list[str] | None = None,
+    on_result: Callable[[EpisodeResult], None] | None = None,
 ) -> RunOutcome:
     work = Work(
         Component(toy(benchmark)),
@@ -69,7 +71,7 @@ def run(
         call_timeout_s=timeout,
         startup_timeout_s=5.0,
     )
-    return evaluate(RunRequest(work=work, trials=trials, workers=workers, tasks=tasks))
+    return evaluate(RunRequest(work=work, trials=trials, workers=workers, tasks=tasks), on_result=on_result)
 
 
 def plain(result: RunOutcome) -> list[dict[str, Any]]:
@@ -178,14 +180,21 @@ def test_a_server_killed_mid_run_fails_only_the_episodes_in_flight(tmp_path: Pat
     ]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     done: list[Any] = []
+    landed: list[EpisodeResult] = []
+    two_landed = threading.Event()
+
+    def count(result: EpisodeResult) -> None:
+        landed.append(result)
+        if len(landed) >= 2:
+            two_landed.set()
 
     def evaluate_in_background() -> None:
-        done.append(run(f"ws://127.0.0.1:{port}/api/v1/session", trials=4, timeout=10.0))
+        done.append(run(f"ws://127.0.0.1:{port}/api/v1/session", trials=4, timeout=10.0, on_result=count))
 
     try:
         evaluation = threading.Thread(target=evaluate_in_background)
         evaluation.start()
-        time.sleep(4.0)  # a few episodes played, one in flight
+        assert two_landed.wait(60), "two episodes did not land within 60 s"  # a few played, one in flight
         server.kill()
         server.wait()
         time.sleep(0.5)

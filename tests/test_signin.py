@@ -6,6 +6,7 @@ and `logout`; and no key, token or password readable in the database or the serv
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import os
 import re
@@ -35,7 +36,7 @@ from conftest import free_port
 from platform_harness import running_platform
 from yardstick.core.settings import SignInSettings
 from yardstick.signin import providers as providers_module
-from yardstick.store.models import Identity, User
+from yardstick.store.models import Identity, User, utcnow
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 YARDSTICK = str(Path(sys.executable).parent / "yardstick")
@@ -510,7 +511,9 @@ def test_the_device_endpoints_speak_rfc_8628(tmp_path: Path, database_url: str) 
 
         alice = int(PlatformClient(h.url, api_key=ApiKey(h.keys["alice"])).me().user_id)
         assert h.services.sign_in.grants.decide(started["user_code"], alice, approve=True)
-        time.sleep(6)
+        # The grants' clock moved past the slowed interval (6 s) instead of the test waiting it out.
+        grants = h.services.sign_in.grants
+        grants.clock = lambda: utcnow() + dt.timedelta(seconds=6)
         granted = poll(started)
         assert granted.status_code == 200 and granted.headers["cache-control"] == "no-store"
         token = granted.json()["access_token"]

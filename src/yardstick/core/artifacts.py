@@ -1,4 +1,5 @@
-"""A submission's outputs: where they are kept, the signed links that hand them out, and their paging.
+"""A submission's outputs: their keys, and the stores that keep them (the signed links that hand them out are
+`core.signing`'s, their paging `core.paging`'s).
 
 Every object a run writes (`result.json`, `attempts/<n>/episodes/<index>/record.json`, logs, videos) is
 kept under a *key*: a relative POSIX path read under the submission's own folder, so
@@ -8,30 +9,16 @@ a signed, expiring URL (`UrlSigner`) that the gateway itself serves.
 
 - `ArtifactStore` is the small protocol the platform writes and reads through; `LocalArtifactStore`
   keeps objects in a directory (`<root>/<submission hex id>/<key>`), written atomically.
-- `UrlSigner` mints `/v1/artifacts/<submission hex>/<key>?expires=<unix>&sig=<hex>` and checks one.
-- `page` is the contract's paging, pure: key order, `prefix`, `after` exclusive, `limit` clamped, and
-  `next` the LAST key returned (absent on the last page).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import os
 import re
-import secrets
 import tempfile
-import time
-from bisect import bisect_right
-from collections.abc import Callable, Sequence
-from itertools import pairwise
 from pathlib import Path
-from typing import BinaryIO, Literal, Protocol, runtime_checkable
-from urllib.parse import quote, urlencode
-
-# The path the gateway serves signed links under; its route is `ARTIFACTS_PATH + "/{submission}/{key:path}"`.
-ARTIFACTS_PATH = "/v1/artifacts"
+from typing import BinaryIO, Protocol, runtime_checkable
 
 # The `artifacts.key` column is String(500): a longer key could be written here but never recorded.
 MAX_KEY_CHARS = 500
@@ -40,9 +27,6 @@ MAX_SEGMENT_BYTES = 255
 
 # Submission ids are the contract's Id64: 0 < id < 2**63, bare lowercase hex on the wire.
 _ID_LIMIT = 1 << 63
-_SUBMISSION_HEX = re.compile(r"[1-9a-f][0-9a-f]{0,15}")
-_EXPIRES = re.compile(r"[0-9]{1,12}")
-_SIG = re.compile(r"[0-9a-f]{64}")
 _CONTROL = re.compile(r"[\x01-\x1f\x7f]")
 
 # Temporary files live here, beside the submission folders (same filesystem, so the final rename is
@@ -235,173 +219,3 @@ def sync_dir(folder: Path) -> None:
             os.fsync(fd)
     finally:
         os.close(fd)
-
-
-# --- signed links -----------------------------------------------------------------------------------
-
-RefusalReason = Literal["malformed", "bad signature", "expired", "too far ahead"]
-
-
-class ArtifactUrlRefused(Exception):
-    """A signed artifact link that is not honoured; `reason` says why (the gateway answers 403).
-
-    - `malformed`: a part is not in the form the signer writes (id, key, expiry or signature);
-    - `bad signature`: the signature does not match the id, key and expiry (anything tampered with);
-    - `expired`: the expiry has passed;
-    - `too far ahead`: correctly signed, but valid for longer than the signer's ttl (plus skew) allows,
-      which no signer of this configuration mints (a leaked secret, or a link from a laxer config).
-    """
-
-    def __init__(self, reason: RefusalReason, detail: str = "") -> None:
-        super().__init__(f"artifact link refused: {reason}" + (f" ({detail})" if detail else ""))
-        self.reason: RefusalReason = reason
-
-
-class UrlSigner:
-    """Mints and checks signed, expiring artifact links.
-
-    `sig` is HMAC-SHA256(secret, f"{submission hex}\\n{key}\\n{expires}") in lowercase hex. Neither an id
-    nor a key can hold a newline, so the signed message names exactly one (id, key, expiry). The secret
-    comes from the caller (see `load_secret`); it never appears in a link or a message.
-    """
-
-    def __init__(
-        self,
-        secret: bytes,
-        *,
-        ttl_s: int = 3600,
-        skew_s: int = 60,
-        clock: Callable[[], float] = time.time,
-        path: str = ARTIFACTS_PATH,
-    ) -> None:
-        if not isinstance(secret, bytes) or len(secret) < 16:
-            raise ValueError("secret must be at least 16 bytes")
-        if isinstance(ttl_s, bool) or not isinstance(ttl_s, int) or ttl_s <= 0:
-            raise ValueError(f"ttl_s must be a positive whole number of seconds, not {ttl_s!r}")
-        if isinstance(skew_s, bool) or not isinstance(skew_s, int) or skew_s < 0:
-            raise ValueError(f"skew_s must be a whole number of seconds >= 0, not {skew_s!r}")
-        self._secret = secret
-        self.ttl_s = ttl_s
-        self.skew_s = skew_s
-        self.clock = clock
-        self.path = path.rstrip("/")
-
-    def __repr__(self) -> str:  # never the secret
-        return f"UrlSigner(ttl_s={self.ttl_s}, skew_s={self.skew_s}, path={self.path!r})"
-
-    def _sig(self, sub_hex: str, key: str, expires: str) -> str:
-        message = f"{sub_hex}\n{key}\n{expires}".encode()
-        return hmac.new(self._secret, message, hashlib.sha256).hexdigest()
-
-    def sign(
-        self, submission_id: int, key: str, *, now: float | None = None, base_url: str | None = None
-    ) -> str:
-        """`<path>/<submission hex>/<key, percent-encoded per segment>?expires=<unix>&sig=<hex>`.
-
-        With `base_url` (say, the request's own base), the link is absolute, as the contract's examples are.
-        """
-        sub_hex = submission_hex(submission_id)
-        validate_key(key)
-        moment = self.clock() if now is None else now
-        expires = str(int(moment) + self.ttl_s)
-        quoted = "/".join(quote(segment, safe="") for segment in key.split("/"))
-        query = urlencode({"expires": expires, "sig": self._sig(sub_hex, key, expires)})
-        link = f"{self.path}/{sub_hex}/{quoted}?{query}"
-        return base_url.rstrip("/") + link if base_url else link
-
-    def verify(
-        self, submission_hex: str, key: str, expires: str, sig: str, *, now: float | None = None
-    ) -> None:
-        """Return if the link is honoured, else raise ArtifactUrlRefused.
-
-        `key` is the decoded key (the route's path parameter). The signature is checked before the clock,
-        in constant time, so a tampered link reads `bad signature` whatever part was changed.
-        """
-        if (
-            not isinstance(submission_hex, str)
-            or not _SUBMISSION_HEX.fullmatch(submission_hex)
-            or int(submission_hex, 16) >= _ID_LIMIT
-        ):
-            raise ArtifactUrlRefused("malformed", "submission id is not a bare lowercase hex id below 2**63")
-        try:
-            validate_key(key)
-        except (TypeError, ValueError) as exc:
-            raise ArtifactUrlRefused("malformed", str(exc)) from None
-        if not isinstance(expires, str) or not _EXPIRES.fullmatch(expires):
-            raise ArtifactUrlRefused("malformed", "expires is not a unix time in seconds")
-        if not isinstance(sig, str) or not _SIG.fullmatch(sig):
-            raise ArtifactUrlRefused("malformed", "sig is not 64 lowercase hex digits")
-        if not hmac.compare_digest(self._sig(submission_hex, key, expires), sig):
-            raise ArtifactUrlRefused("bad signature")
-        moment = self.clock() if now is None else now
-        expiry = int(expires)
-        if moment >= expiry:
-            raise ArtifactUrlRefused("expired")
-        if expiry > moment + self.ttl_s + self.skew_s:
-            raise ArtifactUrlRefused("too far ahead", f"valid for more than {self.ttl_s}s")
-
-
-def load_secret(path: Path) -> bytes:
-    """The signing secret kept at `path` (hex text, mode 0600), made once with 32 random bytes if absent.
-
-    Creation is atomic and race-free: the file appears whole (a link from a finished temporary file) and
-    two processes starting at once end up with the same secret.
-    """
-    path = Path(path)
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
-        try:
-            with os.fdopen(fd, "w") as out:  # mkstemp makes it 0600
-                out.write(secrets.token_hex(32) + "\n")
-                out.flush()
-                os.fsync(out.fileno())
-            with contextlib.suppress(FileExistsError):  # another process won: use theirs
-                os.link(tmp_name, path)
-        finally:
-            os.unlink(tmp_name)
-    text = path.read_text().strip()
-    try:
-        secret = bytes.fromhex(text)
-    except ValueError:
-        raise ValueError(f"{path}: the artifact signing secret must be hex text") from None
-    if len(secret) < 16:
-        raise ValueError(f"{path}: the artifact signing secret must be at least 16 bytes (32 hex digits)")
-    return secret
-
-
-# --- paging -----------------------------------------------------------------------------------------
-
-
-def page(
-    entries: Sequence[tuple[str, int]],
-    *,
-    prefix: str | None,
-    after: str | None,
-    limit: int | None,
-    cap: int = 1000,
-    default: int = 100,
-) -> tuple[list[tuple[str, int]], str | None]:
-    """One page of `(key, size)` entries, and the `next` to pass as `after` for the page after it.
-
-    Entries are taken in key order (Python's string order is UTF-8 byte order, as S3 lists), kept to
-    those starting with `prefix`, strictly after `after` (which need not be a key that exists), at most
-    `limit` of them (`default` when None, clamped to `cap`). `next` is the LAST key of this page when
-    more remain, else None: `after` is exclusive, so passing it back resumes at the first unseen key.
-    """
-    if cap < 1:
-        raise ValueError(f"cap must be at least 1, not {cap}")
-    if limit is not None and (isinstance(limit, bool) or limit < 1):
-        raise ValueError(f"limit must be a whole number above 0, not {limit!r}")
-    size = min(default if limit is None else limit, cap)
-    if size < 1:
-        raise ValueError(f"default must be at least 1, not {default}")
-    rows = sorted(e for e in entries if prefix is None or e[0].startswith(prefix))
-    keys = [key for key, _ in rows]
-    for earlier, later in pairwise(keys):
-        if earlier == later:
-            raise ValueError(f"entries list the key {earlier!r} twice")
-    start = 0 if after is None else bisect_right(keys, after)
-    chunk = rows[start : start + size]
-    more = start + size < len(rows)
-    return chunk, (chunk[-1][0] if more and chunk else None)

@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from yardstick.core import seed
-from yardstick.core.artifacts import LocalArtifactStore, load_secret
+from yardstick.core.artifacts import LocalArtifactStore
 from yardstick.core.settings import Settings
+from yardstick.core.signing import load_secret
 from yardstick.store.db import Database
 
 

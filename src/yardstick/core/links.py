@@ -5,8 +5,9 @@ from __future__ import annotations
 from sqlalchemy import bindparam, select
 
 from yardstick.core import limits
-from yardstick.core.artifacts import UrlSigner, page
+from yardstick.core.paging import key_page
 from yardstick.core.refusals import bad_request
+from yardstick.core.signing import UrlSigner
 from yardstick.store.db import Database
 from yardstick.store.models import Artifact, Run
 from yardstick.store.states import RunStatus
@@ -36,7 +37,7 @@ class Links:
                 (a.key, a.size)
                 for a in session.execute(select(Artifact).where(Artifact.submission_id == run.id)).scalars()
             ]
-        rows, after_key = page(
+        rows, after_key = key_page(
             entries,
             prefix=prefix,
             after=after,

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from yardstick.core.accounts import Authenticator, Caller
-from yardstick.core.artifacts import UrlSigner
 from yardstick.core.boards import Boards
 from yardstick.core.catalog import Catalog, read_catalog
 from yardstick.core.ended import EndedRuns
@@ -18,6 +17,7 @@ from yardstick.core.links import Links
 from yardstick.core.reach import Reach
 from yardstick.core.runs import Runs
 from yardstick.core.secrets import Secrets
+from yardstick.core.signing import UrlSigner
 from yardstick.core.uploads import Uploads
 from yardstick.core.volume_store import volume_store
 from yardstick.core.volumes import Volumes

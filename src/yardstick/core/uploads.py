@@ -24,8 +24,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from yardstick.core import limits
-from yardstick.core.artifacts import ArtifactUrlRefused, UrlSigner
 from yardstick.core.refusals import Refusal, RefusalKind, bad_request, not_found
+from yardstick.core.signing import ArtifactUrlRefused, UrlSigner
 from yardstick.core.volume_store import VolumeStore
 from yardstick.store.db import Database
 from yardstick.store.models import VolumeUpload, VolumeUploadFile, utcnow

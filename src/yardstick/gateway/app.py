@@ -20,8 +20,8 @@ from starlette.exceptions import HTTPException
 
 from yardstick import __version__
 from yardstick.core import limits
-from yardstick.core.artifacts import ARTIFACTS_PATH, ArtifactUrlRefused
 from yardstick.core.refusals import Refusal, RefusalKind
+from yardstick.core.signing import ARTIFACTS_PATH, ArtifactUrlRefused
 from yardstick.gateway import openapi
 from yardstick.gateway.body_limit import BodyLimit
 from yardstick.gateway.cors import SharedReads

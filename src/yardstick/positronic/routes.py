@@ -38,12 +38,12 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from yardstick.core.accounts import Caller
-from yardstick.core.artifacts import ARTIFACTS_PATH
 from yardstick.core.boards import page_url
 from yardstick.core.idempotency import request_digest
 from yardstick.core.platform import Platform
 from yardstick.core.refusals import bad_request
 from yardstick.core.runs import Filing, org_for
+from yardstick.core.signing import ARTIFACTS_PATH
 from yardstick.http.answers import json_answer
 from yardstick.http.auth import MaybeWho, Who
 from yardstick.http.routing import door_router, refusals

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from yardstick.catalog import resolve_to_play
-from yardstick.core.artifacts import load_secret
 from yardstick.core.hosting import VOLUMES_FIELD, Hosting, Located
 from yardstick.core.reach import Reach, Unreachable
 from yardstick.core.refusals import Refusal
 from yardstick.core.runs import EndpointTarget, hosted_version
 from yardstick.core.secrets import Secrets
 from yardstick.core.settings import Settings
+from yardstick.core.signing import load_secret
 from yardstick.core.volume_store import volume_store
 from yardstick.core.volumes import Volumes
 from yardstick.engine.failures import Failed, FailureKind
