@@ -416,7 +416,7 @@ def test_a_worker_sigkilled_during_a_sequences_eval_leaves_the_same_report_each_
 ) -> None:
     """An eval through the Sequences door is a run on the same durable queue: its worker SIGKILLed mid-eval,
     the successor plays what was left, and the report is the one an undisturbed eval gives."""
-    from yardstick.sequences.report import run_id_of
+    from yardstick.sequences.eval_report import run_id_of
 
     served = fault_server
     _add_slower_policy(served.settings, 0.3)

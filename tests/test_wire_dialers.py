@@ -46,7 +46,7 @@ from yardstick.wire.dial_websocket import (
     WebsocketUnixDialer,
 )
 from yardstick.wire.dialers import DIALERS, TLS_WIRES, dialer
-from yardstick.wire.errors import AddressError, ConnectRefused, PeerDisconnected, Refusal, RemoteError
+from yardstick.wire.errors import AddressError, ConnectRefusal, ConnectRefused, PeerDisconnected, RemoteError
 from yardstick.wire.transport import Connection, KeepaliveUnsupported
 
 BIG = bytes(range(256)) * (5 * 4096)  # 5 MiB: past both libraries' defaults, inside our 16 MiB
@@ -62,7 +62,7 @@ def _closed_port() -> int:
     return port
 
 
-def _refusal_of_dial(dial: Any, *args: Any) -> Refusal:
+def _refusal_of_dial(dial: Any, *args: Any) -> ConnectRefusal:
     with pytest.raises(ConnectRefused) as refused:
         dial(*args).close()
     return refused.value.refusal
@@ -393,17 +393,25 @@ def test_a_text_frame_is_the_servers_error_and_the_session_goes_on(ws: Websocket
 
 def test_websocket_refusals_say_whether_to_retry(ws: WebsocketServers) -> None:
     dial = WebsocketDialer().dial
-    assert _refusal_of_dial(dial, HostPort("127.0.0.1", _closed_port()), None, 2) is Refusal.SILENT
-    assert _refusal_of_dial(dial, HostPort("127.0.0.1", ws.port), BAD, 2) is Refusal.FORBIDDEN
-    assert _refusal_of_dial(dial, HostPort("127.0.0.1", ws.port, path="/status/503"), None, 2) is Refusal.COLD
-    assert _refusal_of_dial(dial, HostPort("127.0.0.1", ws.port, path="/status/429"), None, 2) is Refusal.COLD
+    assert _refusal_of_dial(dial, HostPort("127.0.0.1", _closed_port()), None, 2) is ConnectRefusal.SILENT
+    assert _refusal_of_dial(dial, HostPort("127.0.0.1", ws.port), BAD, 2) is ConnectRefusal.FORBIDDEN
     assert (
-        _refusal_of_dial(dial, HostPort("127.0.0.1", ws.port, path="/status/404"), None, 2) is Refusal.FINAL
+        _refusal_of_dial(dial, HostPort("127.0.0.1", ws.port, path="/status/503"), None, 2)
+        is ConnectRefusal.COLD
     )
     assert (
-        _refusal_of_dial(dial, HostPort("127.0.0.1", ws.port, path="/status/302"), None, 2) is Refusal.FINAL
+        _refusal_of_dial(dial, HostPort("127.0.0.1", ws.port, path="/status/429"), None, 2)
+        is ConnectRefusal.COLD
     )
-    assert _refusal_of_dial(dial, HostPort("no-such-host.invalid", 80), None, 5) is Refusal.FINAL
+    assert (
+        _refusal_of_dial(dial, HostPort("127.0.0.1", ws.port, path="/status/404"), None, 2)
+        is ConnectRefusal.FINAL
+    )
+    assert (
+        _refusal_of_dial(dial, HostPort("127.0.0.1", ws.port, path="/status/302"), None, 2)
+        is ConnectRefusal.FINAL
+    )
+    assert _refusal_of_dial(dial, HostPort("no-such-host.invalid", 80), None, 5) is ConnectRefusal.FINAL
 
 
 @contextmanager
@@ -432,12 +440,12 @@ def _canned(answer: bytes) -> Iterator[int]:
     ("answer", "refusal"),
     [
         # A 101 without the headers of an upgrade: a proxy answering for a backend that is not up.
-        (b"HTTP/1.1 101 Switching Protocols\r\n\r\n", Refusal.COLD),
-        (b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", Refusal.FINAL),
-        (b"", Refusal.SILENT),  # closed without a word
+        (b"HTTP/1.1 101 Switching Protocols\r\n\r\n", ConnectRefusal.COLD),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", ConnectRefusal.FINAL),
+        (b"", ConnectRefusal.SILENT),  # closed without a word
     ],
 )
-def test_answers_that_are_not_an_upgrade(answer: bytes, refusal: Refusal) -> None:
+def test_answers_that_are_not_an_upgrade(answer: bytes, refusal: ConnectRefusal) -> None:
     with _canned(answer) as port:
         assert _refusal_of_dial(WebsocketDialer().dial, HostPort("127.0.0.1", port), None, 2) is refusal
 
@@ -445,10 +453,11 @@ def test_answers_that_are_not_an_upgrade(answer: bytes, refusal: Refusal) -> Non
 def test_tls_and_plaintext_crossed_are_silent(ws: WebsocketServers) -> None:
     assert (
         _refusal_of_dial(WebsocketDialer().dial, HostPort("127.0.0.1", ws.tls_port), None, 2)
-        is Refusal.SILENT
+        is ConnectRefusal.SILENT
     )
     assert (
-        _refusal_of_dial(WebsocketTlsDialer().dial, HostPort("127.0.0.1", ws.port), None, 2) is Refusal.SILENT
+        _refusal_of_dial(WebsocketTlsDialer().dial, HostPort("127.0.0.1", ws.port), None, 2)
+        is ConnectRefusal.SILENT
     )
 
 
@@ -458,18 +467,18 @@ def test_a_listener_that_never_answers_is_silent_within_the_timeout() -> None:
         refusal = _refusal_of_dial(
             WebsocketDialer().dial, HostPort("127.0.0.1", mute.getsockname()[1]), None, 0.5
         )
-        assert refusal is Refusal.SILENT
+        assert refusal is ConnectRefusal.SILENT
         assert time.monotonic() - started < 2
 
 
 def test_a_certificate_from_another_ca_is_final(ws: WebsocketServers, certs: Certificates) -> None:
     address = HostPort("127.0.0.1", ws.tls_port)
     for dialer_ in (WebsocketTlsDialer(ca_file=certs.other_ca_file), WebsocketTlsDialer()):
-        assert _refusal_of_dial(dialer_.dial, address, None, 5) is Refusal.FINAL
-        assert dialer_.probe(address, None, 5) is Refusal.FINAL
+        assert _refusal_of_dial(dialer_.dial, address, None, 5) is ConnectRefusal.FINAL
+        assert dialer_.probe(address, None, 5) is ConnectRefusal.FINAL
         with pytest.raises(ConnectRefused) as refused:
             dialer_.keepalive(address, None, 5)
-        assert refused.value.refusal is Refusal.FINAL
+        assert refused.value.refusal is ConnectRefusal.FINAL
 
 
 def test_a_ca_file_that_cannot_be_read_is_refused_at_once(tmp_path: Path) -> None:
@@ -483,19 +492,19 @@ def test_unix_socket_refusals_read_the_path(ws: WebsocketServers, tmp_path: Path
     dial = WebsocketUnixDialer().dial
     regular = tmp_path / "not-a-socket"
     regular.write_text("")
-    assert _refusal_of_dial(dial, UnixSocket(PurePosixPath(regular)), None, 2) is Refusal.FINAL
+    assert _refusal_of_dial(dial, UnixSocket(PurePosixPath(regular)), None, 2) is ConnectRefusal.FINAL
     assert (
         _refusal_of_dial(dial, UnixSocket(PurePosixPath(tmp_path / "missing.sock")), None, 2)
-        is Refusal.SILENT
+        is ConnectRefusal.SILENT
     )
     stale = Path(tempfile.mkdtemp(prefix="ys-", dir="/tmp")) / "stale.sock"
     try:
         with socket.socket(socket.AF_UNIX) as nobody:
             nobody.bind(str(stale))  # a socket file nobody listens on: a server gone away, or restarting
-        assert _refusal_of_dial(dial, UnixSocket(PurePosixPath(stale)), None, 2) is Refusal.SILENT
+        assert _refusal_of_dial(dial, UnixSocket(PurePosixPath(stale)), None, 2) is ConnectRefusal.SILENT
     finally:
         shutil.rmtree(stale.parent, ignore_errors=True)
-    assert _refusal_of_dial(dial, UnixSocket(ws.uds), BAD, 2) is Refusal.FORBIDDEN
+    assert _refusal_of_dial(dial, UnixSocket(ws.uds), BAD, 2) is ConnectRefusal.FORBIDDEN
 
 
 def test_keepalive_reads_the_alive_seconds(ws: WebsocketServers, certs: Certificates) -> None:
@@ -515,12 +524,12 @@ def test_keepalive_reads_the_alive_seconds(ws: WebsocketServers, certs: Certific
 @pytest.mark.parametrize(
     ("headers", "refusal"),
     [
-        (BAD, Refusal.FORBIDDEN),
-        ({"x-test-keepalive": "cold"}, Refusal.COLD),
-        ({"x-test-keepalive": "garbage"}, Refusal.FINAL),
+        (BAD, ConnectRefusal.FORBIDDEN),
+        ({"x-test-keepalive": "cold"}, ConnectRefusal.COLD),
+        ({"x-test-keepalive": "garbage"}, ConnectRefusal.FINAL),
     ],
 )
-def test_keepalive_refusals(ws: WebsocketServers, headers: dict[str, str], refusal: Refusal) -> None:
+def test_keepalive_refusals(ws: WebsocketServers, headers: dict[str, str], refusal: ConnectRefusal) -> None:
     with pytest.raises(ConnectRefused) as refused:
         WebsocketDialer().keepalive(HostPort("127.0.0.1", ws.port), headers, 5)
     assert refused.value.refusal is refusal
@@ -537,17 +546,17 @@ def test_keepalive_without_the_route_on_a_session_server_is_unsupported(ws: Webs
 def test_keepalive_with_nothing_there_is_silent(tmp_path: Path) -> None:
     with pytest.raises(ConnectRefused) as refused:
         WebsocketDialer().keepalive(HostPort("127.0.0.1", _closed_port()), None, 2)
-    assert refused.value.refusal is Refusal.SILENT
+    assert refused.value.refusal is ConnectRefusal.SILENT
     with pytest.raises(ConnectRefused) as refused:
         WebsocketUnixDialer().keepalive(UnixSocket(PurePosixPath(tmp_path / "missing.sock")), None, 2)
-    assert refused.value.refusal is Refusal.SILENT
+    assert refused.value.refusal is ConnectRefusal.SILENT
 
 
 def test_keepalive_is_bounded_by_its_timeout(ws: WebsocketServers) -> None:
     started = time.monotonic()
     with pytest.raises(ConnectRefused) as refused:
         WebsocketDialer().keepalive(HostPort("127.0.0.1", ws.port), {"x-test-keepalive": "slow"}, 0.5)
-    assert refused.value.refusal is Refusal.SILENT
+    assert refused.value.refusal is ConnectRefusal.SILENT
     assert time.monotonic() - started < 1.5
 
 
@@ -561,8 +570,8 @@ def test_probe_finds_the_session_server_without_opening_a_session(
         WebsocketTlsDialer(ca_file=certs.ca_file).probe(HostPort("127.0.0.1", ws.tls_port), None, 5) is None
     )
     assert WebsocketUnixDialer().probe(UnixSocket(ws.uds), None, 5) is None
-    assert WebsocketDialer().probe(HostPort("127.0.0.1", _closed_port()), None, 2) is Refusal.SILENT
-    assert WebsocketDialer().probe(HostPort("no-such-host.invalid", 80), None, 5) is Refusal.FINAL
+    assert WebsocketDialer().probe(HostPort("127.0.0.1", _closed_port()), None, 2) is ConnectRefusal.SILENT
+    assert WebsocketDialer().probe(HostPort("no-such-host.invalid", 80), None, 5) is ConnectRefusal.FINAL
 
 
 def test_probe_of_something_that_upgrades_its_root_answers(root: RootServer) -> None:
@@ -619,9 +628,11 @@ def test_roboarena_pings_seldom_and_waits_long_for_the_pong(root: RootServer) ->
 @pytest.mark.parametrize("dialect", [RoboarenaDialer, OpenpiDialer])
 def test_root_dialects_probe_refuse_and_have_no_keepalive(root: RootServer, dialect: type[Any]) -> None:
     assert dialect().probe(Root("127.0.0.1", root.port), None, 5) is None
-    assert dialect().probe(Root("127.0.0.1", _closed_port()), None, 2) is Refusal.SILENT
-    assert _refusal_of_dial(dialect().dial, Root("127.0.0.1", _closed_port()), None, 2) is Refusal.SILENT
-    assert _refusal_of_dial(dialect().dial, Root("no-such-host.invalid", 80), None, 5) is Refusal.FINAL
+    assert dialect().probe(Root("127.0.0.1", _closed_port()), None, 2) is ConnectRefusal.SILENT
+    assert (
+        _refusal_of_dial(dialect().dial, Root("127.0.0.1", _closed_port()), None, 2) is ConnectRefusal.SILENT
+    )
+    assert _refusal_of_dial(dialect().dial, Root("no-such-host.invalid", 80), None, 5) is ConnectRefusal.FINAL
     with pytest.raises(KeepaliveUnsupported):
         dialect().keepalive(Root("127.0.0.1", root.port), None, 5)
 
@@ -629,9 +640,9 @@ def test_root_dialects_probe_refuse_and_have_no_keepalive(root: RootServer, dial
 def test_a_root_that_upgrades_and_says_nothing_is_cold(ws: WebsocketServers) -> None:
     """A root dialect's server announces itself at once: one that upgrades and stays quiet is loading."""
     silent = {"x-test-root": "silent"}
-    assert RoboarenaDialer().probe(Root("127.0.0.1", ws.port), silent, 0.5) is Refusal.COLD
+    assert RoboarenaDialer().probe(Root("127.0.0.1", ws.port), silent, 0.5) is ConnectRefusal.COLD
     # A server that refuses the upgrade reads as dial reads it.
-    assert OpenpiDialer().probe(Root("127.0.0.1", ws.port), None, 2) is Refusal.FORBIDDEN
+    assert OpenpiDialer().probe(Root("127.0.0.1", ws.port), None, 2) is ConnectRefusal.FORBIDDEN
 
 
 # ------------------------------------------------------------------------------------------------- gRPC
@@ -655,26 +666,27 @@ def test_grpc_tls_round_trip_with_a_ca_file(grpc_servers: GrpcServers, certs: Ce
 def test_grpc_certificate_from_another_ca_is_final(grpc_servers: GrpcServers, certs: Certificates) -> None:
     address = HostPort("127.0.0.1", grpc_servers.tls_port)
     dialer_ = GrpcTlsDialer(ca_file=certs.other_ca_file)
-    assert _refusal_of_dial(dialer_.dial, address, None, 5) is Refusal.FINAL
-    assert dialer_.probe(address, None, 5) is Refusal.FINAL
+    assert _refusal_of_dial(dialer_.dial, address, None, 5) is ConnectRefusal.FINAL
+    assert dialer_.probe(address, None, 5) is ConnectRefusal.FINAL
 
 
 def test_grpc_refusals_before_the_session(grpc_servers: GrpcServers) -> None:
     dial = GrpcDialer().dial
-    assert _refusal_of_dial(dial, HostPort("127.0.0.1", _closed_port()), None, 2) is Refusal.SILENT
-    assert _refusal_of_dial(dial, HostPort("no-such-host.invalid", 50051), None, 5) is Refusal.FINAL
+    assert _refusal_of_dial(dial, HostPort("127.0.0.1", _closed_port()), None, 2) is ConnectRefusal.SILENT
+    assert _refusal_of_dial(dial, HostPort("no-such-host.invalid", 50051), None, 5) is ConnectRefusal.FINAL
     with _tcp_listener() as mute:
         assert (
-            _refusal_of_dial(dial, HostPort("127.0.0.1", mute.getsockname()[1]), None, 0.5) is Refusal.SILENT
+            _refusal_of_dial(dial, HostPort("127.0.0.1", mute.getsockname()[1]), None, 0.5)
+            is ConnectRefusal.SILENT
         )
 
 
 @pytest.mark.parametrize(
     ("headers", "path", "refusal"),
-    [(BAD, SESSION_PATH, Refusal.FORBIDDEN), (GOOD, "/api/v1/elsewhere", Refusal.FINAL)],
+    [(BAD, SESSION_PATH, ConnectRefusal.FORBIDDEN), (GOOD, "/api/v1/elsewhere", ConnectRefusal.FINAL)],
 )
 def test_a_grpc_status_before_the_first_message_refuses_the_session(
-    grpc_servers: GrpcServers, headers: dict[str, str], path: str, refusal: Refusal
+    grpc_servers: GrpcServers, headers: dict[str, str], path: str, refusal: ConnectRefusal
 ) -> None:
     connection = GrpcDialer().dial(HostPort("127.0.0.1", grpc_servers.port, path=path), headers, 5)
     try:
@@ -696,10 +708,10 @@ def test_a_refusal_met_by_a_send_keeps_its_class(grpc_servers: GrpcServers) -> N
         try:
             connection.send(b"first")  # written before the status came, or refused by it
         except ConnectRefused as refused:
-            assert refused.refusal is Refusal.FORBIDDEN
+            assert refused.refusal is ConnectRefusal.FORBIDDEN
         with pytest.raises(ConnectRefused) as refused_at_recv:
             connection.recv(timeout=5)
-        assert refused_at_recv.value.refusal is Refusal.FORBIDDEN
+        assert refused_at_recv.value.refusal is ConnectRefusal.FORBIDDEN
     finally:
         connection.close()
 
@@ -736,48 +748,56 @@ def test_grpc_keepalive_and_probe(grpc_servers: GrpcServers, certs: Certificates
         GrpcDialer().keepalive(address, {"x-test-keepalive": "missing"}, 5)
     with pytest.raises(ConnectRefused) as refused:
         GrpcDialer().keepalive(address, BAD, 5)
-    assert refused.value.refusal is Refusal.FORBIDDEN
+    assert refused.value.refusal is ConnectRefusal.FORBIDDEN
     with pytest.raises(ConnectRefused) as refused:
         GrpcDialer().keepalive(HostPort("127.0.0.1", _closed_port()), None, 2)
-    assert refused.value.refusal is Refusal.SILENT
+    assert refused.value.refusal is ConnectRefusal.SILENT
     assert GrpcDialer().probe(address, BAD, 5) is None  # the probe opens no session, so nothing checks it
     assert (
         GrpcTlsDialer(ca_file=certs.ca_file).probe(HostPort("127.0.0.1", grpc_servers.tls_port), None, 5)
         is None
     )
-    assert GrpcDialer().probe(HostPort("127.0.0.1", _closed_port()), None, 2) is Refusal.SILENT
-    assert GrpcDialer().probe(HostPort("no-such-host.invalid", 1), None, 5) is Refusal.FINAL
+    assert GrpcDialer().probe(HostPort("127.0.0.1", _closed_port()), None, 2) is ConnectRefusal.SILENT
+    assert GrpcDialer().probe(HostPort("no-such-host.invalid", 1), None, 5) is ConnectRefusal.FINAL
 
 
 @pytest.mark.parametrize(
     ("code", "details", "refusal"),
     [
-        (grpc.StatusCode.PERMISSION_DENIED, "Invalid or missing bearer token", Refusal.FORBIDDEN),
-        (grpc.StatusCode.UNAVAILABLE, "upstream connect error", Refusal.COLD),
-        (grpc.StatusCode.RESOURCE_EXHAUSTED, "", Refusal.COLD),
-        (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", Refusal.SILENT),
+        (grpc.StatusCode.PERMISSION_DENIED, "Invalid or missing bearer token", ConnectRefusal.FORBIDDEN),
+        (grpc.StatusCode.UNAVAILABLE, "upstream connect error", ConnectRefusal.COLD),
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, "", ConnectRefusal.COLD),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", ConnectRefusal.SILENT),
         (
             grpc.StatusCode.UNAVAILABLE,
             "failed to connect to all addresses; last error: ...refused",
-            Refusal.SILENT,
+            ConnectRefusal.SILENT,
         ),
-        (grpc.StatusCode.UNAVAILABLE, "Ssl handshake failed: ...CERTIFICATE_VERIFY_FAILED", Refusal.FINAL),
+        (
+            grpc.StatusCode.UNAVAILABLE,
+            "Ssl handshake failed: ...CERTIFICATE_VERIFY_FAILED",
+            ConnectRefusal.FINAL,
+        ),
         (
             grpc.StatusCode.UNAVAILABLE,
             "address lookup failed for h:443: Domain name not found",
-            Refusal.FINAL,
+            ConnectRefusal.FINAL,
         ),
-        (grpc.StatusCode.UNAVAILABLE, "lookup failed: Timeout while contacting DNS servers", Refusal.SILENT),
+        (
+            grpc.StatusCode.UNAVAILABLE,
+            "lookup failed: Timeout while contacting DNS servers",
+            ConnectRefusal.SILENT,
+        ),
         (
             grpc.StatusCode.RESOURCE_EXHAUSTED,
             "Sent message larger than max (20000000 vs. 16777216)",
-            Refusal.FINAL,
+            ConnectRefusal.FINAL,
         ),
-        (grpc.StatusCode.UNAUTHENTICATED, "", Refusal.FINAL),
-        (grpc.StatusCode.INTERNAL, "", Refusal.FINAL),
+        (grpc.StatusCode.UNAUTHENTICATED, "", ConnectRefusal.FINAL),
+        (grpc.StatusCode.INTERNAL, "", ConnectRefusal.FINAL),
     ],
 )
-def test_grpc_status_classification(code: Any, details: str, refusal: Refusal) -> None:
+def test_grpc_status_classification(code: Any, details: str, refusal: ConnectRefusal) -> None:
     assert grpc_refusal(code, details) is refusal
 
 
@@ -977,7 +997,7 @@ def test_our_dialers_meet_positronic_model_server(model_server: ModelServers) ->
         assert wire.keepalive(address, GOOD, 5) == 120, wire.name
         with pytest.raises(ConnectRefused) as refused:
             wire.keepalive(address, BAD, 5)
-        assert refused.value.refusal is Refusal.FORBIDDEN, wire.name
+        assert refused.value.refusal is ConnectRefusal.FORBIDDEN, wire.name
         connection = wire.dial(address, GOOD, 5)
         try:
             assert connection.recv(timeout=5), wire.name  # the server's first status frame
@@ -989,4 +1009,4 @@ def test_our_dialers_meet_positronic_model_server(model_server: ModelServers) ->
                 connection.recv(timeout=5)  # gRPC refuses at the first message, websocket at the upgrade
             finally:
                 connection.close()
-        assert refused.value.refusal is Refusal.FORBIDDEN, wire.name
+        assert refused.value.refusal is ConnectRefusal.FORBIDDEN, wire.name

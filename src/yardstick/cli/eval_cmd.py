@@ -19,7 +19,7 @@ from yardstick.engine.recording import NO_IMAGES, Recording
 from yardstick.report import build_report
 from yardstick.scoring import Gate, parse_gate
 from yardstick.sdk.errors import AuthoringError
-from yardstick.web.report import write_run_folder
+from yardstick.web.run_folder import write_run_folder
 
 eval_app = typer.Typer(help="Evaluations.", no_args_is_help=True)
 

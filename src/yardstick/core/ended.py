@@ -30,7 +30,7 @@ def has_ended(status: str) -> bool:
 
 class EndedRuns:
     """A bounded, thread-safe memo keyed by anything hashable that names an ended run's reading (the run's
-    id first by convention: `("run", id)`, `("sequences.report", id, base_url)`)."""
+    id first by convention: `("run", id)`, `("sequences.eval_report", id, base_url)`)."""
 
     def __init__(self, most: int = KEPT) -> None:
         self.most = most

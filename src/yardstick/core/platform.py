@@ -40,7 +40,7 @@ class Platform:
         self.install = install
         self.settings = install.settings
         self.db = install.db
-        self.store = install.artifacts
+        self.artifacts = install.artifacts
         self.secret = install.secret
         self.ledger = ledger
         self.signer = UrlSigner(self.secret, ttl_s=self.settings.artifact_ttl_s)
@@ -52,7 +52,7 @@ class Platform:
         # What each process has read of ended runs, which never change (`core.ended`).
         self.ended = EndedRuns()
         self.runs = Runs(self.db, self.queue, ledger, self.ended)
-        self.lifecycle = Lifecycle(self.db, self.store, ledger)
+        self.lifecycle = Lifecycle(self.db, self.artifacts, ledger)
         self.boards = Boards(self.db, self.secret)
         self.links = Links(self.db, self.signer)
         self.secrets = Secrets(self.db, self.secret)

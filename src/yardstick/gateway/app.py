@@ -177,7 +177,7 @@ def create_app(services: Services) -> FastAPI:
         except ArtifactUrlRefused as exc:
             raise Refusal(RefusalKind.FORBIDDEN, f"this artifact link is refused: {exc.reason}") from None
         try:
-            path = platform.store.path(int(submission, 16), key)
+            path = platform.artifacts.path(int(submission, 16), key)
         except ValueError:
             raise Refusal(RefusalKind.NOT_FOUND, f"no artifact {key!r}") from None
         if not path.is_file():

@@ -18,7 +18,7 @@ from yardstick.core.ledger import Quote
 from yardstick.core.platform import Platform
 from yardstick.core.refusals import Refusal, RefusalKind, bad_request, not_found
 from yardstick.core.runs import BenchmarkTarget, Filing, hosted_ref, org_for
-from yardstick.sequences import evals, report
+from yardstick.sequences import eval_report, evals
 from yardstick.sequences.models import Estimate, EvalDryRunResponse, EvalRequest, EvalResponse, InferParam
 from yardstick.store.models import Hosted, HostedVersion, Run, ServedPolicy
 from yardstick.store.states import Contract, HostedKind, TargetKind
@@ -94,13 +94,13 @@ def file_eval(plat: Platform, who: Caller, body: EvalRequest) -> EvalResponse | 
         ),
     )
     run, _ = plat.runs.file(who, org, filing)
-    return EvalResponse(eval_id=report.eval_id(run.id), estimate=estimate, arms=len(resolved.arms))
+    return EvalResponse(eval_id=eval_report.eval_id(run.id), estimate=estimate, arms=len(resolved.arms))
 
 
 def eval_run(platform: Platform, caller: Caller, eval_id: str) -> Run:
     """The eval `eval_id` names: a whole id, or the start of one (`seq eval ls` shows 8 characters), at
     least `SHORT_ID_HEX` hex digits and naming one eval only."""
-    run_id = report.run_id_of(eval_id)
+    run_id = eval_report.run_id_of(eval_id)
     if run_id is None:
         raise not_found(f"eval_id: {eval_id!r} is no eval id (ev-<hex>)")
     try:
@@ -110,7 +110,7 @@ def eval_run(platform: Platform, caller: Caller, eval_id: str) -> Run:
     hexits = eval_id.partition("-")[2]
     found = platform.runs.by_prefix(caller, Contract.SEQUENCES, hexits) if len(hexits) >= SHORT_ID_HEX else []
     if len(found) > 1:
-        named = ", ".join(report.eval_id(run.id) for run in found)
+        named = ", ".join(eval_report.eval_id(run.id) for run in found)
         raise bad_request(f"eval_id: {eval_id!r} starts more than one eval ({named}): give more of it")
     if not found:
         raise not_found(f"eval_id: no eval {eval_id!r} that you can see")
@@ -136,7 +136,9 @@ def _with_rerun(
     asked = EvalRequest.model_validate(laid)
     if body.rerun_of:
         return asked, None
-    missed = [(e.benchmark_task, e.seed) for e in platform.runs.episodes(run.id) if not report.succeeded(e)]
+    missed = [
+        (e.benchmark_task, e.seed) for e in platform.runs.episodes(run.id) if not eval_report.succeeded(e)
+    ]
     if not missed:
         raise bad_request(f"{field_name}: every episode of {earlier_id} succeeded: nothing to rerun")
     return asked, missed

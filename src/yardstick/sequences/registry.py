@@ -22,7 +22,7 @@ from yardstick.core.runs import BenchmarkTarget, org_for
 from yardstick.http.auth import Who
 from yardstick.http.routing import door_router, refusals
 from yardstick.http.services import HostingService, Plat, Purch
-from yardstick.sequences import evals, paging, paths, report
+from yardstick.sequences import eval_report, evals, paging, paths
 from yardstick.sequences.errors import SEQUENCES
 from yardstick.sequences.filing import offered_benchmark
 from yardstick.sequences.models import (
@@ -510,8 +510,8 @@ def _evals(platform: Platform, caller: Caller, purchases: Purchases) -> list[dic
         reservation = held.get(run.id)
         listed.append(
             {
-                "eval_id": report.eval_id(run.id),
-                "status": report.STATUS[RunStatus(run.status)],
+                "eval_id": eval_report.eval_id(run.id),
+                "status": eval_report.STATUS[RunStatus(run.status)],
                 "created_at": run.received_at.isoformat(),
                 "policy": answer.get("model"),
                 "model_version": answer.get("model_version"),
@@ -521,7 +521,7 @@ def _evals(platform: Platform, caller: Caller, purchases: Purchases) -> list[dic
                 "episodes": run.episodes_total,
                 "metric": "success",
                 "value": (run.scores or {}).get("primary"),
-                "cost_usd": report.cost_of(reservation),
+                "cost_usd": eval_report.cost_of(reservation),
                 "cost_settled": reservation is None or reservation.charged_units is not None,
             }
         )

@@ -26,7 +26,7 @@ from yardstick.engine.recording import TRAJECTORY, episode_folder
 from yardstick.http.auth import Who
 from yardstick.http.routing import door_router, refusals
 from yardstick.http.services import Plat, Purch
-from yardstick.sequences import filing, paging, paths, report
+from yardstick.sequences import eval_report, filing, paging, paths
 from yardstick.sequences.errors import SEQUENCES
 from yardstick.sequences.models import (
     EvalDryRunResponse,
@@ -66,9 +66,9 @@ def create_eval(body: EvalRequest, request: Request, plat: Plat, who: Who) -> JS
 
 @router.get(paths.EVAL, response_model=EvalReport, responses=refusals(404))
 async def get_eval(eval_id: str, request: Request, plat: Plat, who: Who, purchases: Purch) -> Response:
-    """The report. A run still playing is waited for a few seconds first: the CLI polls every 10 s, so a
+    """The eval_report. A run still playing is waited for a few seconds first: the CLI polls every 10 s, so a
     short eval answers `completed` on its first poll instead of one poll later."""
-    known = report.run_id_of(eval_id)
+    known = eval_report.run_id_of(eval_id)
     kept = plat.runs.kept(who, known, Contract.SEQUENCES) if known is not None else None
     base_url = str(request.base_url)
     if kept is not None and (body := plat.ended.get(_report_key(kept, base_url))) is not None:
@@ -82,7 +82,7 @@ async def get_eval(eval_id: str, request: Request, plat: Plat, who: Who, purchas
     def shown(latest: Run) -> str:
         with plat.db.one_read():
             episodes, held = plat.runs.episodes(latest.id), purchases.held(latest.id)
-        built = report.build(latest, episodes, base_url=base_url, reservation=held)
+        built = eval_report.build(latest, episodes, base_url=base_url, reservation=held)
         return built.model_dump_json(exclude_none=True)
 
     if has_ended(run.status):  # its report never changes again (`core.ended`): built once a process
@@ -112,10 +112,10 @@ def eval_details(eval_id: str, plat: Plat, who: Who) -> JSONResponse:
                 "params": (run.plan or {}).get("params"),
                 "rerun_of": answer.get("rerun_of"),
             },
-            "progress": report.progress(run, episodes),
+            "progress": eval_report.progress(run, episodes),
             "max_seconds": selection.get("max_seconds"),
             "repeats": {"episodes": selection.get("repeats", 0)},
-            "means": report.means(episodes),
+            "means": eval_report.means(episodes),
             "episodes_total": run.episodes_total,
             "time_limit": {"note": "each episode runs at most its task's max_seconds on the robot's clock"},
         }
@@ -140,7 +140,7 @@ def eval_episodes(
     page = paging.window(cursor, limit, len(chosen), cap=PAGE_CAP)
     return JSONResponse(
         {
-            "eval_id": report.eval_id(run.id),
+            "eval_id": eval_report.eval_id(run.id),
             "episodes": [_episode_row(e, repeats[e.index]) for e in page.of(chosen)],
             **paging.shown(page),
         }
@@ -184,7 +184,7 @@ def eval_logs(
         if e.finished_at is not None:
             lines.append({"ts": e.finished_at.isoformat(), "line": _episode_line(e)})
     if run.ended_at is not None:
-        ended = report.STATUS[RunStatus(run.status)]
+        ended = eval_report.STATUS[RunStatus(run.status)]
         lines.append({"ts": run.ended_at.isoformat(), "line": f"eval {ended}"})
     lines.sort(key=lambda line: line["ts"])
     return JSONResponse({"lines": lines[:limit]})
@@ -204,12 +204,12 @@ def eval_trajectory(eval_id: str, name: str, plat: Plat, who: Who) -> FileRespon
 def cancel_eval(eval_id: str, plat: Plat, who: Who) -> JSONResponse:
     run = filing.eval_run(plat, who, eval_id)
     plat.runs.cancel(who, run.id)
-    return JSONResponse({"eval_id": report.eval_id(run.id), "status": "canceled"})
+    return JSONResponse({"eval_id": eval_report.eval_id(run.id), "status": "canceled"})
 
 
 def _report_key(run: Run, base_url: str) -> tuple[str, int, str]:
     """Where a process keeps an ended eval's report as sent (`core.ended`): it names its base URL."""
-    return ("sequences.report", run.id, base_url)
+    return ("sequences.eval_report", run.id, base_url)
 
 
 def _filtered(
@@ -239,9 +239,9 @@ def _outcomes(episode: RunEpisode) -> set[str]:
 def _outcome(episode: RunEpisode) -> str:
     if episode.state == EpisodeState.FAILED:
         return "error"
-    if not report.scored(episode):
+    if not eval_report.scored(episode):
         return "pending"
-    return "success" if report.succeeded(episode) else "failure"
+    return "success" if eval_report.succeeded(episode) else "failure"
 
 
 def _repeats(episodes: list[RunEpisode]) -> dict[int, int]:
@@ -264,7 +264,7 @@ def _episode_row(episode: RunEpisode, repeat: int) -> dict[str, Any]:
         "seed": episode.seed,
         "start": episode.seed,
         "repeat": repeat,
-        "success": result.get("success") if report.scored(episode) else None,
+        "success": result.get("success") if eval_report.scored(episode) else None,
         "seconds": result.get("robot_seconds"),
         "max_seconds": episode.cap_s,
         "paused": 0,
@@ -310,7 +310,7 @@ def _episode_file(
     if episode is None or not shown:
         raise not_found(f"episode {index_text} has no {suffix} file")
     key = (episode_folder(ATTEMPT, episode.index) / shown[0]).as_posix()
-    path = platform.store.path(run.id, key)
+    path = platform.artifacts.path(run.id, key)
     if not path.is_file():
         raise not_found(f"episode {index_text} has no {suffix} file")
     return FileResponse(path)

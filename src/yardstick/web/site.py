@@ -242,7 +242,7 @@ def run_file(token: str, index: int, name: str, platform: Plat) -> FileResponse:
     files = {v["file"] for v in (episode.result or {}).get("videos", [])} if episode else set()
     if episode is None or name not in files:
         raise not_found(f"no file {name!r} for episode {index}")
-    path = platform.store.path(view.run.id, (episode_folder(lifecycle.ATTEMPT, index) / name).as_posix())
+    path = platform.artifacts.path(view.run.id, (episode_folder(lifecycle.ATTEMPT, index) / name).as_posix())
     if not path.is_file():
         raise not_found(f"no file {name!r} for episode {index}")
     return FileResponse(path, media_type="video/mp4", headers=CORS)

@@ -19,7 +19,7 @@ import grpc
 from yardstick.wire.address import HostPort, bracketed
 from yardstick.wire.codec import MAX_MESSAGE_BYTES
 from yardstick.wire.dial_websocket import SESSION_PING_SECONDS, alive_seconds_of, expect_address
-from yardstick.wire.errors import ConnectRefused, PeerDisconnected, Refusal, WireError
+from yardstick.wire.errors import ConnectRefusal, ConnectRefused, PeerDisconnected, WireError
 from yardstick.wire.transport import KeepaliveUnsupported
 
 SERVICE = "positronic.offboard.v1.Inference"
@@ -65,19 +65,19 @@ _FINAL_DETAILS = (
 _SILENT_DETAILS = ("failed to connect to all addresses", "Timeout while contacting DNS servers")
 
 
-def grpc_refusal(code: Any, details: str | None) -> Refusal:
+def grpc_refusal(code: Any, details: str | None) -> ConnectRefusal:
     """What a status that ended a call before it opened says about the server. Codes read as their HTTP
     cousins: PERMISSION_DENIED as 403, UNAVAILABLE as 503, RESOURCE_EXHAUSTED as 429."""
     text = details or ""
     if any(marker in text for marker in _FINAL_DETAILS):
-        return Refusal.FINAL
+        return ConnectRefusal.FINAL
     if code is grpc.StatusCode.DEADLINE_EXCEEDED or any(marker in text for marker in _SILENT_DETAILS):
-        return Refusal.SILENT
+        return ConnectRefusal.SILENT
     if code is grpc.StatusCode.PERMISSION_DENIED:
-        return Refusal.FORBIDDEN
+        return ConnectRefusal.FORBIDDEN
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED):
-        return Refusal.COLD
-    return Refusal.FINAL
+        return ConnectRefusal.COLD
+    return ConnectRefusal.FINAL
 
 
 def _status(error: Any) -> str:
@@ -278,7 +278,7 @@ class GrpcDialer:
 
     def probe(
         self, address: object, headers: Mapping[str, str] | None, open_timeout: float
-    ) -> Refusal | None:
+    ) -> ConnectRefusal | None:
         checked = self._address(address)
         channel = self._channel(self._target(checked))
         try:

@@ -41,7 +41,7 @@ from yardstick.wire import caller_websocket
 from yardstick.wire.address import KEEPALIVE_PATH, HostPort, Root, UnixSocket, bracketed, netloc
 from yardstick.wire.caller_websocket import CallerWebsocket
 from yardstick.wire.codec import MAX_MESSAGE_BYTES
-from yardstick.wire.errors import AddressError, ConnectRefused, PeerDisconnected, Refusal, RemoteError
+from yardstick.wire.errors import AddressError, ConnectRefusal, ConnectRefused, PeerDisconnected, RemoteError
 from yardstick.wire.protocol import ALIVE_SECONDS
 from yardstick.wire.transport import KeepaliveUnsupported
 
@@ -88,22 +88,22 @@ def alive_seconds_of(body: bytes, where: str) -> int | None:
     try:
         alive = json.loads(body)[ALIVE_SECONDS]
     except (ValueError, LookupError, TypeError, RecursionError) as e:
-        raise ConnectRefused(Refusal.FINAL, f"{where} answered without {ALIVE_SECONDS!r}") from e
+        raise ConnectRefused(ConnectRefusal.FINAL, f"{where} answered without {ALIVE_SECONDS!r}") from e
     # bool is an int to Python, never to the server's JSON.
     if alive is None or (isinstance(alive, int) and not isinstance(alive, bool)):
         return alive
     raise ConnectRefused(
-        Refusal.FINAL, f"{where} answered {ALIVE_SECONDS} = {alive!r}, not an integer or null"
+        ConnectRefusal.FINAL, f"{where} answered {ALIVE_SECONDS} = {alive!r}, not an integer or null"
     )
 
 
-def status_refusal(status: int) -> Refusal:
+def status_refusal(status: int) -> ConnectRefusal:
     """What an HTTP status other than the upgrade says about the server behind it."""
     if status == HTTPStatus.FORBIDDEN:
-        return Refusal.FORBIDDEN
+        return ConnectRefusal.FORBIDDEN
     if status >= HTTPStatus.INTERNAL_SERVER_ERROR or status == HTTPStatus.TOO_MANY_REQUESTS:
-        return Refusal.COLD
-    return Refusal.FINAL
+        return ConnectRefusal.COLD
+    return ConnectRefusal.FINAL
 
 
 # A resolver's definite "no such name". EAI_AGAIN (no answer from the resolver) is left out on purpose: a
@@ -111,22 +111,22 @@ def status_refusal(status: int) -> Refusal:
 _NO_SUCH_NAME = frozenset({socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)})
 
 
-def tcp_refusal(raised: BaseException) -> Refusal:
+def tcp_refusal(raised: BaseException) -> ConnectRefusal:
     """What a handshake over TCP that did not open says about the server."""
     if isinstance(raised, InvalidStatus):
         return status_refusal(raised.response.status_code)
     if isinstance(raised, ssl.SSLCertVerificationError | InvalidURI):
-        return Refusal.FINAL
+        return ConnectRefusal.FINAL
     if isinstance(raised, socket.gaierror):
-        return Refusal.FINAL if raised.errno in _NO_SUCH_NAME else Refusal.SILENT
+        return ConnectRefusal.FINAL if raised.errno in _NO_SUCH_NAME else ConnectRefusal.SILENT
     if isinstance(raised, InvalidHandshake) and not isinstance(raised, InvalidMessage):
         # Something answered, but not with a valid upgrade: a proxy in front of a backend still starting.
-        return Refusal.COLD
+        return ConnectRefusal.COLD
     # Refused, timed out, reset (a TLS handshake included), or closed before a whole answer came back.
-    return Refusal.SILENT
+    return ConnectRefusal.SILENT
 
 
-def unix_refusal(raised: BaseException, uds: PurePosixPath) -> Refusal:
+def unix_refusal(raised: BaseException, uds: PurePosixPath) -> ConnectRefusal:
     """What a handshake over a unix socket that did not open says about the server.
 
     On a port, any socket error may clear up when the server comes up. A path is different: a path holding
@@ -139,14 +139,14 @@ def unix_refusal(raised: BaseException, uds: PurePosixPath) -> Refusal:
         try:
             mode = os.stat(uds).st_mode
         except FileNotFoundError:
-            return Refusal.SILENT
+            return ConnectRefusal.SILENT
         except OSError:
-            return Refusal.FINAL
-        return Refusal.SILENT if stat.S_ISSOCK(mode) else Refusal.FINAL
+            return ConnectRefusal.FINAL
+        return ConnectRefusal.SILENT if stat.S_ISSOCK(mode) else ConnectRefusal.FINAL
     # A server that accepted and then reset, or did not finish the handshake in time: it is starting.
     if isinstance(raised, ConnectionError | TimeoutError):
-        return Refusal.SILENT
-    return Refusal.FINAL
+        return ConnectRefusal.SILENT
+    return ConnectRefusal.FINAL
 
 
 def _resolve(host: str, port: int, deadline: float) -> Sequence[tuple[Any, ...]]:
@@ -339,7 +339,7 @@ class _RoutedWebsocket(abc.ABC, Generic[A]):
     def _connect(self, address: A, deadline: float) -> socket.socket: ...
 
     @abc.abstractmethod
-    def _refusal(self, raised: BaseException, address: A) -> Refusal: ...
+    def _refusal(self, raised: BaseException, address: A) -> ConnectRefusal: ...
 
     @abc.abstractmethod
     def _host_header(self, address: A) -> str: ...
@@ -370,7 +370,7 @@ class _RoutedWebsocket(abc.ABC, Generic[A]):
             raise ConnectRefused(self._refusal(e, checked), f"{where}: {e}") from e
         except ValueError as e:
             # Something websockets refuses before any byte is sent (a header value it cannot write).
-            raise ConnectRefused(Refusal.FINAL, f"{where}: {e}") from e
+            raise ConnectRefused(ConnectRefusal.FINAL, f"{where}: {e}") from e
         return WebsocketConnection(websocket, where)
 
     def keepalive(self, address: object, headers: Mapping[str, str] | None, timeout: float) -> int | None:
@@ -389,10 +389,10 @@ class _RoutedWebsocket(abc.ABC, Generic[A]):
                 sock.close()
         except (HTTPException, OSError) as e:
             if time.monotonic() >= deadline:
-                raise ConnectRefused(Refusal.SILENT, f"{where}: no answer within {timeout} s") from e
+                raise ConnectRefused(ConnectRefusal.SILENT, f"{where}: no answer within {timeout} s") from e
             if isinstance(e, HTTPException) and not isinstance(e, OSError):
                 # The connection opened, then closed or babbled before a readable answer.
-                raise ConnectRefused(Refusal.SILENT, f"{where}: {e!r}") from e
+                raise ConnectRefused(ConnectRefusal.SILENT, f"{where}: {e!r}") from e
             raise ConnectRefused(self._refusal(e, checked), f"{where}: {e}") from e
         if status == HTTPStatus.OK:
             return alive_seconds_of(body, where)
@@ -404,12 +404,12 @@ class _RoutedWebsocket(abc.ABC, Generic[A]):
                 raise KeepaliveUnsupported(f"{where} answers 404: the server serves sessions, not keepalive")
             raise ConnectRefused(refusal, f"{where} answers 404, and no session server answers there")
         # An HTTP route refuses a credential with 401, where an upgrade refuses it with 403.
-        refusal = Refusal.FORBIDDEN if status == HTTPStatus.UNAUTHORIZED else status_refusal(status)
+        refusal = ConnectRefusal.FORBIDDEN if status == HTTPStatus.UNAUTHORIZED else status_refusal(status)
         raise ConnectRefused(refusal, f"{where} answers {status}")
 
     def probe(
         self, address: object, headers: Mapping[str, str] | None, open_timeout: float
-    ) -> Refusal | None:
+    ) -> ConnectRefusal | None:
         """An upgrade on the root, which a session server refuses with 403 and nothing in front of it does
         (an edge refuses a credential with 401). So 403 means the server; other statuses read as in dial."""
         root = self._address(address).at_root()
@@ -425,7 +425,7 @@ class _RoutedWebsocket(abc.ABC, Generic[A]):
         except (OSError, WebSocketException) as e:
             return self._refusal(e, root)
         except ValueError:
-            return Refusal.FINAL
+            return ConnectRefusal.FINAL
         # Something upgraded the root: it answers, though it is no session server we know of.
         with contextlib.suppress(Exception):
             websocket.close()
@@ -449,7 +449,7 @@ class WebsocketDialer(_RoutedWebsocket[HostPort]):
     def _connect(self, address: HostPort, deadline: float) -> socket.socket:
         return open_tcp(address.host, address.port, deadline)
 
-    def _refusal(self, raised: BaseException, address: HostPort) -> Refusal:
+    def _refusal(self, raised: BaseException, address: HostPort) -> ConnectRefusal:
         return tcp_refusal(raised)
 
     def _host_header(self, address: HostPort) -> str:
@@ -498,7 +498,7 @@ class WebsocketUnixDialer(_RoutedWebsocket[UnixSocket]):
     def _connect(self, address: UnixSocket, deadline: float) -> socket.socket:
         return open_unix(address.uds, deadline)
 
-    def _refusal(self, raised: BaseException, address: UnixSocket) -> Refusal:
+    def _refusal(self, raised: BaseException, address: UnixSocket) -> ConnectRefusal:
         return unix_refusal(raised, address.uds)
 
     def _host_header(self, address: UnixSocket) -> str:
@@ -546,7 +546,7 @@ class _RootWebsocket:
         except (OSError, WebSocketException) as e:
             raise ConnectRefused(tcp_refusal(e), f"{where}: {e}") from e
         except ValueError as e:
-            raise ConnectRefused(Refusal.FINAL, f"{where}: {e}") from e
+            raise ConnectRefused(ConnectRefusal.FINAL, f"{where}: {e}") from e
         return WebsocketConnection(websocket, where)
 
     def dial(
@@ -560,7 +560,7 @@ class _RootWebsocket:
 
     def probe(
         self, address: object, headers: Mapping[str, str] | None, open_timeout: float
-    ) -> Refusal | None:
+    ) -> ConnectRefusal | None:
         """Open the root and wait for the server's announcement, within `open_timeout` in all.
 
         These servers have nothing but the root to ask, so the probe is a short session. A text frame is a
@@ -577,7 +577,7 @@ class _RootWebsocket:
             return None
         except (TimeoutError, PeerDisconnected):
             # It upgraded and announced nothing: a server still loading its policy.
-            return Refusal.COLD
+            return ConnectRefusal.COLD
         finally:
             connection.close()
         return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import Enum
 
 
-class Refusal(Enum):
+class ConnectRefusal(Enum):
     """What a connect that did not open says about the server, and so whether to try again."""
 
     COLD = "cold"  # a server still starting (503, 429, not yet an upgrade): retry to the deadline
@@ -21,7 +21,7 @@ class WireError(Exception):
 class ConnectRefused(WireError):
     """A session did not open. `refusal` says whether trying again can help."""
 
-    def __init__(self, refusal: Refusal, message: str) -> None:
+    def __init__(self, refusal: ConnectRefusal, message: str) -> None:
         super().__init__(message)
         self.refusal = refusal
 

@@ -21,7 +21,7 @@ from yardstick.wire import codec
 from yardstick.wire import protocol as p
 from yardstick.wire.address import HostPort, RemoteEndpoint, UnixSocket
 from yardstick.wire.dialers import dialer
-from yardstick.wire.errors import ConnectRefused, PeerDisconnected, ProtocolError, Refusal, RemoteError
+from yardstick.wire.errors import ConnectRefusal, ConnectRefused, PeerDisconnected, ProtocolError, RemoteError
 from yardstick.wire.transport import Connection
 
 # A refused credential may be a backend still warming behind an edge: this many tries, then give up.
@@ -84,9 +84,9 @@ def dial_until(
         except ConnectRefused as refused:
             if conn is not None:
                 conn.close()
-            if refused.refusal is Refusal.FINAL:
+            if refused.refusal is ConnectRefusal.FINAL:
                 raise
-            if refused.refusal is Refusal.FORBIDDEN:
+            if refused.refusal is ConnectRefusal.FORBIDDEN:
                 forbidden += 1
                 if forbidden >= FORBIDDEN_TRIES:
                     raise
@@ -100,7 +100,7 @@ def dial_until(
                 conn.close()
             if time.monotonic() + delay > deadline:
                 raise ConnectRefused(
-                    Refusal.COLD, f"{dropped} (at start-up, until the deadline)"
+                    ConnectRefusal.COLD, f"{dropped} (at start-up, until the deadline)"
                 ) from dropped
         time.sleep(delay)
         delay = min(delay * 2, 2.0)
@@ -110,7 +110,9 @@ def _frame(conn: Connection, deadline: float) -> dict[str, Any]:
     try:
         message = codec.decode(conn.recv(timeout=max(0.05, deadline - time.monotonic())))
     except TimeoutError:
-        raise ConnectRefused(Refusal.COLD, "the server said nothing before the start-up deadline") from None
+        raise ConnectRefused(
+            ConnectRefusal.COLD, "the server said nothing before the start-up deadline"
+        ) from None
     if not isinstance(message, dict):
         raise ProtocolError(f"the server answered {type(message).__name__} where a map was due")
     return message
@@ -126,7 +128,9 @@ def _ready(conn: Connection, deadline: float) -> dict[str, Any]:
                 raise ProtocolError("a ready frame without a session_id")
             return frame
         if status == p.Status.ERROR:
-            raise ConnectRefused(Refusal.FINAL, f"the server refused the session: {frame.get(p.ERROR)}")
+            raise ConnectRefused(
+                ConnectRefusal.FINAL, f"the server refused the session: {frame.get(p.ERROR)}"
+            )
         if status not in (p.Status.WAITING, p.Status.LOADING):
             raise ProtocolError(f"a status frame says {status!r}; expected waiting, loading or ready")
 

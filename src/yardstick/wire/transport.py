@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from yardstick.wire.errors import Refusal
+from yardstick.wire.errors import ConnectRefusal
 
 
 class Connection(Protocol):
@@ -31,14 +31,16 @@ class Dialer(Protocol):
         """The address as this wire names it, for logs and errors."""
 
     def dial(self, address: Any, headers: Mapping[str, str] | None, open_timeout: float) -> Connection:
-        """An open connection. Raises ConnectRefused (with its Refusal) when it does not open, or
+        """An open connection. Raises ConnectRefused (with its ConnectRefusal) when it does not open, or
         AddressError when `address` is not the kind this wire dials."""
 
     def keepalive(self, address: Any, headers: Mapping[str, str] | None, timeout: float) -> int | None:
         """Reset the server's idle timer outside any session: the seconds it stays alive, or None for no
         idle timeout. Raises ConnectRefused, or KeepaliveUnsupported."""
 
-    def probe(self, address: Any, headers: Mapping[str, str] | None, open_timeout: float) -> Refusal | None:
+    def probe(
+        self, address: Any, headers: Mapping[str, str] | None, open_timeout: float
+    ) -> ConnectRefusal | None:
         """None when a server answers at `address` (without opening a session), else why not."""
 
 

@@ -31,7 +31,7 @@ from yardstick.engine.remote import RemotePolicyError, probe_spec
 from yardstick.hosted.limits import BoxLimits
 from yardstick.sdk.specs import PolicySpec
 from yardstick.wire.address import RemoteEndpoint, UnixSocket
-from yardstick.wire.errors import ConnectRefused, Refusal
+from yardstick.wire.errors import ConnectRefusal, ConnectRefused
 from yardstick.worker.boxes import inbox, sandbox
 
 START_TIMEOUT_S: Final = 120.0
@@ -152,7 +152,7 @@ class BoxedPolicyServer:
                     )
                 except RemotePolicyError as refused:
                     cause = refused.__cause__
-                    if isinstance(cause, ConnectRefused) and cause.refusal is Refusal.FINAL:
+                    if isinstance(cause, ConnectRefused) and cause.refusal is ConnectRefusal.FINAL:
                         raise ServerFailed(
                             f"the policy server refused its sessions: {refused.reason}",
                             FailureKind.POLICY_SETUP_CRASH,
