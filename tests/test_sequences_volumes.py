@@ -27,6 +27,7 @@ from sqlalchemy import func, select
 
 from conftest import free_port, fresh_database
 from platform_harness import Harness, running_platform
+from yardstick.sequences import paths
 from yardstick.store.models import Volume, VolumeUpload, VolumeUploadFile, VolumeVersion
 
 ROOT = Path(__file__).parent.parent
@@ -289,7 +290,8 @@ def test_a_forged_or_expired_target_or_session_is_refused(platform: Harness) -> 
         assert refused.status_code == 403 and reason in refused.json()["detail"], refused.text
     upload_id = int(started["upload_id"], 16)
     uploads = platform.platform.uploads
-    old = uploads.signer.sign(upload_id, "0", now=time.time() - 2 * 86400, base_url=platform.url)
+    targets = platform.url + paths.UPLOAD_TARGETS  # where the door serves them, as it signs them
+    old = uploads.signer.sign(upload_id, "0", now=time.time() - 2 * 86400, base_url=targets)
     assert (
         httpx.post(old, timeout=30)
         .json()["detail"]
