@@ -346,3 +346,56 @@ def test_an_evals_dashboard_url_is_its_page_naming_what_ran(platform: Harness, f
     assert page.status_code == 200
     assert re.search(r"<h1>reach-policy v\d+ on reach-bench v\d+", page.text), page.text[:2000]
     assert "2 / 2" in page.text
+
+
+WAITING_BENCH = """\
+import time
+
+import seq
+
+
+@seq.benchmark(name="waiting-bench", tasks={"wait": "a point never reached"}, seeds=[0], max_seconds=600.0)
+class WaitingBench:
+    @seq.reset
+    def reset(self, task, seed):
+        return {"x": 0.0, "target": 1.0}
+
+    @seq.step
+    def step(self, action):
+        time.sleep(0.2)  # an eval on it is still running when the test deletes it
+        return {"x": 0.0, "target": 1.0}, False, False
+"""
+
+
+def test_benchmark_rm_dry_run_deletes_nothing_and_rm_needs_force_while_an_eval_runs_on_it(
+    platform: Harness, folders: Path, tmp_path: Path
+) -> None:
+    deployed(platform, folders, "reach-policy")
+    bench = tmp_path / "waiting-bench"
+    bench.mkdir()
+    (bench / "benchmark.py").write_text(WAITING_BENCH)
+    deployed(platform, tmp_path, "waiting-bench")
+    started = seq(platform, "eval", "run", "reach-policy", "--benchmark", "waiting-bench", "--no-wait")
+    assert started.returncode == 0, started.stdout + started.stderr
+    eval_id = eval_id_of(started.stdout + started.stderr)
+
+    said = seq(platform, "benchmark", "rm", "waiting-bench", "--dry-run")
+    assert said.returncode == 0, said.stdout + said.stderr
+    assert "deleting benchmark waiting-bench (v1, ready) would:" in said.stdout
+    assert f"refuse while eval {eval_id} runs or waits on it" in said.stdout
+    assert "waiting-bench" in seq(platform, "benchmark", "ls").stdout  # nothing deleted
+
+    refused = seq(platform, "benchmark", "rm", "waiting-bench")
+    assert refused.returncode == 5, refused.stdout + refused.stderr  # a conflict
+    assert eval_id in refused.stderr and "--force" in refused.stderr
+    assert "waiting-bench" in seq(platform, "benchmark", "ls").stdout
+
+    forced = seq(platform, "benchmark", "rm", "waiting-bench", "--force")
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    assert "deleted benchmark waiting-bench: its name is free" in forced.stdout
+    assert f"canceled eval {eval_id}" in forced.stdout
+    assert "waiting-bench" not in seq(platform, "benchmark", "ls").stdout
+    report = seq(platform, "eval", "report", eval_id)
+    assert "canceled" in report.stdout + report.stderr or "cancelled" in report.stdout + report.stderr
+    again = seq(platform, "benchmark", "rm", "waiting-bench")
+    assert again.returncode == 4, again.stdout + again.stderr  # gone: not found

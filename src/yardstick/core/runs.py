@@ -5,7 +5,7 @@ everything here speaks the platform's own types."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -322,6 +322,24 @@ class Runs:
                 anchor = (found.received_at, found.id)
             rows, more = keyset_page(session, query, order=(Run.received_at, Run.id), after=anchor, size=size)
         return rows, (rows[-1].id if more and rows else None)
+
+    def active_on(self, org_id: int, benchmark_refs: Collection[str]) -> list[Run]:
+        """The org's runs, waiting or playing, on any of these benchmark references (a registered benchmark's
+        versions), oldest first."""
+        if not benchmark_refs:
+            return []
+        with self.db.reading() as session:
+            return list(
+                session.execute(
+                    select(Run)
+                    .where(
+                        Run.org_id == org_id,
+                        Run.status.in_(ACTIVE_RUNS),
+                        Run.benchmark.in_(list(benchmark_refs)),
+                    )
+                    .order_by(Run.received_at, Run.id)
+                ).scalars()
+            )
 
     def queue_position(self, run_id: int) -> int:
         return self.queue.position(run_id)

@@ -17,8 +17,8 @@ from yardstick.billing.purchases import Purchases
 from yardstick.core.accounts import Caller
 from yardstick.core.hosting import Hosting, Upload
 from yardstick.core.platform import Platform
-from yardstick.core.refusals import bad_request
-from yardstick.core.runs import BenchmarkTarget, org_for
+from yardstick.core.refusals import Listed, Refusal, RefusalKind, bad_request
+from yardstick.core.runs import BenchmarkTarget, hosted_ref, org_for
 from yardstick.http.auth import Who
 from yardstick.http.routing import door_router, refusals
 from yardstick.http.services import HostingService, Plat, Purch
@@ -237,9 +237,41 @@ def cancel_benchmark(name: str, who: Who, hosting: HostingService) -> JSONRespon
 
 
 @router.delete(paths.BENCHMARK, responses=refusals(404, 409))
-def remove_benchmark(name: str, who: Who, hosting: HostingService) -> JSONResponse:
-    hosting.remove(_org(who), HostedKind.BENCHMARK, name)
-    return JSONResponse({"name": name, "removed": True})
+def remove_benchmark(
+    name: str, who: Who, plat: Plat, hosting: HostingService, dry_run: bool = False, force: bool = False
+) -> JSONResponse:
+    """Delete one of the org's benchmarks: its name freed at once, its versions kept for the evals that ran
+    on them. Refused while an eval runs or waits on it, unless `force` (which cancels them); a build in flight
+    is stopped. With `dry_run`, only what the delete would touch, and nothing changes."""
+    org = _org(who)
+    _, versions = hosting.versions(org, HostedKind.BENCHMARK, name)
+    newest = versions[0]
+    running = plat.runs.active_on(org, [hosted_ref(v.id) for v in versions])
+    evals_running = [eval_report.eval_id(run.id) for run in running]
+    building = newest.status == BuildStatus.BUILDING
+    if dry_run:
+        return JSONResponse(
+            {
+                "benchmark": name,
+                "version": newest.number,
+                "status": _status(newest),
+                "build_in_flight": building,
+                "evals_running": evals_running,
+            }
+        )
+    if running and not force:
+        raise Refusal(
+            RefusalKind.CONFLICT,
+            f"name: eval {', '.join(evals_running)} runs or waits on benchmark {name}: cancel it first, or"
+            " delete the benchmark anyway with --force (which cancels it)",
+            listed=[Listed("evals_running", tuple(evals_running))],
+        )
+    for run in running:
+        plat.runs.cancel(who, run.id)
+    if building:
+        hosting.cancel(org, HostedKind.BENCHMARK, name)
+    hosting.remove(org, HostedKind.BENCHMARK, name)
+    return JSONResponse({"deleted": name, "evals_canceled": evals_running, "build_canceled": building})
 
 
 # --- deployments ----------------------------------------------------------------------------------------
