@@ -399,3 +399,39 @@ def test_benchmark_rm_dry_run_deletes_nothing_and_rm_needs_force_while_an_eval_r
     assert "canceled" in report.stdout + report.stderr or "cancelled" in report.stdout + report.stderr
     again = seq(platform, "benchmark", "rm", "waiting-bench")
     assert again.returncode == 4, again.stdout + again.stderr  # gone: not found
+
+
+def test_a_policy_is_stopped_started_and_removed_with_the_clis_own_answers(
+    platform: Harness, folders: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "stoppable-policy"
+    shutil.copytree(folders / "reach-policy", copy)
+    source = copy / "policy.py"
+    source.write_text(source.read_text().replace('name="reach-policy"', 'name="stoppable-policy"'))
+    deployed(platform, tmp_path, "stoppable-policy")
+    deployed(platform, folders, "reach-bench")
+
+    stopped = seq(platform, "policy", "stop", "stoppable-policy")
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert "stopped stoppable-policy" in stopped.stdout and "seq policy start" in stopped.stdout
+    status = seq(platform, "policy", "status", "stoppable-policy")
+    assert status.returncode == 0 and "ready" in status.stdout, status.stdout + status.stderr
+    assert re.search(r"stoppable-policy\s.*stopped", seq(platform, "policy", "ls").stdout)
+    refused = seq(platform, "eval", "run", "stoppable-policy", "--benchmark", "reach-bench", "--trials", "1")
+    assert refused.returncode == 5 and "is stopped" in refused.stderr, refused.stdout + refused.stderr
+
+    started = seq(platform, "policy", "start", "stoppable-policy")
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert "started stoppable-policy" in started.stdout and "v1" in started.stdout
+    ran = seq(platform, "eval", "run", "stoppable-policy", "--benchmark", "reach-bench", "--trials", "1")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+    listed = seq(platform, "policy", "rm", "stoppable-policy", "--dry-run")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert "deleting policy stoppable-policy would:" in listed.stdout
+    assert "delete its version v1" in listed.stdout and "keep the reports of the 1 eval" in listed.stdout
+    assert seq(platform, "policy", "status", "stoppable-policy").returncode == 0  # nothing deleted
+    removed = seq(platform, "policy", "rm", "stoppable-policy")
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+    assert "deleted stoppable-policy" in removed.stdout
+    assert seq(platform, "policy", "status", "stoppable-policy").returncode == 4

@@ -341,6 +341,20 @@ class Runs:
                 ).scalars()
             )
 
+    def played_by(self, org_id: int, hosted_specs: Collection[str]) -> int:
+        """How many of the org's runs named any of these hosted policy versions (by their spec)."""
+        if not hosted_specs:
+            return 0
+        with self.db.reading() as session:
+            return sum(
+                1
+                for (endpoints,) in session.execute(select(Run.endpoints).where(Run.org_id == org_id))
+                if any(
+                    target.kind == TargetKind.HOSTED and target.spec in hosted_specs
+                    for target in (EndpointTarget.from_json(name, kept) for name, kept in endpoints.items())
+                )
+            )
+
     def queue_position(self, run_id: int) -> int:
         return self.queue.position(run_id)
 

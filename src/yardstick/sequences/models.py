@@ -291,9 +291,10 @@ class DeploymentAccepted(BaseModel):
 
 
 class DeploymentStatusResponse(BaseModel):
-    """Exactly these fields: the SDK reads any other as a malformed status."""
+    """Exactly these fields, and a status of the contract's three: the SDK reads anything else as a malformed
+    status. A stopped deployment is `ready` here (its build is); `seq policy ls` shows it stopped."""
 
-    status: Literal["building", "ready", "failed", "stopped"]
+    status: Literal["building", "ready", "failed"]
     model: str
     error: str | None = None
     reason: Literal["gpu_out_of_memory", "host_out_of_memory", "crashed"] | None = None

@@ -33,6 +33,7 @@ DEPLOYMENT_STOP = f"{DEPLOYMENT}/stop"
 DEPLOYMENT_START = f"{DEPLOYMENT}/start"
 DEPLOYMENT_SETTINGS = f"{DEPLOYMENT}/settings"
 DEPLOYMENT_EVALS = f"{DEPLOYMENT}/evals"
+DEPLOYMENT_DELETION = f"{DEPLOYMENT}/deletion"
 
 
 def builds(plural: str) -> str:

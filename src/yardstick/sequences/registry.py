@@ -101,7 +101,7 @@ def _benchmark_status(name: str, version: HostedVersion) -> BenchmarkStatusRespo
 
 
 def _deployment_status(hosted: Hosted, version: HostedVersion) -> DeploymentStatusResponse:
-    status = "stopped" if hosted.stopped and version.status == BuildStatus.READY else _status(version)
+    status = _status(version)
     return DeploymentStatusResponse(
         status=status,
         model=hosted.name,
@@ -335,22 +335,61 @@ def deployment_versions(name: str, who: Who, hosting: HostingService) -> JSONRes
     return JSONResponse({"deployment": name, "data": rows})
 
 
+@router.get(paths.DEPLOYMENT_DELETION, responses=refusals(404, 409))
+def deployment_deletion(name: str, who: Who, plat: Plat, hosting: HostingService) -> JSONResponse:
+    """What deleting a deployment would touch, as `seq policy rm` lists it first: its versions, a build in
+    flight, the evals that ran it (their reports stay). No robot connects to a Yardstick deployment, no worker
+    serves one between evals and it keeps no keys or stored copies of its own: those are none, not unknown."""
+    org = _org(who)
+    _, versions = hosting.versions(org, HostedKind.POLICY, name)
+    ran = plat.runs.played_by(org, [str(v.id) for v in versions])
+    return JSONResponse(
+        {
+            "deployment": name,
+            "robots": 0,
+            "workers": 0,
+            "keys": [],
+            "versions": [v.number for v in reversed(versions)],
+            "build_in_flight": versions[0].status == BuildStatus.BUILDING,
+            "storage": {},
+            "evals": ran,
+        }
+    )
+
+
 @router.delete(paths.DEPLOYMENT, responses=refusals(404, 409))
-def remove_deployment(name: str, who: Who, hosting: HostingService) -> JSONResponse:
-    hosting.remove(_org(who), HostedKind.POLICY, name)
-    return JSONResponse({"name": name, "removed": True})
+def remove_deployment(name: str, who: Who, hosting: HostingService, force: bool = False) -> JSONResponse:
+    """Delete a deployment: its name freed at once, its versions kept for the evals that ran them (an eval
+    playing it plays on). A build in flight is stopped. `force` is accepted for the robots the contract would
+    disconnect: none connect here."""
+    org = _org(who)
+    _, versions = hosting.versions(org, HostedKind.POLICY, name)
+    if versions[0].status == BuildStatus.BUILDING:
+        hosting.cancel(org, HostedKind.POLICY, name)
+    hosting.remove(org, HostedKind.POLICY, name)
+    return JSONResponse({"deleted": name, "workers_stopped": 0})
 
 
 @router.post(paths.DEPLOYMENT_STOP, responses=refusals(404, 409))
 def stop_deployment(name: str, who: Who, hosting: HostingService) -> JSONResponse:
-    hosting.set_stopped(_org(who), name, True)
-    return JSONResponse({"name": name, "status": "stopped"})
+    """Refuse new evals of it until it is started again (`seq policy start`); a version still building
+    finishes. No worker serves a deployment between evals here, so none is ended."""
+    hosted = hosting.set_stopped(_org(who), name, True)
+    _, latest = hosting.current(_org(who), HostedKind.POLICY, name)
+    return JSONResponse(
+        {"name": hosted.name, "workers_stopped": 0, "status": _status(latest), "version": latest.number}
+    )
 
 
 @router.post(paths.DEPLOYMENT_START, responses=refusals(404, 409))
 def start_deployment(name: str, who: Who, hosting: HostingService) -> JSONResponse:
-    hosting.set_stopped(_org(who), name, False)
-    return JSONResponse({"name": name, "status": "ready"})
+    """Let evals run it again: the next one plays its newest ready version."""
+    hosted = hosting.set_stopped(_org(who), name, False)
+    ready = hosting.ready(_org(who), HostedKind.POLICY, name)
+    if ready is None:
+        _, latest = hosting.current(_org(who), HostedKind.POLICY, name)
+        return JSONResponse({"name": hosted.name, "version": latest.number, "status": _status(latest)})
+    return JSONResponse({"name": hosted.name, "version": ready[1].number, "status": "ready"})
 
 
 @router.get(paths.DEPLOYMENT_SETTINGS, responses=refusals(404, 409))
@@ -518,7 +557,7 @@ def _deployment_row(hosted: Hosted, version: HostedVersion) -> dict[str, Any]:
     return {
         "name": hosted.name,
         "version": version.number,
-        "status": _deployment_status(hosted, version).status,
+        "status": "stopped" if hosted.stopped and version.status == BuildStatus.READY else _status(version),
         "created_at": hosted.created_at.isoformat(),
         "error": version.error,
         "weights": _weights(version),
