@@ -435,3 +435,86 @@ def test_a_policy_is_stopped_started_and_removed_with_the_clis_own_answers(
     assert removed.returncode == 0, removed.stdout + removed.stderr
     assert "deleted stoppable-policy" in removed.stdout
     assert seq(platform, "policy", "status", "stoppable-policy").returncode == 4
+
+
+SECRET_BENCH = """\
+import os
+
+import seq
+
+
+@seq.benchmark(
+    name="secret-bench", tasks={"peek": "reads its token"}, seeds=[0], max_seconds=1.0,
+    secrets=[seq.Secret.from_name("bench-token")],
+)
+class SecretBench:
+    def __init__(self, leak: bool = False):
+        self.leak = leak
+
+    @seq.reset
+    def reset(self, task, seed):
+        return {"x": 0.0, "target": 0.0}
+
+    @seq.step
+    def step(self, action):
+        token = os.environ["BENCH_TOKEN"]
+        if self.leak:
+            raise RuntimeError(f"the token is {token}, said out loud")
+        return {"x": 0.0, "target": 0.0}, True, True, {"generation": float(token.rsplit("-", 1)[1])}
+"""
+
+
+def _set_secret(platform: Harness, value: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEQUENCES_")}
+    env.update(SEQUENCES_BASE_URL=platform.url, SEQUENCES_API_KEY=platform.keys["alice"])
+    made = subprocess.run(
+        [str(SEQ), "secret", "set", "bench-token", "--env", "BENCH_TOKEN"],
+        input=value + "\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+
+
+def test_a_rotated_secret_reaches_a_warm_box_and_a_secret_in_an_error_is_masked_everywhere(
+    platform: Harness, folders: Path, tmp_path: Path
+) -> None:
+    first, second = f"tok-{os.getpid()}-1", f"tok-{os.getpid()}-2"
+    _set_secret(platform, first)
+    bench = tmp_path / "secret-bench"
+    bench.mkdir()
+    (bench / "benchmark.py").write_text(SECRET_BENCH)
+    deployed(platform, tmp_path, "secret-bench")
+    deployed(platform, folders, "reach-policy")
+
+    def generation() -> float:
+        ran = seq(platform, "eval", "run", "reach-policy", "--benchmark", "secret-bench", "--trials", "1")
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        [row] = csv_rows(platform, eval_id_of(ran.stdout))
+        return float(row["metrics.generation"])
+
+    assert generation() == 1.0
+    _set_secret(platform, second)  # the box that played the first eval is warm: it was handed the first
+    assert generation() == 2.0
+
+    leaked = seq(
+        platform, "eval", "run", "reach-policy", "--benchmark", "secret-bench", "--trials", "1",
+        "--param", "benchmark.leak=true",
+    )  # fmt: skip
+    eval_id = eval_id_of(leaked.stdout + leaked.stderr)
+    shown = [
+        leaked.stdout + leaked.stderr,
+        seq(platform, "eval", "report", eval_id).stdout,
+        seq(platform, "eval", "report", eval_id, "--csv").stdout,
+        seq(platform, "eval", "episodes", eval_id).stdout,
+        seq(platform, "eval", "logs", eval_id).stdout,
+        httpx.get(
+            f"{platform.url}/v1/eval/{eval_id}/details",
+            headers={"Authorization": f"Bearer {platform.keys['alice']}"},
+            timeout=30,
+        ).text,
+    ]
+    assert any("the token is ***, said out loud" in text for text in shown), shown
+    assert not [text for text in shown if second in text or first in text]

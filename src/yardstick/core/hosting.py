@@ -15,10 +15,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -108,6 +110,49 @@ class NoBuilds:
 
     def close(self) -> None:
         pass
+
+
+@dataclass(frozen=True)
+class Handed:
+    """What a version's box is handed: its environment (its secrets, and where each of its volumes is), the
+    volume folders it mounts with their places, and its secrets' values, which are masked (`***`) wherever
+    what the box said is shown."""
+
+    env: dict[str, str]
+    mounted: list[tuple[Path, str]]
+    secrets: tuple[str, ...]
+
+    @property
+    def digest(self) -> str:
+        """What a warm box was started with: a box handed other secrets is another box."""
+        return hashlib.sha256(json.dumps(sorted(self.env.items())).encode()).hexdigest()
+
+    def masked(self, value: Masked) -> Masked:
+        return mask(value, self.secrets)
+
+
+Masked = TypeVar("Masked")
+
+
+def mask(value: Masked, secrets: Iterable[str]) -> Masked:
+    """`value` (a text, or a document of texts) with every secret value in it written `***`, the longest
+    first, so one that holds another goes whole."""
+    values = sorted({secret for secret in secrets if secret}, key=len, reverse=True)
+    if not values:
+        return value
+
+    def masked(part: Any) -> Any:
+        if isinstance(part, str):
+            for secret in values:
+                part = part.replace(secret, "***")
+            return part
+        if isinstance(part, dict):
+            return {key: masked(item) for key, item in part.items()}
+        if isinstance(part, list | tuple):
+            return type(part)(masked(item) for item in part)
+        return part
+
+    return cast(Masked, masked(value))
 
 
 class Hosting:
@@ -263,13 +308,14 @@ class Hosting:
 
     # --- reading -----------------------------------------------------------------------------------------
 
-    def box_of(self, located: Located) -> tuple[dict[str, str], list[tuple[Path, str]]]:
-        """What a version's box is handed: its environment (its secrets, and where each of its volumes is)
-        and the volume folders it mounts with their places. LookupError naming a volume deleted since."""
-        env = self.secrets.unsealed(located.org_id, located.secrets)
+    def box_of(self, located: Located) -> Handed:
+        """What a version's box is handed, read now (a secret set or removed since the last box is the new
+        value, or absent). LookupError naming a volume deleted since."""
+        secrets = self.secrets.unsealed(located.org_id, located.secrets)
+        env = dict(secrets)
         mounted = self.volumes.mounted(located.assets)
         env.update(mounts.environment({pin.name: pin.mount for pin in located.assets}))
-        return env, mounted
+        return Handed(env, mounted, tuple(value for value in secrets.values() if value))
 
     def located(self, version_id: int, *, building: bool = False) -> Located:
         """A version as a worker (or its build) finds it. Refused unless it is ready (or being built)."""

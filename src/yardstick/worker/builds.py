@@ -89,7 +89,7 @@ class BoxBuilds:
                 hosting.ended(version_id, None, f"image: {exc}")
                 return
             try:
-                env, mounted = hosting.box_of(located)
+                handed = hosting.box_of(located)
             except LookupError as gone:
                 hosting.ended(version_id, None, f"{VOLUMES_FIELD[located.kind]}: {gone}")
                 return
@@ -97,17 +97,20 @@ class BoxBuilds:
             checked = check(
                 located.folder,
                 located.handler_ref,
-                env=env,
+                env=handed.env,
                 timeout_s=CHECK_TIMEOUT_S,
                 python=environment.python,
-                mounts=mounted,
+                mounts=handed.mounted,
                 hidden=self.hidden,
                 limits=self.limits,
                 stop=stop,
             )
             if not checked.ready:
                 where = f" (at {checked.stage})" if checked.stage else ""
-                hosting.ended(version_id, checked.to_dict(), f"{checked.error}{where}")
+                # What the code printed or raised is the user's to read, its secrets masked.
+                hosting.ended(
+                    version_id, handed.masked(checked.to_dict()), handed.masked(f"{checked.error}{where}")
+                )
                 return
             mismatch = _mismatch(located.kind, located.checked, checked.declaration or {})
             if mismatch:

@@ -52,7 +52,7 @@ from yardstick.store.db import Database
 from yardstick.store.models import Run, WorkerBeat, utcnow
 from yardstick.store.queue import EpisodeQueue, LeasedEpisode
 from yardstick.store.states import ACTIVE_RUNS, RunStatus
-from yardstick.worker.players import BoxedPlayer, Player, Players
+from yardstick.worker.players import BoxedPlayer, Masking, Player, Players
 
 log = logging.getLogger("yardstick.worker")
 T = TypeVar("T")
@@ -433,7 +433,7 @@ class PlatformWorker:
     def _drop_box(self, player: Player) -> None:
         """A run that failed or was cancelled keeps no box warm: what its code left running there (a fork
         bomb's children, a thread) goes with it. An in-process player is the platform's own, and is kept."""
-        if isinstance(player, BoxedPlayer):
+        if isinstance(player, BoxedPlayer) or (isinstance(player, Masking) and player.boxed):
             self.players.forget(player)
 
     def _upload_recording(

@@ -12,11 +12,12 @@ import shutil
 import tempfile
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from yardstick.catalog import resolve_to_play
-from yardstick.core.hosting import VOLUMES_FIELD, Hosting, Located
+from yardstick.core.hosting import VOLUMES_FIELD, Handed, Hosting, Located, mask
 from yardstick.core.reach import Reach, Unreachable
 from yardstick.core.refusals import Refusal
 from yardstick.core.runs import EndpointTarget, hosted_version
@@ -71,6 +72,37 @@ class BoxedPlayer:
         return any(not folder.is_dir() for folder, _ in self.executor.mounts)
 
 
+class Masking:
+    """One endpoint's player as a run plays it: what the boxes behind it said (an episode's error, a
+    recording's) with the secrets they were handed written `***`, before the worker records any of it."""
+
+    def __init__(self, inner: Player, secrets: tuple[str, ...]) -> None:
+        self.inner = inner
+        self.secrets = secrets
+
+    def run(self, episodes: Iterable[EpisodeSpec]) -> Iterator[EpisodeResult]:
+        for result in self.inner.run(episodes):
+            if self.secrets and (result.error or result.recording_error):
+                result = replace(
+                    result,
+                    error=mask(result.error, self.secrets),
+                    recording_error=mask(result.recording_error, self.secrets),
+                )
+            yield result
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def cancel(self) -> None:
+        """From another thread: kill the box now, where there is one."""
+        if isinstance(self.inner, BoxedPlayer):
+            self.inner.cancel()
+
+    @property
+    def boxed(self) -> bool:
+        return isinstance(self.inner, BoxedPlayer)
+
+
 class Players:
     def __init__(
         self, settings: Settings, db: Database, *, call_timeout_s: float, beacon: CallBeacon | None = None
@@ -97,9 +129,23 @@ class Players:
         the endpoint's benchmark parameters laid over the run's, and its policy."""
         if target.benchmark_params:
             benchmark = Component(benchmark.ref, {**benchmark.params, **target.benchmark_params})
-        policy = self._policy(target)
+        policy, policy_secrets = self._policy(target)
+        # A hosted benchmark's box is handed its secrets as they are now: one set or removed since a warm box
+        # was started makes another box (the warm one is closed when it falls out of the kept few).
+        version_id = hosted_version(benchmark.ref)
+        located = handed = None
+        if version_id is not None:
+            located = self._located(version_id, FailureKind.BENCHMARK_SETUP_CRASH)
+            handed = self._box_of(located, FailureKind.BENCHMARK_SETUP_CRASH)
         key = json.dumps(
-            [benchmark.ref, benchmark.params, policy.ref, policy.params, repr(recording)],
+            [
+                benchmark.ref,
+                benchmark.params,
+                policy.ref,
+                policy.params,
+                repr(recording),
+                handed.digest if handed is not None else None,
+            ],
             sort_keys=True,
             default=str,
         )
@@ -108,20 +154,24 @@ class Players:
             found.close()
             found = None
         if found is None:
-            found = self._build(benchmark, policy, recording)
+            found = self._build(benchmark, policy, recording, located, handed)
         self._players[key] = found
         while len(self._players) > KEPT:
             self._players.popitem(last=False)[1].close()
-        return found
+        return Masking(found, (*policy_secrets, *(handed.secrets if handed is not None else ())))
 
-    def _build(self, benchmark: Component, policy: Component, recording: Recording | None) -> Player:
-        version_id = hosted_version(benchmark.ref)
-        if version_id is None:
+    def _build(
+        self,
+        benchmark: Component,
+        policy: Component,
+        recording: Recording | None,
+        located: Located | None,
+        handed: Handed | None,
+    ) -> Player:
+        if located is None or handed is None:
             return Runtime(
                 Work(benchmark, policy, call_timeout_s=self.call_timeout_s, recording=recording), self.beacon
             )
-        located = self._located(version_id, FailureKind.BENCHMARK_SETUP_CRASH)
-        env, mounted = self._box_of(located, FailureKind.BENCHMARK_SETUP_CRASH)
         work = Work(
             Component(located.handler_ref, dict(benchmark.params)),
             policy,
@@ -130,9 +180,9 @@ class Players:
         )
         executor = BoxedExecutor(
             located.folder,
-            env=env,
+            env=handed.env,
             python=located.python or None,
-            mounts=mounted,
+            mounts=handed.mounted,
             hidden=self.settings.private_folders,
             limits=self.settings.box_limits,
             episode_timeout_s=self.settings.episode_timeout_s,
@@ -160,7 +210,8 @@ class Players:
                 f"the policy {policy.ref} could not be asked its rate: {exc}", FailureKind.POLICY_SETUP_CRASH
             ) from None
 
-    def _policy(self, target: EndpointTarget) -> Component:
+    def _policy(self, target: EndpointTarget) -> tuple[Component, tuple[str, ...]]:
+        """The policy an endpoint reaches, and the secrets its box was handed (a deployment's: none else)."""
         params = dict(target.params)
         if target.kind == TargetKind.SERVED:
             with self.db.reading() as session:
@@ -169,7 +220,7 @@ class Players:
                 raise BuildError(
                     f"the served policy {target.spec!r} is no longer offered", FailureKind.POLICY_SETUP_CRASH
                 )
-            return Component(served.reference, {**served.params, **params})
+            return Component(served.reference, {**served.params, **params}), ()
         if target.kind == TargetKind.HOSTED:
             try:
                 version_id = int(str(target.spec))
@@ -178,7 +229,8 @@ class Players:
                     f"endpoint {target.name!r} names no hosted version ({target.spec!r})",
                     FailureKind.POLICY_SETUP_CRASH,
                 ) from None
-            return Component(self._server(version_id, params).url)
+            server, secrets = self._server(version_id, params)
+            return Component(server.url), secrets
         assert target.address is not None  # a remote target names its address
         try:  # again at the dial: a name may resolve to this machine now
             Reach(self.settings.allow_remote).refuse(target.address, resolve=True)
@@ -186,36 +238,40 @@ class Players:
             raise BuildError(
                 f"the remote endpoint was not dialled: {refused}", FailureKind.SESSION_REFUSED
             ) from None
-        return Component(format_url(target.wire, target.address), params)
+        return Component(format_url(target.wire, target.address), params), ()
 
-    def _server(self, version_id: int, params: Mapping[str, Any]) -> BoxedPolicyServer:
-        key = json.dumps([version_id, params], sort_keys=True, default=str)
+    def _server(
+        self, version_id: int, params: Mapping[str, Any]
+    ) -> tuple[BoxedPolicyServer, tuple[str, ...]]:
+        """A deployment's policy server, kept warm while what it was handed stands (its secrets as they are
+        now), and the secrets it was handed."""
+        located = self._located(version_id, FailureKind.POLICY_SETUP_CRASH)
+        handed = self._box_of(located, FailureKind.POLICY_SETUP_CRASH)
+        key = json.dumps([version_id, params, handed.digest], sort_keys=True, default=str)
         found = self._servers.pop(key, None)
         if found is None or not found.alive():
             if found is not None:
                 found.close()
-            located = self._located(version_id, FailureKind.POLICY_SETUP_CRASH)
-            env, mounted = self._box_of(located, FailureKind.POLICY_SETUP_CRASH)
             try:
                 found = BoxedPolicyServer(
                     located.folder,
                     located.handler_ref,
-                    env,
+                    handed.env,
                     self._sockets,
                     params=params,
                     python=located.python or None,
-                    mounts=mounted,
+                    mounts=handed.mounted,
                     hidden=self.settings.private_folders,
                     limits=self.settings.box_limits,
                 )
             except Failed as failed:
-                raise BuildError(failed.reason, failed.kind) from None
+                raise BuildError(handed.masked(failed.reason), failed.kind) from None
         self._servers[key] = found
         while len(self._servers) > KEPT:
             self._servers.popitem(last=False)[1].close()
-        return found
+        return found, handed.secrets
 
-    def _box_of(self, located: Located, setup: FailureKind) -> tuple[dict[str, str], list[tuple[Path, str]]]:
+    def _box_of(self, located: Located, setup: FailureKind) -> Handed:
         assert self.hosting is not None
         try:
             return self.hosting.box_of(located)
@@ -232,10 +288,11 @@ class Players:
 
     def forget(self, player: Player) -> None:
         """Close `player` and build afresh next time: it failed in a way that may have left it broken."""
+        inner = player.inner if isinstance(player, Masking) else player
         for key, kept in list(self._players.items()):
-            if kept is player:
+            if kept is inner:
                 del self._players[key]
-        player.close()
+        inner.close()
 
     def close(self) -> None:
         for player in self._players.values():
