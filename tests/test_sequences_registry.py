@@ -518,3 +518,71 @@ def test_a_rotated_secret_reaches_a_warm_box_and_a_secret_in_an_error_is_masked_
     ]
     assert any("the token is ***, said out loud" in text for text in shown), shown
     assert not [text for text in shown if second in text or first in text]
+
+
+# Policies of the shapes the SDK deploys with `episodes` declared ("own": state kept per episode; an infer
+# taking `episode=`; a batched infer): each plays reach-bench as reach-policy does, action for action.
+SHAPES = {
+    "stateful-policy": """\
+import seq
+
+
+@seq.policy(name="stateful-policy", gpu="cpu", hz=10, action_chunk_valid_len=1, action_chunk_replan_at=1)
+class Stateful(seq.Policy):
+    @seq.reset
+    def reset(self):
+        self.asked = 0
+
+    @seq.infer
+    def infer(self, obs):
+        self.asked += 1
+        return [[max(-0.1, min(0.1, obs["target"] - obs["x"]))]]
+""",
+    "episodic-policy": """\
+import seq
+
+
+@seq.policy(name="episodic-policy", gpu="cpu", hz=10, action_chunk_valid_len=1, action_chunk_replan_at=1)
+class Episodic(seq.Policy):
+    @seq.infer
+    def infer(self, obs, *, episode=None):
+        return [[max(-0.1, min(0.1, obs["target"] - obs["x"]))]]
+""",
+    "batched-policy": """\
+import seq
+
+
+@seq.policy(name="batched-policy", gpu="cpu", hz=10, action_chunk_valid_len=1, action_chunk_replan_at=1)
+class Batched(seq.Policy):
+    @seq.sample
+    def sample(self):
+        return [("observe", {"x": 0.0, "target": 0.5}), ("act",)]
+
+    @seq.concurrent(sizes=[1, 2, 4])
+    @seq.infer
+    def infer(self, obs):
+        return [[[max(-0.1, min(0.1, o["target"] - o["x"]))]] for o in obs]
+""",
+}
+
+
+def test_policies_with_episode_state_an_episode_argument_or_batches_deploy_and_play_as_the_plain_one(
+    platform: Harness, folders: Path, tmp_path: Path
+) -> None:
+    deployed(platform, folders, "reach-bench")
+    deployed(platform, folders, "reach-policy")
+
+    def played(policy: str) -> list[tuple[str, str, str, str]]:
+        ran = seq(platform, "eval", "run", policy, "--benchmark", "reach-bench", "--trials", "4")
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        rows = csv_rows(platform, eval_id_of(ran.stdout))
+        return sorted((r["task"], r["seed"], r["steps"], r["success"]) for r in rows)
+
+    plain = played("reach-policy")
+    assert len(plain) == 8
+    for name, source in SHAPES.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "policy.py").write_text(source)
+        deployed(platform, tmp_path, name)
+        assert played(name) == plain, name

@@ -244,7 +244,9 @@ class DeploymentPolicy(BaseModel):
     hz: float | None = Field(default=None, gt=0, le=1000)
     action_chunk_valid_len: int | None = Field(default=None, ge=1, le=100_000)
     action_chunk_replan_at: int | None = Field(default=None, ge=1, le=100_000)
-    episodes: dict[str, Any] | None = None
+    # Whether each session keeps its own episode state ("own": `@seq.reset`, `@seq.on_episode`, `episode=`) or
+    # its infer is shared across sessions ("shared"), as the SDK declares it.
+    episodes: Literal["shared", "own"] | None = None
     secrets: list[SecretRef] = Field(default_factory=list, max_length=32)
     io: str | None = Field(default=None, max_length=4000)
     family: str | None = Field(default=None, max_length=64)
