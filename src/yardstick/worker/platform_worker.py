@@ -52,7 +52,7 @@ from yardstick.store.db import Database
 from yardstick.store.models import Run, WorkerBeat, utcnow
 from yardstick.store.queue import EpisodeQueue, LeasedEpisode
 from yardstick.store.states import ACTIVE_RUNS, RunStatus
-from yardstick.worker.players import BoxedPlayer, Masking, Player, Players
+from yardstick.worker.players import Player, Players, boxed_player
 
 log = logging.getLogger("yardstick.worker")
 T = TypeVar("T")
@@ -302,11 +302,10 @@ class PlatformWorker:
                     renewed = time.monotonic()
                     self.queue.renew(self.name, list(pending))
                 if not self._run_active(run_id):
-                    player = self._player
-                    cancel = getattr(player, "cancel", None)
-                    if callable(cancel):
+                    boxed = boxed_player(self._player)
+                    if boxed is not None:
                         log.info("worker %s: run %s ended as it played; box stopped", self.name, run_id)
-                        cancel()
+                        boxed.cancel()
                     return
             except OperationalError as exc:  # the next renewal may reach the database again
                 log.warning("worker %s: could not renew its lease (%s)", self.name, exc.orig)
@@ -433,7 +432,7 @@ class PlatformWorker:
     def _drop_box(self, player: Player) -> None:
         """A run that failed or was cancelled keeps no box warm: what its code left running there (a fork
         bomb's children, a thread) goes with it. An in-process player is the platform's own, and is kept."""
-        if isinstance(player, BoxedPlayer) or (isinstance(player, Masking) and player.boxed):
+        if boxed_player(player) is not None:
             self.players.forget(player)
 
     def _upload_recording(

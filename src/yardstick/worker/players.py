@@ -93,14 +93,11 @@ class Masking:
     def close(self) -> None:
         self.inner.close()
 
-    def cancel(self) -> None:
-        """From another thread: kill the box now, where there is one."""
-        if isinstance(self.inner, BoxedPlayer):
-            self.inner.cancel()
 
-    @property
-    def boxed(self) -> bool:
-        return isinstance(self.inner, BoxedPlayer)
+def boxed_player(player: Player | None) -> BoxedPlayer | None:
+    """The boxed player behind `player`, or None for one the platform plays in its own process."""
+    inner = player.inner if isinstance(player, Masking) else player
+    return inner if isinstance(inner, BoxedPlayer) else None
 
 
 class Players:
