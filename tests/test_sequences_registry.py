@@ -521,7 +521,19 @@ def test_a_rotated_secret_reaches_a_warm_box_and_a_secret_in_an_error_is_masked_
 
 
 # Policies of the shapes the SDK deploys with `episodes` declared ("own": state kept per episode; an infer
-# taking `episode=`; a batched infer): each plays reach-bench as reach-policy does, action for action.
+# taking `episode=`; a batched infer): each plays reach-bench as the plain one does, action for action. (The
+# plain one is deployed here under its own name: this module's reach-policy has its settings changed by
+# another test.)
+PLAIN_POLICY = """\
+import seq
+
+
+@seq.policy(name="plain-policy", gpu="cpu", hz=10, action_chunk_valid_len=1, action_chunk_replan_at=1)
+class Plain(seq.Policy):
+    @seq.infer
+    def infer(self, obs):
+        return [[max(-0.1, min(0.1, obs["target"] - obs["x"]))]]
+"""
 SHAPES = {
     "stateful-policy": """\
 import seq
@@ -570,19 +582,18 @@ def test_policies_with_episode_state_an_episode_argument_or_batches_deploy_and_p
     platform: Harness, folders: Path, tmp_path: Path
 ) -> None:
     deployed(platform, folders, "reach-bench")
-    deployed(platform, folders, "reach-policy")
 
-    def played(policy: str) -> list[tuple[str, str, str, str]]:
-        ran = seq(platform, "eval", "run", policy, "--benchmark", "reach-bench", "--trials", "4")
-        assert ran.returncode == 0, ran.stdout + ran.stderr
-        rows = csv_rows(platform, eval_id_of(ran.stdout))
-        return sorted((r["task"], r["seed"], r["steps"], r["success"]) for r in rows)
-
-    plain = played("reach-policy")
-    assert len(plain) == 8
-    for name, source in SHAPES.items():
+    def played(name: str, source: str) -> list[tuple[str, str, str, str]]:
         folder = tmp_path / name
         folder.mkdir()
         (folder / "policy.py").write_text(source)
         deployed(platform, tmp_path, name)
-        assert played(name) == plain, name
+        ran = seq(platform, "eval", "run", name, "--benchmark", "reach-bench", "--trials", "4")
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        rows = csv_rows(platform, eval_id_of(ran.stdout))
+        return sorted((r["task"], r["seed"], r["steps"], r["success"]) for r in rows)
+
+    plain = played("plain-policy", PLAIN_POLICY)
+    assert len(plain) == 8 and {success for *_, success in plain} == {"true"}
+    for name, source in SHAPES.items():
+        assert played(name, source) == plain, name
