@@ -11,10 +11,10 @@ import json
 import shutil
 import tempfile
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from yardstick.catalog import resolve_to_play
 from yardstick.core.hosting import VOLUMES_FIELD, Handed, Hosting, Located, mask
@@ -67,9 +67,54 @@ class BoxedPlayer:
         """From another thread: kill the box now (the run it plays ended)."""
         self.executor.cancel()
 
-    def stale(self) -> bool:
-        """Whether a volume it mounts was deleted since it was built (built again, it is refused)."""
-        return any(not folder.is_dir() for folder, _ in self.executor.mounts)
+
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+Kept = TypeVar("Kept", bound=Closable)
+
+
+class Warm(Generic[Kept]):
+    """The few players or policy servers a worker keeps warm between batches, by what they were built for
+    and what their boxes were handed (`Handed.digest`, None for what runs in the worker's process). One
+    handed other secrets since, or that no longer answers, is closed at once and built again; past `KEPT`,
+    the least recently used is closed."""
+
+    def __init__(self) -> None:
+        self._kept: OrderedDict[str, tuple[Kept, str | None]] = OrderedDict()
+
+    def take(
+        self, key: str, handed: str | None, usable: Callable[[Kept], bool] = lambda kept: True
+    ) -> Kept | None:
+        found = self._kept.pop(key, None)
+        if found is None:
+            return None
+        kept, was_handed = found
+        if was_handed != handed or not usable(kept):
+            kept.close()
+            return None
+        return kept
+
+    def keep(self, key: str, kept: Kept, handed: str | None) -> None:
+        self._kept[key] = (kept, handed)
+        while len(self._kept) > KEPT:
+            self._kept.popitem(last=False)[1][0].close()
+
+    def all(self) -> list[Kept]:
+        return [kept for kept, _ in self._kept.values()]
+
+    def forget(self, which: Kept) -> None:
+        """Close `which` and build afresh next time."""
+        for key, (kept, _) in list(self._kept.items()):
+            if kept is which:
+                del self._kept[key]
+        which.close()
+
+    def close(self) -> None:
+        for kept, _ in self._kept.values():
+            kept.close()
+        self._kept.clear()
 
 
 class Masking:
@@ -111,8 +156,8 @@ class Players:
         secrets = Secrets(db, load_secret(settings.secret_file)) if settings.secret_file.exists() else None
         volumes = Volumes(db, volume_store(settings))
         self.hosting = Hosting(db, settings.hosted_root, secrets, volumes) if secrets is not None else None
-        self._players: OrderedDict[str, Player] = OrderedDict()
-        self._servers: OrderedDict[str, BoxedPolicyServer] = OrderedDict()
+        self._players: Warm[Player] = Warm()
+        self._servers: Warm[BoxedPolicyServer] = Warm()
         # Unix socket paths are short (~100 bytes): the servers' sockets live in a short folder of their own.
         self._sockets = Path(tempfile.mkdtemp(prefix="ys-sock-", dir="/tmp"))
 
@@ -127,34 +172,23 @@ class Players:
         if target.benchmark_params:
             benchmark = Component(benchmark.ref, {**benchmark.params, **target.benchmark_params})
         policy, policy_secrets = self._policy(target)
-        # A hosted benchmark's box is handed its secrets as they are now: one set or removed since a warm box
-        # was started makes another box (the warm one is closed when it falls out of the kept few).
+        # A hosted benchmark's box is handed its secrets as they are now (and a volume deleted since is
+        # refused here): a warm box handed other secrets is closed and another made.
         version_id = hosted_version(benchmark.ref)
         located = handed = None
         if version_id is not None:
             located = self._located(version_id, FailureKind.BENCHMARK_SETUP_CRASH)
             handed = self._box_of(located, FailureKind.BENCHMARK_SETUP_CRASH)
         key = json.dumps(
-            [
-                benchmark.ref,
-                benchmark.params,
-                policy.ref,
-                policy.params,
-                repr(recording),
-                handed.digest if handed is not None else None,
-            ],
+            [benchmark.ref, benchmark.params, policy.ref, policy.params, repr(recording)],
             sort_keys=True,
             default=str,
         )
-        found = self._players.pop(key, None)
-        if isinstance(found, BoxedPlayer) and found.stale():
-            found.close()
-            found = None
+        digest = handed.digest if handed is not None else None
+        found = self._players.take(key, digest)
         if found is None:
             found = self._build(benchmark, policy, recording, located, handed)
-        self._players[key] = found
-        while len(self._players) > KEPT:
-            self._players.popitem(last=False)[1].close()
+        self._players.keep(key, found, digest)
         return Masking(found, (*policy_secrets, *(handed.secrets if handed is not None else ())))
 
     def _build(
@@ -194,7 +228,7 @@ class Players:
         override = policy.params.get("hz")
         if isinstance(override, int | float) and not isinstance(override, bool) and override > 0:
             return float(override)
-        for server in self._servers.values():
+        for server in self._servers.all():
             if server.url == policy.ref:
                 return server.spec.hz
         try:
@@ -244,11 +278,9 @@ class Players:
         now), and the secrets it was handed."""
         located = self._located(version_id, FailureKind.POLICY_SETUP_CRASH)
         handed = self._box_of(located, FailureKind.POLICY_SETUP_CRASH)
-        key = json.dumps([version_id, params, handed.digest], sort_keys=True, default=str)
-        found = self._servers.pop(key, None)
-        if found is None or not found.alive():
-            if found is not None:
-                found.close()
+        key = json.dumps([version_id, params], sort_keys=True, default=str)
+        found = self._servers.take(key, handed.digest, lambda server: server.alive())
+        if found is None:
             try:
                 found = BoxedPolicyServer(
                     located.folder,
@@ -263,9 +295,7 @@ class Players:
                 )
             except Failed as failed:
                 raise BuildError(handed.masked(failed.reason), failed.kind) from None
-        self._servers[key] = found
-        while len(self._servers) > KEPT:
-            self._servers.popitem(last=False)[1].close()
+        self._servers.keep(key, found, handed.digest)
         return found, handed.secrets
 
     def _box_of(self, located: Located, setup: FailureKind) -> Handed:
@@ -285,19 +315,11 @@ class Players:
 
     def forget(self, player: Player) -> None:
         """Close `player` and build afresh next time: it failed in a way that may have left it broken."""
-        inner = player.inner if isinstance(player, Masking) else player
-        for key, kept in list(self._players.items()):
-            if kept is inner:
-                del self._players[key]
-        inner.close()
+        self._players.forget(player.inner if isinstance(player, Masking) else player)
 
     def close(self) -> None:
-        for player in self._players.values():
-            player.close()
-        self._players.clear()
-        for server in self._servers.values():
-            server.close()
-        self._servers.clear()
+        self._players.close()
+        self._servers.close()
         if self.hosting is not None:
             self.hosting.close()
         shutil.rmtree(self._sockets, ignore_errors=True)
