@@ -26,7 +26,7 @@ MAX_KEY_CHARS = 500
 MAX_SEGMENT_BYTES = 255
 
 # Submission ids are the contract's Id64: 0 < id < 2**63, bare lowercase hex on the wire.
-_ID_LIMIT = 1 << 63
+ID_LIMIT = 1 << 63
 _CONTROL = re.compile(r"[\x01-\x1f\x7f]")
 
 # Temporary files live here, beside the submission folders (same filesystem, so the final rename is
@@ -85,7 +85,7 @@ def submission_hex(submission_id: int) -> str:
     """The wire (and folder) form of a submission id: bare lowercase hex. ValueError outside (0, 2**63)."""
     if isinstance(submission_id, bool) or not isinstance(submission_id, int):
         raise TypeError(f"submission_id must be an int, not {type(submission_id).__name__}")
-    if not 0 < submission_id < _ID_LIMIT:
+    if not 0 < submission_id < ID_LIMIT:
         raise ValueError(f"submission_id must be in (0, 2**63), not {submission_id}")
     return format(submission_id, "x")
 

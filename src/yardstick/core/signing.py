@@ -20,15 +20,14 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import quote, urlencode
 
-from yardstick.core.artifacts import submission_hex, validate_key
+from yardstick.core.artifacts import ID_LIMIT, submission_hex, validate_key
 
 __all__ = ["ARTIFACTS_PATH", "ArtifactUrlRefused", "RefusalReason", "UrlSigner", "load_secret"]
 
 # The path the gateway serves signed links under; its route is `ARTIFACTS_PATH + "/{submission}/{key:path}"`.
 ARTIFACTS_PATH = "/v1/artifacts"
 
-# Submission ids are the contract's Id64: 0 < id < 2**63, bare lowercase hex on the wire.
-_ID_LIMIT = 1 << 63
+# Submission ids are bare lowercase hex on the wire, below `ID_LIMIT`.
 _SUBMISSION_HEX = re.compile(r"[1-9a-f][0-9a-f]{0,15}")
 _EXPIRES = re.compile(r"[0-9]{1,12}")
 _SIG = re.compile(r"[0-9a-f]{64}")
@@ -114,7 +113,7 @@ class UrlSigner:
         if (
             not isinstance(submission_hex, str)
             or not _SUBMISSION_HEX.fullmatch(submission_hex)
-            or int(submission_hex, 16) >= _ID_LIMIT
+            or int(submission_hex, 16) >= ID_LIMIT
         ):
             raise ArtifactUrlRefused("malformed", "submission id is not a bare lowercase hex id below 2**63")
         try:

@@ -295,5 +295,7 @@ async def rankings_get(request: Request, plat: Plat, who: MaybeWho, board: str) 
 
 # Every route of this door, in one router: the submissions and boards, the accounts, billing and keys.
 router = door_router(POSITRONIC)
-for part in (submissions, accounts, billing_routes.router, keys_routes.router):
-    router.include_router(part)
+router.include_router(submissions)
+router.include_router(accounts)
+router.include_router(billing_routes.router)
+router.include_router(keys_routes.router)
