@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import textwrap
 import threading
 from collections.abc import Iterator
@@ -19,6 +20,25 @@ from yardstick.worker.boxes import sandbox
 EXAMPLES = Path("/work/shared/sequences/examples")
 
 needs_bwrap = pytest.mark.skipif(not sandbox.available(), reason="bubblewrap cannot make a box here")
+
+
+# The real Sequences CLI, in its venv apart (`make env`).
+SEQ = Path(__file__).parent.parent / ".venv-seq" / "bin" / "seq"
+
+
+def set_secret(url: str, key: str, name: str, env_var: str, value: str) -> None:
+    """`seq secret set NAME --env VAR`, the value typed at its prompt, as a user sets one."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEQUENCES_")}
+    env.update(SEQUENCES_BASE_URL=url, SEQUENCES_API_KEY=key)
+    made = subprocess.run(
+        [str(SEQ), "secret", "set", name, "--env", env_var],
+        input=value + "\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
 
 
 def bundle_of(files: dict[str, str], where: Path) -> Bundle:

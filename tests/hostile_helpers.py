@@ -23,11 +23,10 @@ import httpx
 import pytest
 
 from conftest import fresh_database
-from hosted_helpers import processes_mentioning
+from hosted_helpers import SEQ, processes_mentioning, set_secret
 from platform_harness import ServerProcess, server_process
 
 ROOT = Path(__file__).parent.parent
-SEQ = ROOT / ".venv-seq" / "bin" / "seq"
 EXAMPLES = Path(__file__).parent / "seq_examples"
 LAB, RIVAL = "alice", "gina"  # acme's user, globex's user
 # A variable of the server's own environment, which no box may read.
@@ -136,16 +135,7 @@ def tenants(
             found = Tenants(
                 served, data, (data / "secret.key").read_bytes(), lab_secret, marker, tmp / "work"
             )
-            set_env = {**os.environ, "SEQUENCES_BASE_URL": served.url, "SEQUENCES_API_KEY": served.keys[LAB]}
-            made = subprocess.run(
-                [str(SEQ), "secret", "set", "lab", "--env", "LAB_TOKEN"],
-                input=lab_secret + "\n",
-                env=set_env,
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-            assert made.returncode == 0, made.stdout + made.stderr
+            set_secret(served.url, served.keys[LAB], "lab", "LAB_TOKEN", lab_secret)
             found.deploy(LAB, "lab-bench", {"benchmark.py": LAB_BENCH})
             found.deploy(LAB, "lab-policy", {"policy.py": POLICY})
             _, said = found.run_eval(LAB, "reach-policy", "lab-bench", "--trials", "1")

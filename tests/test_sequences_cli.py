@@ -20,6 +20,7 @@ import pytest
 from sqlalchemy import text
 
 from conftest import fresh_database
+from hosted_helpers import set_secret
 from platform_harness import Harness, running_platform
 from yardstick.core import admin
 from yardstick.engine import Component, RunRequest, Work, evaluate
@@ -251,15 +252,7 @@ def test_refusals_reach_the_cli_as_its_exit_statuses(platform: Harness) -> None:
 
 
 def test_secrets_are_set_listed_and_removed_and_their_values_never_come_back(platform: Harness) -> None:
-    made = subprocess.run(
-        [str(SEQ), "secret", "set", "lab", "--env", "LAB_TOKEN"],
-        input="s3cr3t-value\n",
-        env={**os.environ, "SEQUENCES_BASE_URL": platform.url, "SEQUENCES_API_KEY": platform.keys["alice"]},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert made.returncode == 0, made.stdout + made.stderr
+    set_secret(platform.url, platform.keys["alice"], "lab", "LAB_TOKEN", "s3cr3t-value")
     listed = seq(platform, "secret", "ls")
     assert listed.returncode == 0 and "lab" in listed.stdout and "LAB_TOKEN" in listed.stdout
     assert "s3cr3t-value" not in listed.stdout

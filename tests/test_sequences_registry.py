@@ -26,6 +26,7 @@ from platform_client.eval_plan import EvalPlan
 from sqlalchemy import func, select
 
 from conftest import fresh_database
+from hosted_helpers import set_secret
 from platform_harness import Harness, running_platform
 from yardstick.core import admin
 from yardstick.store.models import Hosted, HostedVersion
@@ -465,17 +466,7 @@ class SecretBench:
 
 
 def _set_secret(platform: Harness, value: str) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEQUENCES_")}
-    env.update(SEQUENCES_BASE_URL=platform.url, SEQUENCES_API_KEY=platform.keys["alice"])
-    made = subprocess.run(
-        [str(SEQ), "secret", "set", "bench-token", "--env", "BENCH_TOKEN"],
-        input=value + "\n",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert made.returncode == 0, made.stdout + made.stderr
+    set_secret(platform.url, platform.keys["alice"], "bench-token", "BENCH_TOKEN", value)
 
 
 def test_a_rotated_secret_reaches_a_warm_box_and_a_secret_in_an_error_is_masked_everywhere(
