@@ -436,13 +436,15 @@ class Hosting:
                 raise not_found(f"{kind}: no {kind} {name!r} in your organization")
             hosted.removed_at = utcnow()
 
-    def set_stopped(self, org_id: int, name: str, stopped: bool) -> Hosted:
+    def set_stopped(self, org_id: int, name: str, stopped: bool) -> HostedVersion:
+        """Stop or start a deployment; its newest version."""
         with self.db.writing() as session:
             hosted = _hosted(session, org_id, HostedKind.POLICY, name)
-            if hosted is None or hosted.removed_at is not None:
+            latest = _latest(session, hosted.id) if hosted is not None and hosted.removed_at is None else None
+            if hosted is None or latest is None:
                 raise not_found(f"deployment: no deployment {name!r} in your organization")
             hosted.stopped = stopped
-            return hosted
+            return latest
 
     def change_settings(self, org_id: int, name: str, changes: Mapping[str, Any], rev: int | None) -> Hosted:
         """Lay `changes` over a policy's settings (a None value takes one back to its default). With `rev`, a

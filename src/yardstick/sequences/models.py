@@ -14,6 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from yardstick.store.models import HostedVersion
+from yardstick.store.states import BuildStatus
+
 TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:-]{0,127}")
 TASK_DESCRIPTION_MAX = 300
 NAME = r"^[a-z0-9][a-z0-9-]{0,62}$"  # a benchmark's or a deployment's name
@@ -487,3 +490,13 @@ class SecretInfo(BaseModel):
     env_keys: list[str]
     created_at: str
     last_used_at: str | None = None
+
+
+def build_status(version: HostedVersion) -> Literal["building", "ready", "failed"]:
+    """A build as the SDK reads it: building, ready, or failed (a canceled build too, its error saying
+    `canceled: ...`)."""
+    if version.status == BuildStatus.READY:
+        return "ready"
+    if version.status == BuildStatus.BUILDING:
+        return "building"
+    return "failed"

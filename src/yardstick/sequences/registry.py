@@ -8,7 +8,7 @@ serves in a box of its own: an eval names it as its `model`, a Positronic plan a
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import Query
 from fastapi.responses import JSONResponse, Response
@@ -17,12 +17,12 @@ from yardstick.billing.purchases import Purchases
 from yardstick.core.accounts import Caller
 from yardstick.core.hosting import Hosting, Upload
 from yardstick.core.platform import Platform
-from yardstick.core.refusals import Listed, Refusal, RefusalKind, bad_request
-from yardstick.core.runs import BenchmarkTarget, hosted_ref, org_for
+from yardstick.core.refusals import bad_request
+from yardstick.core.runs import BenchmarkTarget, org_for
 from yardstick.http.auth import Who
 from yardstick.http.routing import door_router, refusals
 from yardstick.http.services import HostingService, Plat, Purch
-from yardstick.sequences import eval_report, evals, paging, paths
+from yardstick.sequences import eval_report, evals, paging, paths, removal
 from yardstick.sequences.errors import SEQUENCES
 from yardstick.sequences.filing import offered_benchmark
 from yardstick.sequences.models import (
@@ -33,6 +33,7 @@ from yardstick.sequences.models import (
     DeploymentRequest,
     DeploymentStatusResponse,
     SettingsChange,
+    build_status,
 )
 from yardstick.sequences.volume_models import asset_refs, weight_refs
 from yardstick.store.models import Hosted, HostedVersion
@@ -83,25 +84,15 @@ def _policy_upload(body: DeploymentRequest) -> Upload:
     )
 
 
-def _status(version: HostedVersion) -> Literal["building", "ready", "failed"]:
-    """A build as the SDK reads it: building, ready, or failed (a canceled build too, its error saying
-    `canceled: ...`)."""
-    if version.status == BuildStatus.READY:
-        return "ready"
-    if version.status == BuildStatus.BUILDING:
-        return "building"
-    return "failed"
-
-
 def _benchmark_status(name: str, version: HostedVersion) -> BenchmarkStatusResponse:
-    status = _status(version)
+    status = build_status(version)
     return BenchmarkStatusResponse(
         name=name, status=status, error=version.error if status == "failed" else None
     )
 
 
 def _deployment_status(hosted: Hosted, version: HostedVersion) -> DeploymentStatusResponse:
-    status = _status(version)
+    status = build_status(version)
     return DeploymentStatusResponse(
         status=status,
         model=hosted.name,
@@ -168,7 +159,7 @@ def list_benchmarks(
 
 
 @router.get(paths.BENCHMARK, response_model=BenchmarkStatusResponse, responses=refusals(404, 409))
-def benchmark_status(name: str, who: Who, hosting: HostingService) -> JSONResponse:
+def benchmarkbuild_status(name: str, who: Who, hosting: HostingService) -> JSONResponse:
     _, version = hosting.current(_org(who), HostedKind.BENCHMARK, name)
     return JSONResponse(_benchmark_status(name, version).model_dump(mode="json", exclude_none=True))
 
@@ -238,40 +229,11 @@ def cancel_benchmark(name: str, who: Who, hosting: HostingService) -> JSONRespon
 
 @router.delete(paths.BENCHMARK, responses=refusals(404, 409))
 def remove_benchmark(
-    name: str, who: Who, plat: Plat, hosting: HostingService, dry_run: bool = False, force: bool = False
+    name: str, who: Who, plat: Plat, dry_run: bool = False, force: bool = False
 ) -> JSONResponse:
-    """Delete one of the org's benchmarks: its name freed at once, its versions kept for the evals that ran
-    on them. Refused while an eval runs or waits on it, unless `force` (which cancels them); a build in flight
-    is stopped. With `dry_run`, only what the delete would touch, and nothing changes."""
-    org = _org(who)
-    _, versions = hosting.versions(org, HostedKind.BENCHMARK, name)
-    newest = versions[0]
-    running = plat.runs.active_on(org, [hosted_ref(v.id) for v in versions])
-    evals_running = [eval_report.eval_id(run.id) for run in running]
-    building = newest.status == BuildStatus.BUILDING
-    if dry_run:
-        return JSONResponse(
-            {
-                "benchmark": name,
-                "version": newest.number,
-                "status": _status(newest),
-                "build_in_flight": building,
-                "evals_running": evals_running,
-            }
-        )
-    if running and not force:
-        raise Refusal(
-            RefusalKind.CONFLICT,
-            f"name: eval {', '.join(evals_running)} runs or waits on benchmark {name}: cancel it first, or"
-            " delete the benchmark anyway with --force (which cancels it)",
-            listed=[Listed("evals_running", tuple(evals_running))],
-        )
-    for run in running:
-        plat.runs.cancel(who, run.id)
-    if building:
-        hosting.cancel(org, HostedKind.BENCHMARK, name)
-    hosting.remove(org, HostedKind.BENCHMARK, name)
-    return JSONResponse({"deleted": name, "evals_canceled": evals_running, "build_canceled": building})
+    """Delete one of the org's benchmarks (`removal.remove_benchmark`), or with `dry_run` say what that
+    would touch."""
+    return JSONResponse(removal.remove_benchmark(plat, who, name, dry_run=dry_run, force=force))
 
 
 # --- deployments ----------------------------------------------------------------------------------------
@@ -300,7 +262,7 @@ def list_deployments(who: Who, hosting: HostingService) -> JSONResponse:
 
 
 @router.get(paths.DEPLOYMENT, response_model=DeploymentStatusResponse, responses=refusals(404, 409))
-def deployment_status(name: str, who: Who, hosting: HostingService) -> JSONResponse:
+def deploymentbuild_status(name: str, who: Who, hosting: HostingService) -> JSONResponse:
     hosted, version = hosting.current(_org(who), HostedKind.POLICY, name)
     return JSONResponse(_deployment_status(hosted, version).model_dump(mode="json", exclude_none=True))
 
@@ -336,60 +298,33 @@ def deployment_versions(name: str, who: Who, hosting: HostingService) -> JSONRes
 
 
 @router.get(paths.DEPLOYMENT_DELETION, responses=refusals(404, 409))
-def deployment_deletion(name: str, who: Who, plat: Plat, hosting: HostingService) -> JSONResponse:
-    """What deleting a deployment would touch, as `seq policy rm` lists it first: its versions, a build in
-    flight, the evals that ran it (their reports stay). No robot connects to a Yardstick deployment, no worker
-    serves one between evals and it keeps no keys or stored copies of its own: those are none, not unknown."""
-    org = _org(who)
-    _, versions = hosting.versions(org, HostedKind.POLICY, name)
-    ran = plat.runs.played_by(org, [str(v.id) for v in versions])
-    return JSONResponse(
-        {
-            "deployment": name,
-            "robots": 0,
-            "workers": 0,
-            "keys": [],
-            "versions": [v.number for v in reversed(versions)],
-            "build_in_flight": versions[0].status == BuildStatus.BUILDING,
-            "storage": {},
-            "evals": ran,
-        }
-    )
+def deployment_deletion(name: str, who: Who, plat: Plat) -> JSONResponse:
+    """What deleting a deployment would touch, as `seq policy rm` lists it first (`removal.deletion`)."""
+    return JSONResponse(removal.deletion(plat, who, name))
 
 
 @router.delete(paths.DEPLOYMENT, responses=refusals(404, 409))
-def remove_deployment(name: str, who: Who, hosting: HostingService, force: bool = False) -> JSONResponse:
-    """Delete a deployment: its name freed at once, its versions kept for the evals that ran them (an eval
-    playing it plays on). A build in flight is stopped. `force` is accepted for the robots the contract would
-    disconnect: none connect here."""
-    org = _org(who)
-    _, versions = hosting.versions(org, HostedKind.POLICY, name)
-    if versions[0].status == BuildStatus.BUILDING:
-        hosting.cancel(org, HostedKind.POLICY, name)
-    hosting.remove(org, HostedKind.POLICY, name)
-    return JSONResponse({"deleted": name, "workers_stopped": 0})
+def remove_deployment(name: str, who: Who, plat: Plat, force: bool = False) -> JSONResponse:
+    """Delete a deployment (`removal.remove_deployment`); `force` is for robots, and none connect here."""
+    return JSONResponse(removal.remove_deployment(plat, who, name))
 
 
 @router.post(paths.DEPLOYMENT_STOP, responses=refusals(404, 409))
 def stop_deployment(name: str, who: Who, hosting: HostingService) -> JSONResponse:
     """Refuse new evals of it until it is started again (`seq policy start`); a version still building
     finishes. No worker serves a deployment between evals here, so none is ended."""
-    hosted = hosting.set_stopped(_org(who), name, True)
-    _, latest = hosting.current(_org(who), HostedKind.POLICY, name)
-    return JSONResponse(
-        {"name": hosted.name, "workers_stopped": 0, "status": _status(latest), "version": latest.number}
-    )
+    latest = hosting.set_stopped(_org(who), name, True)
+    shown = {"name": name, "workers_stopped": 0, "status": build_status(latest), "version": latest.number}
+    return JSONResponse(shown)
 
 
 @router.post(paths.DEPLOYMENT_START, responses=refusals(404, 409))
 def start_deployment(name: str, who: Who, hosting: HostingService) -> JSONResponse:
-    """Let evals run it again: the next one plays its newest ready version."""
-    hosted = hosting.set_stopped(_org(who), name, False)
+    """Let evals run it again: the next one plays its newest ready version (a newer one may still build)."""
+    latest = hosting.set_stopped(_org(who), name, False)
     ready = hosting.ready(_org(who), HostedKind.POLICY, name)
-    if ready is None:
-        _, latest = hosting.current(_org(who), HostedKind.POLICY, name)
-        return JSONResponse({"name": hosted.name, "version": latest.number, "status": _status(latest)})
-    return JSONResponse({"name": hosted.name, "version": ready[1].number, "status": "ready"})
+    serving = ready[1] if ready is not None else latest
+    return JSONResponse({"name": name, "version": serving.number, "status": build_status(serving)})
 
 
 @router.get(paths.DEPLOYMENT_SETTINGS, responses=refusals(404, 409))
@@ -542,7 +477,7 @@ def _benchmark_row(
         "name": hosted.name,
         "version": version.number,
         "versions": version.number,
-        "status": _status(version),
+        "status": build_status(version),
         "gpu": declared.get("gpu"),
         "worlds": declared.get("worlds"),
         "created_at": hosted.created_at.isoformat(),
@@ -557,7 +492,9 @@ def _deployment_row(hosted: Hosted, version: HostedVersion) -> dict[str, Any]:
     return {
         "name": hosted.name,
         "version": version.number,
-        "status": "stopped" if hosted.stopped and version.status == BuildStatus.READY else _status(version),
+        "status": "stopped"
+        if hosted.stopped and version.status == BuildStatus.READY
+        else build_status(version),
         "created_at": hosted.created_at.isoformat(),
         "error": version.error,
         "weights": _weights(version),
