@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # admission raises refusals: its quota is only named here
     from yardstick.core.admission import Quota
 
 __all__ = [
+    "Feature",
     "Listed",
     "Problem",
     "Refusal",
@@ -43,6 +44,7 @@ class RefusalKind(StrEnum):
         "upstream_unavailable"  # a service the platform asks (an identity provider) is down
     )
     INTERNAL = "internal"  # the platform's own fault
+    NOT_OFFERED = "not_offered"  # a feature of a contract this install does not serve, named
 
     @property
     def retryable(self) -> bool:
@@ -78,6 +80,14 @@ class Shortfall:
     available_units: int
 
 
+@dataclass(frozen=True)
+class Feature:
+    """A feature of a contract the install does not serve, and why (behind `not_offered`)."""
+
+    name: str
+    reason: str
+
+
 class Refusal(Exception):
     """A request refused, changing nothing, with what a contract may carry beside the sentence."""
 
@@ -91,6 +101,7 @@ class Refusal(Exception):
         quota: Quota | None = None,
         shortfall: Shortfall | None = None,
         field: str | None = None,
+        feature: Feature | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
@@ -100,11 +111,12 @@ class Refusal(Exception):
         self.quota = quota
         self.shortfall = shortfall
         self.field = field
+        self.feature = feature
 
     @property
     def details(self) -> dict[str, Any]:
         """The details by the keys both contracts use (`errors`, each listing's key, `quota`,
-        `required_units` and `available_units`, `field`), those that are present."""
+        `required_units` and `available_units`, `field`, `feature` and `reason`), those that are present."""
         shown: dict[str, Any] = {}
         if self.problems:
             shown["errors"] = [p.as_json() for p in self.problems]
@@ -117,6 +129,9 @@ class Refusal(Exception):
             shown["available_units"] = self.shortfall.available_units
         if self.field is not None:
             shown["field"] = self.field
+        if self.feature is not None:
+            shown["feature"] = self.feature.name
+            shown["reason"] = self.feature.reason
         return shown
 
 

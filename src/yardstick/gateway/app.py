@@ -29,6 +29,7 @@ from yardstick.gateway.services import Services
 from yardstick.http.routing import Door, answer_refused, refusals, refused_input
 from yardstick.positronic import routes as positronic
 from yardstick.positronic.errors import POSITRONIC
+from yardstick.sequences import account as sequence_account
 from yardstick.sequences import paths as sequence_paths
 from yardstick.sequences import registry as sequence_registry
 from yardstick.sequences import routes as sequences
@@ -107,6 +108,7 @@ def create_app(services: Services) -> FastAPI:
         sequence_registry.router,
         sequence_volumes.router,
         sequence_uploads.router,
+        sequence_account.router,
         oauth.router,
         site.router,
         signin_pages.router,
@@ -140,6 +142,11 @@ def create_app(services: Services) -> FastAPI:
 
     @app.exception_handler(HTTPException)
     async def _http(request: Request, exc: HTTPException) -> Response:
+        if exc.status_code in (404, 405) and exc.detail in ("Not Found", "Method Not Allowed"):
+            # No route took it: the door may name the feature of its contract that this path reaches.
+            unrouted = door_of(request).unrouted(request.method, request.url.path)
+            if unrouted is not None:
+                return door_of(request).refusal(request, unrouted)
         kind = _STATUS_KINDS.get(
             exc.status_code, RefusalKind.BAD_REQUEST if exc.status_code < 500 else RefusalKind.INTERNAL
         )

@@ -53,6 +53,11 @@ class Door(Protocol):
         """Whether a path belongs to this door (for answers that reach no route)."""
         ...
 
+    def unrouted(self, method: str, path: str) -> Refusal | None:
+        """What this door says of a request on one of its paths that no route takes (a feature of its
+        contract the install does not serve, named), or None for the framework's own 404 or 405."""
+        ...
+
     def error_schemas(self) -> dict[str, dict[str, Any]]:
         """The JSON schemas of this door's error body, by name, for the OpenAPI's components."""
         ...

@@ -35,6 +35,7 @@ CODES: dict[RefusalKind, tuple[ErrorCode, int]] = {
     RefusalKind.TOO_LARGE: (ErrorCode.bad_request, 413),
     RefusalKind.UPSTREAM_UNAVAILABLE: (ErrorCode.upstream_unavailable, 503),
     RefusalKind.INTERNAL: (ErrorCode.internal_error, 500),
+    RefusalKind.NOT_OFFERED: (ErrorCode.bad_request, 400),
 }
 
 REASONS: dict[FailureKind, ReasonCode] = {
@@ -171,6 +172,9 @@ class Positronic:
 
     def serves(self, path: str) -> bool:
         return True  # the platform's default: every answer no other door claims
+
+    def unrouted(self, method: str, path: str) -> Refusal | None:
+        return None  # the contract's clients know its routes: an unknown one is a plain not_found
 
 
 POSITRONIC = Positronic()

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 
 from yardstick.core.admission import Quota
 from yardstick.core.refusals import Refusal, RefusalKind
-from yardstick.sequences import paths
+from yardstick.sequences import paths, unoffered
 from yardstick.sequences.models import ErrorBody
 
 CODES: dict[RefusalKind, tuple[str, int]] = {
@@ -28,6 +28,9 @@ CODES: dict[RefusalKind, tuple[str, int]] = {
     RefusalKind.TOO_LARGE: ("payload_too_large", 413),
     RefusalKind.UPSTREAM_UNAVAILABLE: ("upstream_error", 502),
     RefusalKind.INTERNAL: ("internal", 500),
+    # A feature of the contract this install does not serve (sequences.unoffered): the contract's code for
+    # "the platform lacks what this needs", not retryable, the CLI's exit 1 - not a 404 "no such thing".
+    RefusalKind.NOT_OFFERED: ("dependency_missing", 424),
 }
 
 # What the SDK waits before retrying a refusal it may retry (the quota's day, an identity provider's outage).
@@ -75,6 +78,9 @@ class Sequences:
 
     def serves(self, path: str) -> bool:
         return paths.ours(path)
+
+    def unrouted(self, method: str, path: str) -> Refusal | None:
+        return unoffered.refusal(method, path)
 
     def error_schemas(self) -> dict[str, dict[str, Any]]:
         return {"ErrorBody": ErrorBody.model_json_schema(ref_template="#/components/schemas/{model}")}

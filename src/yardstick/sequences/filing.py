@@ -16,7 +16,7 @@ from yardstick.core.catalog import CatalogEval
 from yardstick.core.idempotency import request_digest
 from yardstick.core.ledger import Quote
 from yardstick.core.platform import Platform
-from yardstick.core.refusals import Refusal, RefusalKind, bad_request, not_found
+from yardstick.core.refusals import Feature, Refusal, RefusalKind, bad_request, not_found
 from yardstick.core.runs import BenchmarkTarget, Filing, hosted_ref, org_for
 from yardstick.sequences import eval_report, evals
 from yardstick.sequences.models import Estimate, EvalDryRunResponse, EvalRequest, EvalResponse, InferParam
@@ -31,10 +31,31 @@ _RERUN_FIELDS = {"rerun_of", "rerun_unsuccessful_of", "dry_run"}
 SHORT_ID_HEX = 5
 
 
+# An eval's fields this install cannot honour, each with why: refused by name rather than run without them.
+UNOFFERED_FIELDS: dict[str, str] = {
+    "adapter": "this install registers no adapters yet: the policy reads the benchmark's observations itself",
+    "policy_gpu": "this install plays on CPU workers: there is no GPU to place the policy on",
+    "policy_machines": "this install plays an eval on as many of its workers as are free: leave it out",
+    "benchmark_machines": "this install plays an eval on as many of its workers as are free: leave it out",
+}
+
+
+NO_3D_REPLAY = "this install records no 3D replays yet: an eval records videos; leave --replay out"
+
+
+def _refuse_unoffered(body: EvalRequest) -> None:
+    asked = {field: why for field, why in UNOFFERED_FIELDS.items() if getattr(body, field) is not None}
+    if body.replay == "3d":
+        asked["replay"] = NO_3D_REPLAY
+    for field, why in asked.items():
+        raise Refusal(RefusalKind.NOT_OFFERED, f"{field}: {why}", field=field, feature=Feature(field, why))
+
+
 def file_eval(plat: Platform, who: Caller, body: EvalRequest) -> EvalResponse | EvalDryRunResponse:
     """`POST /v1/eval`: the eval asked for (laid over the one it reruns), resolved against what the caller's
     org may name, cut to its spending cap, priced, and filed on the platform's queue; or, with `dry_run`,
     only said what would run and cost."""
+    _refuse_unoffered(body)
     asked, only = _with_rerun(plat, who, body)
     if asked.model is None or asked.benchmark is None:
         missing = [

@@ -46,6 +46,9 @@ def version_source(plural: str) -> str:
     return f"{API}/{plural}/{{name}}/versions/{{number}}/source"
 
 
+PRICING = f"{API}/pricing"
+ACCOUNT = f"{API}/account"
+
 SECRETS = f"{API}/secrets"
 SECRET = f"{SECRETS}/{{name}}"
 

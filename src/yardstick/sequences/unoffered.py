@@ -1,0 +1,140 @@
+"""What the Sequences contract describes and this install does not serve, each refused by name and why.
+
+A request on one of the contract's paths that no route of ours takes used to answer the framework's bare
+`404 Not Found`, which the SDK prints as `error[not_found]: Not Found` (exit 4): "your thing does not
+exist", when the truth is "Yardstick has no such service". `refusal(method, path)` finds the feature a
+path belongs to and refuses it with the contract's `dependency_missing` code (424, not retryable, the CLI's
+exit 1), the detail naming the feature and the reason, `details` carrying `feature` and `reason`
+(for a program).
+
+Two families keep `not_found` on purpose, because the SDK reads a 404 there as "this platform has none"
+and goes on: a deployment's `fleet` (the dry run's price then has no measured capacity), and a template by
+name (`seq init` then says there is no such template). Their detail still says why.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from yardstick.core.refusals import Feature, Refusal, RefusalKind
+from yardstick.sequences import paths
+
+__all__ = ["TABLE", "Unoffered", "refusal"]
+
+_NAME = r"[^/]+"
+
+
+@dataclass(frozen=True)
+class Unoffered:
+    """One feature of the contract this install does not serve: the paths that reach it, and why."""
+
+    feature: str
+    why: str
+    patterns: tuple[str, ...]
+    # The SDK reads a 404 on these paths as "none here" and carries on; any other answer would break it.
+    kind: RefusalKind = RefusalKind.NOT_OFFERED
+
+    def matches(self, path: str) -> bool:
+        return any(re.fullmatch(f"{paths.API}/{pattern}", path) for pattern in self.patterns)
+
+
+_ROBOTS_LATER = (
+    "Yardstick evaluates a deployment on benchmarks (seq eval run); a robot or a planner driving one live is "
+    "not served by this install yet"
+)
+
+TABLE: tuple[Unoffered, ...] = (
+    Unoffered(
+        "VLM models (seq models, chat, decide)",
+        "this install runs no model service: a policy brings its own model in its code or its weights volume",
+        ("models(/.*)?", "chat", "decide"),
+    ),
+    Unoffered(
+        "robots on a deployment (sequence_ai.connect, the act plane)",
+        _ROBOTS_LATER,
+        ("act(/.*)?", "latency", f"deployments/{_NAME}/diagnostics"),
+    ),
+    Unoffered(
+        "robot keys (seq robot add, list, revoke)",
+        _ROBOTS_LATER,
+        (f"deployments/{_NAME}/robots(/.*)?", "robots(/.*)?"),
+    ),
+    Unoffered("planners (seq planner, sequence_ai.planner)", _ROBOTS_LATER, ("planners(/.*)?",)),
+    Unoffered(
+        "labels and captures of connected episodes (policy.label, seq policy data export)",
+        _ROBOTS_LATER + "; an eval's episodes are read with seq eval episodes and seq eval report --csv",
+        (f"deployments/{_NAME}/episodes/.+", f"deployments/{_NAME}/capture(/.*)?"),
+    ),
+    Unoffered(
+        "adapters (seq adapter, --adapter on an eval)",
+        "this install registers no adapters yet: a policy reads the benchmark's observations and answers its "
+        "actions itself",
+        ("adapters(/.*)?",),
+    ),
+    Unoffered(
+        "versions frozen, rolled back, renamed, forked or promoted",
+        "this install serves each name's newest version: deploy the code you want served again (seq deploy), "
+        "or under another name (seq deploy --name)",
+        (
+            f"(deployments|benchmarks)/{_NAME}/versions/{_NAME}/freeze",
+            f"deployments/{_NAME}/(rollback|rename|fork|promote)",
+        ),
+    ),
+    Unoffered(
+        "a deployment's serving fleet",
+        "this install measures no GPU fleet: a deployment is played by the install's CPU workers",
+        (f"deployments/{_NAME}/fleet",),
+        kind=RefusalKind.NOT_FOUND,
+    ),
+    Unoffered(
+        "templates (seq init, seq benchmark upgrade, seq policy upgrade)",
+        "this install ships no templates yet: no template is served here; start from the README's examples",
+        ("templates(/.*)?",),
+        kind=RefusalKind.NOT_FOUND,
+    ),
+    Unoffered(
+        "3D replays (seq eval report --replays)",
+        "this install records no 3D replays yet: an eval's episodes are recorded as videos (--videos)",
+        (r"eval/[^/]+/replays/.+", r"eval/[^/]+/scenes/.+"),
+    ),
+    Unoffered(
+        "usage and bills by machine hours (seq usage, seq account billing)",
+        "this install charges credits per episode and minute of robot time, not machine hours: seq account "
+        "shows the balance, and each eval's report its episodes",
+        ("account/(usage|billing)", f"deployments/{_NAME}/usage"),
+    ),
+    Unoffered(
+        "upgrading from a template (seq benchmark upgrade, seq policy upgrade)",
+        "this install ships no templates yet, so nothing was made from one to upgrade",
+        (f"(deployments|benchmarks)/{_NAME}/upgrade",),
+    ),
+    Unoffered(
+        "the audit log (seq audit)",
+        "this install keeps no audit log yet",
+        ("audit",),
+    ),
+    Unoffered(
+        "a deployment's serving logs (seq policy logs)",
+        "this install serves a deployment only inside evals: its output is in seq eval logs --side policy",
+        (f"deployments/{_NAME}/logs",),
+    ),
+)
+
+
+def refusal(method: str, path: str) -> Refusal:
+    """The refusal of a request on the contract's `path` that no route serves: the feature it reaches and why,
+    or, for a path of the contract's no feature here names, what is served instead of `method path`."""
+    for unoffered in TABLE:
+        if unoffered.matches(path):
+            return Refusal(
+                unoffered.kind,
+                f"{unoffered.feature}: {unoffered.why}",
+                feature=Feature(unoffered.feature, unoffered.why),
+            )
+    return Refusal(
+        RefusalKind.NOT_OFFERED,
+        f"{method} {path} is not a request this install serves (Yardstick serves evals, benchmarks, "
+        "deployments, secrets and volumes of the Sequences contract)",
+        feature=Feature(f"{method} {path}", "not served by Yardstick"),
+    )
