@@ -551,6 +551,28 @@ class Episodic(seq.Policy):
     def infer(self, obs, *, episode=None):
         return [[max(-0.1, min(0.1, obs["target"] - obs["x"]))]]
 """,
+    "observing-policy": """\
+import seq
+
+
+@seq.policy(name="observing-policy", gpu="cpu", hz=10, action_chunk_valid_len=1, action_chunk_replan_at=1)
+class Observing(seq.Policy):
+    @seq.reset
+    def reset(self):
+        self.steps = []
+
+    @seq.observe
+    def observe(self, obs, *, step):
+        self.steps.append(step)
+        self.obs = obs
+
+    @seq.infer
+    def infer(self, *, episode=None):
+        # Asked every step (replan at 1): each observation handed once, at the step it was made.
+        if self.steps != list(range(len(self.steps))) or episode is None:
+            raise RuntimeError(f"observed at steps {self.steps}")
+        return [[max(-0.1, min(0.1, self.obs["target"] - self.obs["x"]))]]
+""",
     "batched-policy": """\
 import seq
 

@@ -174,6 +174,8 @@ def _play(
             seeds = (
                 [inference_seed(s.spec.seed, s.episode.inferences) for s in due] if policy.wants_seed else []
             )
+            for slot in due:
+                slot.episode.step = slot.step
             t0 = clock()
             try:
                 chunks = guard.call(

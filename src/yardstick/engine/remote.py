@@ -131,7 +131,10 @@ class RemotePolicy:
             # The session tells the server about the episode with its first request only.
             about = _about(episode) if episode.inferences == 0 else None
             self._guarded(
-                episode, lambda s=session, o=observation, d=seed, a=about: s.ask(o, seed=d, episode=a)
+                episode,
+                lambda s=session, o=observation, d=seed, a=about, t=episode.step: s.ask(
+                    o, seed=d, episode=a, step=t
+                ),
             )
         return [self._guarded(e, s.answer)[0] for s, e in zip(sessions, episodes, strict=True)]
 

@@ -8,6 +8,7 @@ a method a path does not take, a fault of ours) is rendered by the door whose pa
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -39,6 +40,7 @@ from yardstick.sequences import volumes as sequence_volumes
 from yardstick.sequences.errors import SEQUENCES
 from yardstick.store.text import UnstorableText
 from yardstick.web import checkout_page, oauth, signin_pages, site
+from yardstick.worker import processes
 
 log = logging.getLogger("yardstick.gateway")
 
@@ -96,8 +98,13 @@ def create_app(services: Services) -> FastAPI:
     # First in the table: load balancers and `yardstick server` ask it often, and it reads nothing, so it is
     # answered on the event loop (a plain `def` would cost a trip to a thread).
     @app.get("/healthz")
-    async def health() -> dict[str, Any]:
-        return {"status": "ok", "version": __version__, "workers_alive": platform.runs.workers_alive()}
+    async def health(boxes: bool = False) -> dict[str, Any]:
+        """`?boxes=true` adds what runs below the server: its boxes, their processes, and the defunct
+        (a read of /proc, so only when asked)."""
+        said = {"status": "ok", "version": __version__, "workers_alive": platform.runs.workers_alive()}
+        if boxes:
+            said["processes"] = processes.census(os.getpid()).as_json()
+        return said
 
     app.state.purchases = services.purchases
     app.state.sign_in = services.sign_in

@@ -22,6 +22,8 @@ class Episode:
     trial: int
     action_space: tuple[list[float], list[float]] | None = None
     inferences: int = 0
+    # The episode's step (from 0) at which the observation the policy is asked with was made.
+    step: int = 0
     state: dict[str, Any] = field(default_factory=dict)
     # The session settings this episode runs with: the policy's declared defaults, with what a remote
     # session asked for laid over them.

@@ -35,9 +35,10 @@ SHORT_ID_HEX = 5
 UNOFFERED_FIELDS: dict[str, str] = {
     "adapter": "this install registers no adapters yet: the policy reads the benchmark's observations itself",
     "policy_gpu": "this install plays on CPU workers: there is no GPU to place the policy on",
-    "policy_machines": "this install plays an eval on as many of its workers as are free: leave it out",
-    "benchmark_machines": "this install plays an eval on as many of its workers as are free: leave it out",
 }
+# Machine counts: one (the CLI's default) is what this install plays; more are refused, not ignored.
+MACHINES = ("policy_machines", "benchmark_machines")
+MORE_MACHINES = "this install plays an eval on its own workers, as many as are free: leave it at 1"
 
 
 NO_3D_REPLAY = "this install records no 3D replays yet: an eval records videos; leave --replay out"
@@ -45,6 +46,7 @@ NO_3D_REPLAY = "this install records no 3D replays yet: an eval records videos; 
 
 def _refuse_unoffered(body: EvalRequest) -> None:
     asked = {field: why for field, why in UNOFFERED_FIELDS.items() if getattr(body, field) is not None}
+    asked.update({field: MORE_MACHINES for field in MACHINES if (getattr(body, field) or 1) > 1})
     if body.replay == "3d":
         asked["replay"] = NO_3D_REPLAY
     for field, why in asked.items():

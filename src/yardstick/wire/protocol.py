@@ -7,8 +7,9 @@ and is acknowledged with the same once the policy has let go of the episode. A f
 is `{status: error, error}` followed by a close (code 1008).
 
 Yardstick adds fields that a stock peer ignores (it reads only the keys above): a request may carry
-`seed` (the seed a sampling policy draws with, so a run replays exactly across a wire) and `episode`
-(task, seed, trial: what a policy's on-episode hook is told); an end request may carry
+`seed` (the seed a sampling policy draws with, so a run replays exactly across a wire), `step` (the
+episode's step the observation was made at) and `episode` (task, seed, trial: what a policy's on-episode
+hook is told); an end request may carry
 `next_session: true`, and a server that advertises `next_session` in its meta then opens the next session
 on the same connection instead of closing it.
 """
@@ -31,6 +32,7 @@ TIMING = "timing"
 
 # Yardstick's additions.
 SEED = "seed"
+STEP = "step"
 EPISODE = "episode"
 NEXT_SESSION = "next_session"
 YARDSTICK_META = "yardstick"

@@ -183,12 +183,19 @@ class V3Session:
         return self.answer()
 
     def ask(
-        self, observation: Any, *, seed: int | None = None, episode: Mapping[str, Any] | None = None
+        self,
+        observation: Any,
+        *,
+        seed: int | None = None,
+        episode: Mapping[str, Any] | None = None,
+        step: int | None = None,
     ) -> None:
         """Send one request; `answer` reads its reply. The episode is told with its first request."""
         request: dict[str, Any] = {p.SESSION_ID: self.session_id, p.OBSERVATION: observation}
         if seed is not None:
             request[p.SEED] = seed
+        if step is not None:
+            request[p.STEP] = step
         if episode is not None and not self._told:
             request[p.EPISODE] = dict(episode)
             self._told = True
@@ -257,7 +264,12 @@ class DialectSession:
         return self.answer()
 
     def ask(
-        self, observation: Any, *, seed: int | None = None, episode: Mapping[str, Any] | None = None
+        self,
+        observation: Any,
+        *,
+        seed: int | None = None,
+        episode: Mapping[str, Any] | None = None,
+        step: int | None = None,
     ) -> None:
         if self.roboarena:
             if not isinstance(observation, dict):

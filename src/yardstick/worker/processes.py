@@ -12,6 +12,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
@@ -91,6 +92,45 @@ def zombie_children() -> list[tuple[int, str]]:
             if state == "Z" and int(parent) == own:
                 found.append((int(entry.name), name))
     return found
+
+
+@dataclass(frozen=True)
+class Census:
+    """What runs below a process: its boxes (bwraps), the processes inside them, and its descendants that
+    have exited and wait to be reaped (defunct: none, where every box is reaped)."""
+
+    boxes: int
+    box_processes: int
+    defunct: int
+
+    def as_json(self) -> dict[str, int]:
+        return {"boxes": self.boxes, "box_processes": self.box_processes, "defunct": self.defunct}
+
+
+def census(root: int) -> Census:
+    """Count the boxes and defunct processes below `root`, from one read of /proc."""
+    table: dict[int, tuple[str, str, int]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = (entry / "stat").read_text()
+            name = stat[stat.index("(") + 1 : stat.rindex(")")]
+            state, ppid = stat[stat.rindex(")") + 2 :].split()[:2]
+            table[int(entry.name)] = (name, state, int(ppid))
+    below: dict[int, list[int]] = {}
+    for pid, (_, _, parent_pid) in table.items():
+        below.setdefault(parent_pid, []).append(pid)
+    boxes = box_processes = defunct = 0
+    frontier: list[tuple[int, bool]] = [(root, False)]
+    while frontier:
+        pid, boxed = frontier.pop()
+        for child in below.get(pid, []):
+            name, state, _ = table[child]
+            is_box = name == "bwrap" and not boxed
+            boxes += is_box
+            box_processes += boxed
+            defunct += state == "Z"
+            frontier.append((child, boxed or is_box))
+    return Census(boxes, box_processes, defunct)
 
 
 def tasks_of(uid: int) -> int:

@@ -130,11 +130,7 @@ def _register(cls: _C, kw: dict[str, Any]) -> _C:
     hz, valid, replan = _timing(kw, owner)
     bound = bindings(cls, "policy", PolicyDefinitionError)
     for flag, where in bound.items():
-        if flag == OBSERVE:
-            raise PolicyDefinitionError(
-                owner, where, "@seq.observe is not run by Yardstick yet: take the observation in @seq.infer"
-            )
-        if flag not in (INFER, RESET, ON_EPISODE, SAMPLE, SHUTDOWN):
+        if flag not in (INFER, OBSERVE, RESET, ON_EPISODE, SAMPLE, SHUTDOWN):
             raise PolicyDefinitionError(
                 owner, where, f"@seq.{flag} is not a policy's: a policy answers with @seq.infer"
             )
@@ -143,8 +139,19 @@ def _register(cls: _C, kw: dict[str, Any]) -> _C:
             owner, "infer", "a policy marks one method @seq.infer: def infer(self, obs)"
         )
     infer = method(cls, bound[INFER])
-    _check_infer(infer, bound[INFER], owner)
+    observes = OBSERVE in bound
+    if observes:
+        _check_observed(cls, bound, owner)
+    else:
+        _check_infer(infer, bound[INFER], owner)
     sizes = _sizes(cls, bound[INFER], owner)
+    if observes and sizes:
+        raise PolicyDefinitionError(
+            owner,
+            bound[INFER],
+            "@seq.concurrent on a policy that observes is not run by Yardstick yet: batch an infer that "
+            "takes the observation, or observe without @seq.concurrent",
+        )
     given = "init" in kw and kw["init"] is not None
     args, kwargs = forms.arguments(kw["init"], owner, PolicyDefinitionError) if given else ([], {})
     forms.check_policy([args, kwargs], owner, PolicyDefinitionError)
@@ -154,7 +161,7 @@ def _register(cls: _C, kw: dict[str, Any]) -> _C:
     forms.check_configs(cls, [args, kwargs], owner, PolicyDefinitionError)
     try:
         params = keyword_params(
-            infer, f"{cls.__name__}.{bound[INFER]}", skip=INFER_PLATFORM, skip_first=True, loose=True
+            infer, f"{cls.__name__}.{bound[INFER]}", skip=INFER_PLATFORM, skip_first=not observes, loose=True
         )
         check_names(params, owner)
     except ParamError as exc:
@@ -162,6 +169,8 @@ def _register(cls: _C, kw: dict[str, Any]) -> _C:
 
     if params:
         infer = _handed_infer_params(cls, bound[INFER], infer, set(params))
+    if observes:
+        infer = _observed_infer(cls, bound[OBSERVE], bound[INFER])
     ys.infer(infer)
     _episode_hooks(cls, bound)
     chunk = valid if valid is not None else MAX_CHUNK
@@ -245,6 +254,53 @@ def _handed_infer_params(cls: type, name: str, infer: Callable[..., Any], names:
     cls.__init__ = __init__  # type: ignore[misc]
     setattr(cls, name, handed_infer)
     return handed_infer
+
+
+# Where a policy that observes keeps the method Yardstick asks: observe the observation, then infer.
+OBSERVED_INFER: Final = "__seq_observed_infer__"
+
+
+def _platform_names(fn: Any) -> set[str]:
+    """Which of the platform's arguments (`step`, `episode`) a method takes by name."""
+    params = inspect.signature(fn).parameters
+    keywords = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    return {name for name in ("step", "episode") if keywords or name in params}
+
+
+def _check_observed(cls: type, bound: dict[str, str], owner: str) -> None:
+    """An @seq.observe method takes one observation (with `step=` and `episode=` when it names them); the
+    @seq.infer of a class that observes takes nothing but its platform arguments and parameters."""
+    for flag, hands in ((OBSERVE, 1), (INFER, 0)):
+        name = bound[flag]
+        params = list(inspect.signature(method(cls, name)).parameters.values())[1:]
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        required = [p for p in positional if p.default is p.empty]
+        takes_more = any(p.kind is p.VAR_POSITIONAL for p in params)
+        if len(required) > hands or (len(positional) < hands and not takes_more):
+            said = (
+                "each observation - def observe(self, obs, *, step=None, episode=None)"
+                if flag == OBSERVE
+                else "nothing but episode= and its parameters: its observations went to @seq.observe"
+            )
+            raise PolicyDefinitionError(owner, name, f"is handed {said}")
+
+
+def _observed_infer(cls: type, observe_name: str, infer_name: str) -> Callable[..., Any]:
+    """The method Yardstick asks of a policy that observes: the observation the eval asks with goes to its
+    @seq.observe method (with the step it was made at, and the episode, when it takes them), then its
+    @seq.infer answers from what it kept. An eval asks at each chunk's replan step, so observe is handed the
+    observations the policy is asked with, one per answer."""
+    observe_takes = _platform_names(method(cls, observe_name))
+    infer_takes = _platform_names(method(cls, infer_name))
+
+    def observed_infer(self: Any, obs: Any, *, episode: Any) -> Any:
+        platform = {"step": episode.step, "episode": episode}
+        getattr(self, observe_name)(obs, **{k: v for k, v in platform.items() if k in observe_takes})
+        return getattr(self, infer_name)(**{k: v for k, v in platform.items() if k in infer_takes})
+
+    observed_infer.__qualname__ = f"{cls.__qualname__}.{infer_name}"
+    setattr(cls, OBSERVED_INFER, observed_infer)
+    return observed_infer
 
 
 def default_name(class_name: str) -> str:

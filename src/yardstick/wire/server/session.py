@@ -123,6 +123,9 @@ class ServerSession:
         seed = request.get(p.SEED)
         if not isinstance(seed, int) or isinstance(seed, bool):
             seed = inference_seed(episode.seed, episode.inferences) if self.host.wants_seed else 0
+        step = request.get(p.STEP)
+        if isinstance(step, int) and not isinstance(step, bool) and step >= 0:
+            episode.step = step
         observation = request[p.OBSERVATION]
         try:
             # A quick policy with nothing queued answers here, without a trip to the slot thread.
