@@ -20,9 +20,11 @@ from yardstick.store.models import Run, RunEpisode, Task, utcnow
 from yardstick.store.queue import record_artifacts, stop_episodes
 from yardstick.store.states import ACTIVE_RUNS, PLAYED_EPISODES, RunStatus
 
-__all__ = ["ATTEMPT", "Lifecycle", "charged", "episode_key", "summarize_run"]
+__all__ = ["ATTEMPT", "LOGS", "Lifecycle", "charged", "episode_key", "summarize_run"]
 
 ATTEMPT = "attempts/1/"
+# A run's log files: what its boxes printed, a file a batch (JSON lines: ts, side, machine_name, arm, line).
+LOGS = "logs/"
 
 
 def charged(kind: FailureKind) -> bool:

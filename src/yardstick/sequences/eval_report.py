@@ -51,6 +51,15 @@ def succeeded(episode: RunEpisode) -> bool:
     return scored(episode) and bool((episode.result or {}).get("success"))
 
 
+def outcome(episode: RunEpisode) -> str:
+    """How an episode ended, as the contract's filters and logs name it."""
+    if episode.state == EpisodeState.FAILED:
+        return "error"
+    if not scored(episode):
+        return "pending"
+    return "success" if succeeded(episode) else "failure"
+
+
 def metrics_of(
     episodes: Sequence[RunEpisode], tasks: Sequence[str]
 ) -> tuple[dict[str, MetricAgg], dict[str, Any]]:

@@ -17,12 +17,12 @@ from yardstick.billing.purchases import Purchases
 from yardstick.core.accounts import Caller
 from yardstick.core.hosting import Hosting, Upload
 from yardstick.core.platform import Platform
-from yardstick.core.refusals import bad_request
+from yardstick.core.refusals import bad_request, not_found
 from yardstick.core.runs import BenchmarkTarget, org_for
 from yardstick.http.auth import Who
 from yardstick.http.routing import door_router, refusals
 from yardstick.http.services import HostingService, Plat, Purch
-from yardstick.sequences import eval_report, evals, paging, paths, removal
+from yardstick.sequences import build_logs, eval_report, evals, paging, paths, removal
 from yardstick.sequences.errors import SEQUENCES
 from yardstick.sequences.filing import offered_benchmark
 from yardstick.sequences.models import (
@@ -424,6 +424,43 @@ def _version_routes(kind: HostedKind, plural: str, label: str) -> None:
     def source(name: str, number: int, who: Who, hosting: HostingService) -> Response:
         """The code of one version, as it was sent (a tar.gz under `<name>-v<number>/`)."""
         return Response(hosting.source(_org(who), kind, name, number), media_type="application/gzip")
+
+
+def _one_version(
+    hosting: Hosting, caller: Caller, kind: HostedKind, name: str, number: int | None
+) -> tuple[HostedVersion, int]:
+    """A version by number (the newest when None), and the newest's number."""
+    _, versions = hosting.versions(_org(caller), kind, name)
+    latest = versions[0].number
+    if number is None:
+        return versions[0], latest
+    found = next((v for v in versions if v.number == number), None)
+    if found is None:
+        raise not_found(f"version: {kind} {name!r} has no version {number} (its newest is v{latest})")
+    return found, latest
+
+
+@router.get(paths.BENCHMARK_LOGS, responses=refusals(404))
+def benchmark_build_log(
+    name: str, who: Who, hosting: HostingService, version: Annotated[int | None, Query(ge=1)] = None
+) -> JSONResponse:
+    """One version's build (`seq benchmark logs NAME[@vN] --build`): its phases, its check, its log."""
+    found, latest = _one_version(hosting, who, HostedKind.BENCHMARK, name, version)
+    return JSONResponse(build_logs.benchmark_build(name, found, latest))
+
+
+@router.get(paths.DEPLOYMENT_BUILD, responses=refusals(404))
+def deployment_build_log(
+    name: str,
+    who: Who,
+    hosting: HostingService,
+    version: Annotated[int | None, Query(ge=1)] = None,
+    after_seq: Annotated[int | None, Query(ge=0)] = None,
+) -> JSONResponse:
+    """One version's build, step by step (`seq policy logs NAME[@vN] --build`, and `seq deploy` as it
+    waits). `after_seq` is accepted and every line is sent: a build here keeps its lines once it ends."""
+    found, _ = _one_version(hosting, who, HostedKind.POLICY, name, version)
+    return JSONResponse(build_logs.deployment_build(name, found))
 
 
 _version_routes(HostedKind.BENCHMARK, "benchmarks", "benchmark")

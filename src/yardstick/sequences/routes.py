@@ -26,6 +26,7 @@ from yardstick.engine.recording import TRAJECTORY, episode_folder
 from yardstick.http.auth import Who
 from yardstick.http.routing import door_router, refusals
 from yardstick.http.services import Plat, Purch
+from yardstick.sequences import eval_logs as eval_logs_page
 from yardstick.sequences import eval_report, filing, paging, paths
 from yardstick.sequences.errors import SEQUENCES
 from yardstick.sequences.models import (
@@ -35,7 +36,7 @@ from yardstick.sequences.models import (
     EvalResponse,
 )
 from yardstick.store.models import Run, RunEpisode
-from yardstick.store.states import ACTIVE_RUNS, Contract, EpisodeState, RunStatus
+from yardstick.store.states import ACTIVE_RUNS, Contract
 
 PAGE, PAGE_CAP = 50, 500
 # How long a report waits for a playing run to end before answering that it still runs.
@@ -173,21 +174,19 @@ def eval_episodes_csv(
 
 @router.get(paths.EVAL_LOGS, responses=refusals(404))
 def eval_logs(
-    eval_id: str, plat: Plat, who: Who, limit: Annotated[int, Query(ge=1, le=5000)] = 500
+    eval_id: str,
+    plat: Plat,
+    who: Who,
+    side: eval_logs_page.Side | None = None,
+    arm: Annotated[int | None, Query(ge=0)] = None,
+    machine: Annotated[str | None, Query(max_length=200)] = None,
+    after: Annotated[int | None, Query(ge=0)] = None,
+    limit: Annotated[int, Query(ge=1, le=5000)] = 500,
 ) -> JSONResponse:
-    """What happened, a line an event: the run's start and end, each episode that ended."""
+    """The eval's events and what its boxes printed, by side (`eval_logs`)."""
     run = filing.eval_run(plat, who, eval_id)
-    lines: list[dict[str, Any]] = [{"ts": run.received_at.isoformat(), "line": "eval queued"}]
-    if run.started_at is not None:
-        lines.append({"ts": run.started_at.isoformat(), "line": "eval running"})
-    for e in plat.runs.episodes(run.id):
-        if e.finished_at is not None:
-            lines.append({"ts": e.finished_at.isoformat(), "line": _episode_line(e)})
-    if run.ended_at is not None:
-        ended = eval_report.STATUS[RunStatus(run.status)]
-        lines.append({"ts": run.ended_at.isoformat(), "line": f"eval {ended}"})
-    lines.sort(key=lambda line: line["ts"])
-    return JSONResponse({"lines": lines[:limit]})
+    query = eval_logs_page.LogQuery(side=side, arm=arm, machine=machine, after=after, limit=limit)
+    return JSONResponse(eval_logs_page.page(plat, run, eval_id, query))
 
 
 @router.get(paths.EVAL_VIDEO, responses=refusals(404))
@@ -228,20 +227,12 @@ def _filtered(
 def _outcomes(episode: RunEpisode) -> set[str]:
     """Every outcome filter an episode answers to: how it ended, and whether at its limit or cut."""
     result = episode.result or {}
-    found = {_outcome(episode)}
+    found = {eval_report.outcome(episode)}
     if result.get("truncated"):
         found.add("truncated")
     if result.get("failure") in TIMEOUTS:
         found.add("timed_out")
     return found
-
-
-def _outcome(episode: RunEpisode) -> str:
-    if episode.state == EpisodeState.FAILED:
-        return "error"
-    if not eval_report.scored(episode):
-        return "pending"
-    return "success" if eval_report.succeeded(episode) else "failure"
 
 
 def _repeats(episodes: list[RunEpisode]) -> dict[int, int]:
@@ -274,15 +265,9 @@ def _episode_row(episode: RunEpisode, repeat: int) -> dict[str, Any]:
         "truncated": result.get("truncated"),
         "timed_out": result.get("failure") in TIMEOUTS,
         "error": episode.error,
-        "outcome": _outcome(episode),
+        "outcome": eval_report.outcome(episode),
         "metrics": {k: v for k, v in result.get("metrics", {}).items() if k != "success"},
     }
-
-
-def _episode_line(episode: RunEpisode) -> str:
-    what = _outcome(episode)
-    line = f"episode {episode.index} ({episode.benchmark_task}, seed {episode.seed}): {what}"
-    return line + (f": {episode.error}" if episode.error else "")
 
 
 def _cell(value: Any) -> str:

@@ -114,9 +114,12 @@ class BoxBuilds:
                 return
             mismatch = _mismatch(located.kind, located.checked, checked.declaration or {})
             if mismatch:
-                hosting.ended(version_id, checked.to_dict(), mismatch)
+                hosting.ended(version_id, handed.masked(checked.to_dict()), mismatch)
                 return
-            hosting.ended(version_id, {**checked.to_dict(), "python": environment.python}, None)
+            # What the check printed is kept for `seq benchmark logs --build`: its secrets masked too.
+            hosting.ended(
+                version_id, {**handed.masked(checked.to_dict()), "python": environment.python}, None
+            )
         except Exception as exc:  # a build's own fault must end it, not leave it building for ever
             hosting.ended(version_id, None, f"the build itself failed: {type(exc).__name__}: {exc}")
         finally:

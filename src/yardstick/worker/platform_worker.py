@@ -30,6 +30,7 @@ import socket
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +53,7 @@ from yardstick.store.db import Database
 from yardstick.store.models import Run, WorkerBeat, utcnow
 from yardstick.store.queue import EpisodeQueue, LeasedEpisode
 from yardstick.store.states import ACTIVE_RUNS, RunStatus
-from yardstick.worker.players import Player, Players, boxed_player
+from yardstick.worker.players import Masking, Player, Players, boxed_player
 
 log = logging.getLogger("yardstick.worker")
 T = TypeVar("T")
@@ -373,6 +374,45 @@ class PlatformWorker:
             EpisodeSpec(index=e.index, task=e.benchmark_task, trial=e.trial, seed=e.seed, cap_s=e.cap_s)
             for e in episodes
         ]
+        marks = player.log_marks()
+        try:
+            return self._play_results(batch, player, specs, by_index, pending)
+        finally:
+            self._keep_printed(batch.run_id, player, marks, episodes[0].endpoint)
+
+    def _keep_printed(self, run_id: int, player: Masking, marks: tuple[int, ...], endpoint: str) -> None:
+        """What the boxes printed while this batch played, kept as one of the run's log files (`logs/`,
+        one JSON line each: time, side, machine, arm). Logs are a help, never the run's fate: a failure
+        to keep them is logged and the batch goes on."""
+        printed = player.printed_since(marks)
+        if not printed:
+            return
+        arm = endpoint.removeprefix("arm-")
+        rows = [
+            {
+                "ts": at,
+                "side": side,
+                "machine_name": self.name,
+                "arm": int(arm) if arm.isdigit() else None,
+                "line": text,
+            }
+            for at, side, text in printed
+        ]
+        key = f"{lifecycle.LOGS}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.jsonl"
+        data = "".join(json.dumps(row) + "\n" for row in rows).encode()
+        try:
+            self.store.put(run_id, key, data, "application/x-ndjson", durable=False)
+        except (OSError, ValueError) as exc:
+            log.warning("worker %s: the lines of run %d could not be kept: %s", self.name, run_id, exc)
+
+    def _play_results(
+        self,
+        batch: BatchWork,
+        player: Masking,
+        specs: list[EpisodeSpec],
+        by_index: dict[int, LeasedEpisode],
+        pending: dict[int, LeasedEpisode],
+    ) -> bool:
         results = player.run(self._until(specs, by_index))
         while (result := self._next_result(batch, player, results, pending)) is not None:
             episode = by_index[result.index]

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from yardstick.catalog import resolve_to_play
 from yardstick.core.hosting import VOLUMES_FIELD, Handed, Hosting, Located, mask
@@ -39,6 +39,7 @@ from yardstick.store.models import ServedPolicy
 from yardstick.store.states import TargetKind
 from yardstick.wire.address import endpoint_from_ref, format_url
 from yardstick.worker.boxes.player import BoxedExecutor
+from yardstick.worker.boxes.sandbox import Journal
 from yardstick.worker.boxes.server import BoxedPolicyServer
 
 KEPT = 2  # players (and, apart, policy servers) a worker keeps warm
@@ -117,13 +118,38 @@ class Warm(Generic[Kept]):
         self._kept.clear()
 
 
+# The sides of a run's logs: what the benchmark's box printed, and the policy's.
+BENCHMARK_SIDE: Final = "benchmark"
+POLICY_SIDE: Final = "policy"
+
+
 class Masking:
     """One endpoint's player as a run plays it: what the boxes behind it said (an episode's error, a
-    recording's) with the secrets they were handed written `***`, before the worker records any of it."""
+    recording's, the lines they printed) with the secrets they were handed written `***`, before the worker
+    records any of it. `journals` are the boxes' printed lines by side (none for code played in process)."""
 
-    def __init__(self, inner: Player, secrets: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        inner: Player,
+        secrets: tuple[str, ...],
+        journals: tuple[tuple[str, Journal], ...] = (),
+    ) -> None:
         self.inner = inner
         self.secrets = secrets
+        self.journals = journals
+
+    def log_marks(self) -> tuple[int, ...]:
+        """Where each journal stands now: what `printed_since` reads from."""
+        return tuple(journal.mark() for _, journal in self.journals)
+
+    def printed_since(self, marks: tuple[int, ...]) -> list[tuple[float, str, str]]:
+        """(time, side, line) of every line the boxes printed since `marks`, secrets masked, by time."""
+        lines = [
+            (at, side, mask(text, self.secrets) or "")
+            for (side, journal), mark in zip(self.journals, marks, strict=True)
+            for at, text in journal.since(mark)
+        ]
+        return sorted(lines, key=lambda line: line[0])
 
     def run(self, episodes: Iterable[EpisodeSpec]) -> Iterator[EpisodeResult]:
         for result in self.inner.run(episodes):
@@ -166,12 +192,12 @@ class Players:
         benchmark: Component,
         target: EndpointTarget,
         recording: Recording | None,
-    ) -> Player:
+    ) -> Masking:
         """The player of one endpoint of a run: built (or kept from an earlier batch) for its benchmark, with
         the endpoint's benchmark parameters laid over the run's, and its policy."""
         if target.benchmark_params:
             benchmark = Component(benchmark.ref, {**benchmark.params, **target.benchmark_params})
-        policy, policy_secrets = self._policy(target)
+        policy, policy_secrets, policy_journal = self._policy(target)
         # A hosted benchmark's box is handed its secrets as they are now (and a volume deleted since is
         # refused here): a warm box handed other secrets is closed and another made.
         version_id = hosted_version(benchmark.ref)
@@ -189,7 +215,14 @@ class Players:
         if found is None:
             found = self._build(benchmark, policy, recording, located, handed)
         self._players.keep(key, found, digest)
-        return Masking(found, (*policy_secrets, *(handed.secrets if handed is not None else ())))
+        journals = []
+        if isinstance(found, BoxedPlayer):
+            journals.append((BENCHMARK_SIDE, found.executor.journal))
+        if policy_journal is not None:
+            journals.append((POLICY_SIDE, policy_journal))
+        return Masking(
+            found, (*policy_secrets, *(handed.secrets if handed is not None else ())), tuple(journals)
+        )
 
     def _build(
         self,
@@ -241,8 +274,9 @@ class Players:
                 f"the policy {policy.ref} could not be asked its rate: {exc}", FailureKind.POLICY_SETUP_CRASH
             ) from None
 
-    def _policy(self, target: EndpointTarget) -> tuple[Component, tuple[str, ...]]:
-        """The policy an endpoint reaches, and the secrets its box was handed (a deployment's: none else)."""
+    def _policy(self, target: EndpointTarget) -> tuple[Component, tuple[str, ...], Journal | None]:
+        """The policy an endpoint reaches, the secrets its box was handed and what the box prints (a
+        deployment's: none else)."""
         params = dict(target.params)
         if target.kind == TargetKind.SERVED:
             with self.db.reading() as session:
@@ -251,7 +285,7 @@ class Players:
                 raise BuildError(
                     f"the served policy {target.spec!r} is no longer offered", FailureKind.POLICY_SETUP_CRASH
                 )
-            return Component(served.reference, {**served.params, **params}), ()
+            return Component(served.reference, {**served.params, **params}), (), None
         if target.kind == TargetKind.HOSTED:
             try:
                 version_id = int(str(target.spec))
@@ -261,7 +295,7 @@ class Players:
                     FailureKind.POLICY_SETUP_CRASH,
                 ) from None
             server, secrets = self._server(version_id, params)
-            return Component(server.url), secrets
+            return Component(server.url), secrets, server.journal
         assert target.address is not None  # a remote target names its address
         try:  # again at the dial: a name may resolve to this machine now
             Reach(self.settings.allow_remote).refuse(target.address, resolve=True)
@@ -269,7 +303,7 @@ class Players:
             raise BuildError(
                 f"the remote endpoint was not dialled: {refused}", FailureKind.SESSION_REFUSED
             ) from None
-        return Component(format_url(target.wire, target.address), params), ()
+        return Component(format_url(target.wire, target.address), params), (), None
 
     def _server(
         self, version_id: int, params: Mapping[str, Any]

@@ -9,6 +9,7 @@ never in the middle of a message.
 from __future__ import annotations
 
 import importlib
+import io
 import os
 import re
 import sys
@@ -36,8 +37,12 @@ def import_root(folder: Path) -> None:
 
 def private_channel() -> TextIO:
     """This process's stdout, kept for its answers; fd 1 (and sys.stdout) now go to stderr."""
+    sys.stdout.flush()
     kept = os.dup(1)
     os.dup2(2, 1)
+    # Line by line, as stderr is: what the user's code prints reaches the run's logs as it prints it.
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)
     return os.fdopen(kept, "w", buffering=1, encoding="utf-8")
 
 

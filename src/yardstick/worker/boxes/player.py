@@ -66,14 +66,16 @@ class _Lost(Exception):
 class _RunningBox:
     """One box and the lines it writes (read on a thread, so waiting for them can time out)."""
 
-    def __init__(self, process: sandbox.BoxProcess, work: Work, limits: BoxLimits) -> None:
+    def __init__(
+        self, process: sandbox.BoxProcess, work: Work, limits: BoxLimits, journal: sandbox.Journal
+    ) -> None:
         self.process = process
         self.work = work
         self.limits = limits
         self.deadline = 0.0
         self.heard = time.monotonic()
         self._lines: queue.Queue[str | None] = queue.Queue()
-        self._log = sandbox.Tail(process.stderr)
+        self._log = sandbox.Tail(process.stderr, journal)
         threading.Thread(target=self._read, args=(process.stdout,), daemon=True).start()
 
     def _read(self, stream: IO[bytes]) -> None:
@@ -199,6 +201,8 @@ class BoxedExecutor:
         self.policy_hz = policy_hz
         self.limits = limits or BoxLimits()
         self.cold_starts: list[float] = []
+        # What its boxes printed (the benchmark's code, fd 1 and 2 alike), across the boxes it makes.
+        self.journal = sandbox.Journal()
         self._box: _RunningBox | None = None
         self._cancelled = threading.Event()
 
@@ -321,7 +325,7 @@ class BoxedExecutor:
             [self.python, "-m", "yardstick.worker.boxes.play_runner", str(self.folder)],
             stdin=sandbox.PIPE,
         )
-        running = _RunningBox(process, work, self.limits)
+        running = _RunningBox(process, work, self.limits, self.journal)
         self._box = running
         try:
             running.send({"work": base64.b64encode(pickle.dumps(boxed)).decode()})

@@ -46,6 +46,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -504,24 +505,64 @@ def _absolute(path: Path | str, what: str) -> Path:
     return resolved
 
 
+class Journal:
+    """The lines the boxes of one player or policy server printed, each with the time it was read: the newest
+    KEEP lines (each cut at LINE_CHARS), numbered from the first, so a caller marks where a batch began and
+    reads what was printed since (`mark`, `since`) - lines its boxes printed, for the run's logs."""
+
+    KEEP: Final = 5000
+    LINE_CHARS: Final = 2000
+
+    def __init__(self) -> None:
+        self._lines: deque[tuple[float, str]] = deque(maxlen=self.KEEP)
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def add(self, line: bytes) -> None:
+        text = line.decode("utf-8", "replace").rstrip("\r\n")[: self.LINE_CHARS]
+        with self._lock:
+            self._lines.append((time.time(), text))
+            self._count += 1
+
+    def mark(self) -> int:
+        with self._lock:
+            return self._count
+
+    def since(self, mark: int) -> list[tuple[float, str]]:
+        """The lines printed after `mark` that are still kept (the oldest go past KEEP)."""
+        with self._lock:
+            first = self._count - len(self._lines)
+            return list(self._lines)[max(0, mark - first) :]
+
+
 class Tail:
-    """The end of a stream, read on a thread: what a box last printed (its last KEEP bytes)."""
+    """The end of a stream, read on a thread: what a box last printed (its last KEEP bytes), and each whole
+    line written to `journal` as it comes."""
 
     KEEP: Final = 64 * 1024
 
-    def __init__(self, stream: IO[bytes] | None) -> None:
+    def __init__(self, stream: IO[bytes] | None, journal: Journal | None = None) -> None:
         self._kept = bytearray()
         self._lock = threading.Lock()
+        self._journal = journal
         threading.Thread(target=self._read, args=(stream,), daemon=True).start()
 
     def _read(self, stream: IO[bytes] | None) -> None:
         if stream is None:
             return
+        partial = b""
         with contextlib.suppress(OSError, ValueError):
             while chunk := stream.read1(65536):  # type: ignore[attr-defined]
                 with self._lock:
                     self._kept += chunk
                     del self._kept[: max(0, len(self._kept) - self.KEEP)]
+                if self._journal is not None:
+                    *whole, partial = (partial + chunk).split(b"\n")
+                    for line in whole:
+                        self._journal.add(line)
+                    partial = partial[-self.KEEP :]
+        if self._journal is not None and partial:
+            self._journal.add(partial)
 
     def text(self) -> str:
         with self._lock:

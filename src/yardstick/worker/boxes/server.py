@@ -87,7 +87,8 @@ class BoxedPolicyServer:
         listening.bind(str(self.socket))
         listening.listen(128)
         interpreter = python or sys.executable
-        argv = [interpreter, "-c", _SERVE, "policy", "serve", handler_ref, "--no-port"]
+        # Unbuffered (-u): what the policy's code prints reaches the run's logs as it prints it.
+        argv = [interpreter, "-u", "-c", _SERVE, "policy", "serve", handler_ref, "--no-port"]
         argv += ["--uds-fd", str(listening.fileno())]
         for key, value in (params or {}).items():
             argv += ["--param", f"policy.{key}={json.dumps(value)}"]
@@ -106,8 +107,10 @@ class BoxedPolicyServer:
             self._process = sandbox.start(box, argv)
         finally:
             listening.close()  # the box holds it now; ours would keep accepting into nowhere
-        self._out = sandbox.Tail(self._process.stdout)
-        self._log = sandbox.Tail(self._process.stderr)
+        # What the policy's code printed, on either stream, for the runs it serves.
+        self.journal = sandbox.Journal()
+        self._out = sandbox.Tail(self._process.stdout, self.journal)
+        self._log = sandbox.Tail(self._process.stderr, self.journal)
         try:
             self.spec = self._wait(start_timeout_s)
         except BaseException:
