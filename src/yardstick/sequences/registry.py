@@ -17,7 +17,7 @@ from yardstick.billing.purchases import Purchases
 from yardstick.core.accounts import Caller
 from yardstick.core.hosting import Hosting, Upload
 from yardstick.core.platform import Platform
-from yardstick.core.refusals import bad_request, not_found
+from yardstick.core.refusals import Feature, Refusal, RefusalKind, bad_request, not_found
 from yardstick.core.runs import BenchmarkTarget, org_for
 from yardstick.http.auth import Who
 from yardstick.http.routing import door_router, refusals
@@ -48,7 +48,23 @@ LISTED = 200
 PARAMS = "params."
 
 
+NO_CARDS = 'this install has no GPUs: it plays on CPU workers; declare gpu="cpu" to run the code here'
+
+
+def _on_cpu(field: str, cards: list[str]) -> None:
+    """Refuse a card this install does not have, by name, rather than run on CPU what asked for a GPU."""
+    named = [card for card in cards if card.strip().lower() != "cpu"]
+    if named:
+        raise Refusal(
+            RefusalKind.NOT_OFFERED,
+            f"{field}: {named[0]!r}: {NO_CARDS}",
+            field=field,
+            feature=Feature(f"GPU placement ({field})", NO_CARDS),
+        )
+
+
 def _benchmark_upload(body: BenchmarkRegisterRequest) -> Upload:
+    _on_cpu("gpu", [body.gpu] if body.gpu else [])
     if body.code is None:
         raise bad_request("code: a registration sends its code (the deployed folder, a tar.gz bundle)")
     declared = body.model_dump(mode="json", exclude={"code", "image_context", "image", "secrets"})
@@ -67,6 +83,7 @@ def _benchmark_upload(body: BenchmarkRegisterRequest) -> Upload:
 
 
 def _policy_upload(body: DeploymentRequest) -> Upload:
+    _on_cpu("resources.gpu", body.resources.gpu)
     if body.code is None:
         raise bad_request("code: a deployment sends its code (the deployed folder, a tar.gz bundle)")
     declared = body.policy.model_dump(mode="json", exclude={"secrets"}, exclude_none=True)

@@ -39,6 +39,8 @@ from yardstick.store.models import Run, RunEpisode
 from yardstick.store.states import ACTIVE_RUNS, Contract
 
 PAGE, PAGE_CAP = 50, 500
+# The episodes an eval's details carry whole, as the contract's do; the rest are paged (/episodes).
+DETAILS_EPISODES = 5000
 # How long a report waits for a playing run to end before answering that it still runs.
 REPORT_WAIT_S, REPORT_POLL_S = 5.0, 0.2
 CSV_COLUMNS = (
@@ -98,6 +100,7 @@ async def get_eval(eval_id: str, request: Request, plat: Plat, who: Who, purchas
 def eval_details(eval_id: str, plat: Plat, who: Who) -> JSONResponse:
     run = filing.eval_run(plat, who, eval_id)
     episodes = plat.runs.episodes(run.id)
+    repeats = _repeats(episodes)
     answer = run.resolved or {}
     selection = answer.get("layout", {}).get("selection", {})
     return JSONResponse(
@@ -117,6 +120,7 @@ def eval_details(eval_id: str, plat: Plat, who: Who) -> JSONResponse:
             "max_seconds": selection.get("max_seconds"),
             "repeats": {"episodes": selection.get("repeats", 0)},
             "means": eval_report.means(episodes),
+            "episodes": [_episode_row(e, repeats[e.index]) for e in episodes[:DETAILS_EPISODES]],
             "episodes_total": run.episodes_total,
             "time_limit": {"note": "each episode runs at most its task's max_seconds on the robot's clock"},
         }
@@ -267,6 +271,10 @@ def _episode_row(episode: RunEpisode, repeat: int) -> dict[str, Any]:
         "error": episode.error,
         "outcome": eval_report.outcome(episode),
         "metrics": {k: v for k, v in result.get("metrics", {}).items() if k != "success"},
+        # Which files it has (`seq eval report --trajectories / --replays` reads these marks).
+        "trajectory": any(str(kept).endswith(TRAJECTORY) for kept in result.get("artifacts", [])),
+        "replay": False,
+        "scene_sha256": None,
     }
 
 
