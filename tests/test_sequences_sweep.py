@@ -1,0 +1,740 @@
+"""Every command and flag of the real `seq` CLI (sequence-ai 0.51.5) against one `yardstick server`, on SQLite
+and PostgreSQL: each row of `ROWS` says what the SDK promises, what Yardstick answers, and how the command
+must end - it works (`ok`), it is refused in the contract's error body naming the feature and why
+(`refused`, with the code), the CLI itself refuses it before asking (`usage`), or it is a local tool that
+never reaches the platform (`local`). Whatever a row expects, no command may crash the CLI (a traceback) or
+answer the bare `Not Found` that reads as "your thing does not exist".
+
+`test_every_command_and_flag_of_the_cli_has_a_row` reads the CLI's own parser: a new SDK version's new
+command or flag fails it until a row says what Yardstick does with it. `python tests/test_sequences_sweep.py`
+prints the table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).parent.parent
+SEQ = ROOT / ".venv-seq" / "bin" / "seq"
+SEQ_PYTHON = ROOT / ".venv-seq" / "bin" / "python"
+EXAMPLES = Path(__file__).parent / "seq_examples"
+SECRET_VALUE = "chatty-s3cr3t-value-0451"
+
+Ends = Literal["ok", "refused", "usage", "local"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One command line (`{P}` the deployed policy, `{B}` the benchmark, `{E}` an eval of them, `{T}` a
+    scratch folder, `{F}` the examples' folders), what the SDK promises of it, what Yardstick answers."""
+
+    argv: str
+    promise: str
+    answer: str
+    ends: Ends = "ok"
+    code: str | None = None  # the error code a refusal carries
+    shows: str | None = None  # text the output must hold (a regular expression)
+    stdin: str = ""  # what is typed at its prompt
+
+
+NOT_OFFERED = "dependency_missing"
+ROWS: tuple[Row, ...] = (
+    # --- the core flow ---------------------------------------------------------------------------------
+    Row(
+        "init --list",
+        "lists the templates",
+        "no templates shipped: refused by name",
+        "refused",
+        "not_found",
+        "templates",
+    ),
+    Row(
+        "init toy-policy {T}/init --no-source",
+        "starts a folder from a template",
+        "no such template: the CLI's own 'no template' answer",
+        "refused",
+        "not_found",
+        "no template",
+    ),
+    Row(
+        "deploy {F}/chatty-policy --dry-run",
+        "checks and prices a policy, building nothing",
+        "checked, priced from the install's tariff",
+        shows=r"--dry-run",
+    ),
+    Row(
+        "deploy {F}/chatty-bench --dry-run",
+        "checks a benchmark, building nothing",
+        "checked",
+        shows="nothing was built",
+    ),
+    Row(
+        "deploy {F}/chatty-policy --no-wait --timeout 120",
+        "submits without following the build",
+        "accepted",
+        shows="accepted",
+    ),
+    Row(
+        "deploy {F}/chatty-policy --replace --hours-per-day 2 --starts-per-day 3 --robots 1 --max-gpus 1",
+        "deploys, the price estimate at the given use",
+        "deployed (max_gpus is a cap: 0 cards held)",
+        shows="ready",
+    ),
+    Row(
+        "deploy {F}/chatty-policy --freeze",
+        "deploys and keeps the built environment",
+        "deployed: every version's environment is kept as long as the version",
+        shows="ready",
+    ),
+    Row(
+        "deploy {F}/chatty-policy --name chatty-copy",
+        "deploys under another name",
+        "deployed",
+        shows="chatty-copy",
+    ),
+    Row(
+        "deploy {F}/gpu-policy --max-gpus 1",
+        "deploys on an L4",
+        "refused: no GPUs here, by name",
+        "refused",
+        NOT_OFFERED,
+        "resources.gpu",
+    ),
+    # --- evals -----------------------------------------------------------------------------------------
+    Row(
+        "eval run {P} --benchmark {B} --dry-run",
+        "says what would run and cost",
+        "the layout and cost",
+        shows="episodes",
+    ),
+    Row(
+        "eval run {P} --benchmark {B} --no-wait --trials 1", "starts and returns", "started", shows="started"
+    ),
+    Row(
+        "eval run {P} --benchmark {B} --tasks near --seeds 0,1 --spend-cap 5 --gate success>=0.5 "
+        "--timeout 300",
+        "runs the selection and checks a gate",
+        "ran, gate passed",
+        shows="passed",
+    ),
+    Row(
+        "eval run {P} --benchmark {B} --trials near=1 --param policy.gain=0.5 --replay none",
+        "runs with a parameter, no replay",
+        "ran with gain 0.5",
+        shows="success",
+    ),
+    Row(
+        "eval run {P} --benchmark {B} --trials 1 --sweep policy.gain=0.5,1.0",
+        "one arm a value",
+        "two arms",
+        shows="arm",
+    ),
+    Row(
+        "eval run {P} --benchmark {B} --rerun-failed {E}",
+        "reruns the errored episodes",
+        "reruns them (none errored: the eval whole)",
+        shows="success",
+    ),
+    Row(
+        "eval run {P} --benchmark {B} --rerun-unsuccessful {E}",
+        "reruns the unsuccessful episodes",
+        "reruns the far task's",
+        shows="far",
+    ),
+    Row(
+        "eval run {P} --benchmark {B} --policy-machines 2",
+        "two policy machines",
+        "refused: the install's workers play it",
+        "refused",
+        NOT_OFFERED,
+        "policy_machines",
+    ),
+    Row(
+        "eval run {P} --benchmark {B} --benchmark-machines 2",
+        "two benchmark machines an arm",
+        "refused: the install's workers play it",
+        "refused",
+        NOT_OFFERED,
+        "benchmark_machines",
+    ),
+    Row(
+        "eval run {P} --benchmark {B} --policy-gpu L4",
+        "the policy on an L4",
+        "refused: no GPUs",
+        "refused",
+        NOT_OFFERED,
+        "policy_gpu",
+    ),
+    Row(
+        "eval run {P} --benchmark {B} --adapter my-adapter",
+        "maps I/O through an adapter",
+        "refused: no adapters",
+        "refused",
+        NOT_OFFERED,
+        "adapters",
+    ),
+    Row(
+        "eval run {P} --benchmark {B} --replay 3d",
+        "records 3D replays",
+        "refused: none recorded yet",
+        "refused",
+        NOT_OFFERED,
+        "replay",
+    ),
+    Row("eval run {P} --benchmark {B} --envs 4", "gone from the SDK", "the CLI refuses it", "usage"),
+    Row("eval run {P} --benchmark {B} --max-steps 4", "gone from the SDK", "the CLI refuses it", "usage"),
+    Row("eval run {P} --benchmark {B} --variants 4", "gone from the SDK", "the CLI refuses it", "usage"),
+    Row("eval run {P} --benchmark {B} --record", "gone from the SDK", "the CLI refuses it", "usage"),
+    Row("eval run {P} --benchmark {B} --latency-ms 50", "gone from the SDK", "the CLI refuses it", "usage"),
+    Row(
+        "eval run {P} --benchmark no-such-bench",
+        "an unknown benchmark",
+        "not found, what is on offer",
+        "refused",
+        "not_found",
+        "on offer",
+    ),
+    Row("eval status {E}", "the eval's state and progress", "completed, n of n", shows="completed"),
+    Row("eval status {E} --watch --every 1", "watches until it ends", "ended at once", shows="completed"),
+    Row("eval report {E} --wait --timeout 60", "the report", "the report", shows="success"),
+    Row(
+        "eval report {E} --videos {T}/videos",
+        "saves the recordings",
+        "none kept by this benchmark",
+        shows="no recordings",
+    ),
+    Row("eval report {E} --csv -o {T}/report.csv", "the episodes as CSV", "written", shows="wrote"),
+    Row(
+        "eval report {E} --csv --out {T}/report.csv", "the episodes as CSV (--out)", "written", shows="wrote"
+    ),
+    Row("eval report {E} --trajectories {T}/traj", "saves each episode's trajectory", "saved", shows="saved"),
+    Row(
+        "eval report {E} --replays {T}/replays",
+        "saves 3D replays",
+        "none recorded: said",
+        shows="no 3D replays",
+    ),
+    Row("eval ls {P} --limit 2", "the policy's evals", "a page", shows="ev-"),
+    Row(
+        "eval ls --benchmark {B} --since 2026-01-01 --limit 5 --cursor 0",
+        "the benchmark's evals",
+        "a page",
+        shows="ev-",
+    ),
+    Row(
+        "eval episodes {E} --task far --outcome failure --arm 0 --limit 1",
+        "one page of episodes",
+        "the far task's failures",
+        shows="far",
+    ),
+    Row("eval episodes {E} --limit 1 --cursor 1", "the next page", "the next page", shows="near|far"),
+    Row("eval episodes {E} --csv -o {T}/episodes.csv", "the episodes as CSV", "written", shows="wrote"),
+    Row(
+        "eval episodes {E} --csv --out {T}/episodes2.csv",
+        "the episodes as CSV (--out)",
+        "written",
+        shows="wrote",
+    ),
+    Row(
+        "eval logs {E}",
+        "the benchmark's and the policy's lines",
+        "both, secrets masked",
+        shows=r"bench stdout: reset",
+    ),
+    Row(
+        "eval logs {E} --side benchmark --limit 100",
+        "the benchmark's lines",
+        "its stdout and stderr",
+        shows=r"token \*\*\*",
+    ),
+    Row(
+        "eval logs {E} --side policy --arm 0",
+        "the policy's lines",
+        "its stdout and stderr",
+        shows="policy stdout",
+    ),
+    Row(
+        "eval logs {E} --machine no-such-machine",
+        "one machine's lines",
+        "none from that machine",
+        shows="no lines",
+    ),
+    Row("eval logs {E} --follow", "follows until the eval ends", "ends with it", shows="completed"),
+    Row(
+        "eval cancel {E}",
+        "stops a running eval",
+        "refused: it ended already",
+        "refused",
+        "invalid_request",
+        "finished",
+    ),
+    # --- policies --------------------------------------------------------------------------------------
+    Row("policy ls --limit 5 --cursor 0", "the deployments", "listed", shows="chatty-policy"),
+    Row(
+        "policy status {P} --wait --timeout 60", "its state and fleet", "ready, no fleet: said", shows="ready"
+    ),
+    Row("policy versions {P}", "its versions and builds", "listed", shows="v1"),
+    Row("policy source {P} -o {T}/policy-src", "its code, downloaded", "downloaded", shows="file"),
+    Row("policy source {P} --out {T}/policy-src2", "its code (--out)", "downloaded", shows="file"),
+    Row("policy settings {P}", "its settings", "listed", shows="settings"),
+    Row("policy set {P} timeouts.request=30", "changes a setting", "changed", shows="timeouts.request"),
+    Row(
+        "policy set {P} hz=5",
+        "an unknown setting",
+        "refused by name",
+        "refused",
+        "invalid_request",
+        "not a setting",
+    ),
+    Row("policy logs {P} --build", "its newest build's steps", "image and check", shows="check"),
+    Row("policy logs {P}@v1 --build", "one version's build", "image and check", shows="check"),
+    Row(
+        "policy logs {P}",
+        "its serving events",
+        "refused: served only inside evals",
+        "refused",
+        NOT_OFFERED,
+        "eval logs",
+    ),
+    Row(
+        "policy logs {P} --rid r1 --all --worker w1 --since 1h",
+        "one request's timeline",
+        "refused: served only inside evals",
+        "refused",
+        NOT_OFFERED,
+        "eval logs",
+    ),
+    Row(
+        "policy doctor {P}",
+        "probes the direct-connect chain",
+        "refused: no robots here",
+        "refused",
+        NOT_OFFERED,
+        "robots",
+    ),
+    Row(
+        "policy freeze {P}@v1",
+        "keeps a version's environment",
+        "refused by name",
+        "refused",
+        NOT_OFFERED,
+        "versions",
+    ),
+    Row("policy freeze {P}@v1 --off", "unfreezes it", "refused by name", "refused", NOT_OFFERED, "versions"),
+    Row(
+        "policy upgrade {P} --to toy-policy@v2 --dry-run --no-wait --timeout 60",
+        "moves to a newer template",
+        "refused: no templates",
+        "refused",
+        NOT_OFFERED,
+        "template",
+    ),
+    Row(
+        "policy rollback {P}",
+        "serves an earlier version",
+        "refused by name",
+        "refused",
+        NOT_OFFERED,
+        "versions",
+    ),
+    Row(
+        "policy rename {P} chatty-renamed",
+        "renames it",
+        "refused by name",
+        "refused",
+        NOT_OFFERED,
+        "versions",
+    ),
+    Row(
+        "policy fork {P} chatty-fork",
+        "copies it under a new name",
+        "refused by name",
+        "refused",
+        NOT_OFFERED,
+        "versions",
+    ),
+    Row(
+        "policy data export {P} -o {T}/data --format jsonl",
+        "its captured robot data",
+        "refused: no robots here",
+        "refused",
+        NOT_OFFERED,
+        "captures",
+    ),
+    Row(
+        "policy data export {P} --out {T}/data2",
+        "its captured robot data (--out)",
+        "refused: no robots here",
+        "refused",
+        NOT_OFFERED,
+        "captures",
+    ),
+    Row("policy stop {P}", "stops it", "stopped", shows="stopped"),
+    Row("policy start {P}", "starts it", "started", shows="started"),
+    Row(
+        "policy status no-such-policy",
+        "an unknown policy",
+        "not found by name",
+        "refused",
+        "not_found",
+        "no-such-policy",
+    ),
+    Row(
+        "prod promote {P}",
+        "makes it a production policy",
+        "refused by name",
+        "refused",
+        NOT_OFFERED,
+        "promoted",
+    ),
+    # --- robots and planners ---------------------------------------------------------------------------
+    Row(
+        "robot add --policy {P}",
+        "a robot key",
+        "refused: no robots here",
+        "refused",
+        NOT_OFFERED,
+        "robot keys",
+    ),
+    Row("robot list", "the robot keys", "refused: no robots here", "refused", NOT_OFFERED, "robot keys"),
+    Row("robot revoke rk_1", "revokes one", "refused: no robots here", "refused", NOT_OFFERED, "robot keys"),
+    Row(
+        "planner key add site --member {P} --name ipad",
+        "a planner's key",
+        "refused: no planners",
+        "refused",
+        NOT_OFFERED,
+        "planners",
+    ),
+    Row("planner key list site", "its keys", "refused: no planners", "refused", NOT_OFFERED, "planners"),
+    Row(
+        "planner key revoke site pk_1",
+        "revokes one",
+        "refused: no planners",
+        "refused",
+        NOT_OFFERED,
+        "planners",
+    ),
+    # --- benchmarks ------------------------------------------------------------------------------------
+    Row("benchmark ls --limit 5 --cursor 0", "the benchmarks", "listed", shows="chatty-bench"),
+    Row("benchmark versions {B}", "its versions", "listed", shows="v1"),
+    Row("benchmark tasks {B}", "its tasks", "listed", shows="near"),
+    Row("benchmark status {B} --wait --timeout 60", "its build state", "ready", shows="ready"),
+    Row("benchmark source {B} -o {T}/bench-src", "its code", "downloaded", shows="file"),
+    Row("benchmark source {B} --out {T}/bench-src2", "its code (--out)", "downloaded", shows="file"),
+    Row("benchmark logs {B}", "its runs' lines", "the newest runs' lines", shows="bench stdout"),
+    Row("benchmark logs {B} --worker {E} --since 1d", "one run's lines", "that run's", shows="bench"),
+    Row("benchmark logs {B} --build", "its build and check log", "phases, check, log", shows="check"),
+    Row(
+        "benchmark freeze {B}@v1",
+        "keeps a version's environment",
+        "refused by name",
+        "refused",
+        NOT_OFFERED,
+        "versions",
+    ),
+    Row(
+        "benchmark freeze {B}@v1 --off", "unfreezes it", "refused by name", "refused", NOT_OFFERED, "versions"
+    ),
+    Row(
+        "benchmark upgrade {B} --to toy-bench@v2 --dry-run --no-wait --timeout 60",
+        "a newer template",
+        "refused: no templates",
+        "refused",
+        NOT_OFFERED,
+        "template",
+    ),
+    Row(
+        "benchmark cancel {B}",
+        "stops a build in flight",
+        "refused: none in flight",
+        "refused",
+        "conflict",
+        "no build",
+    ),
+    Row("benchmark rm {B} --dry-run", "says what rm would touch, deleting nothing", "listed", shows="would"),
+    # --- adapters --------------------------------------------------------------------------------------
+    Row(
+        "adapter ls --limit 5 --cursor 0",
+        "the adapters",
+        "refused: no adapters",
+        "refused",
+        NOT_OFFERED,
+        "adapters",
+    ),
+    Row(
+        "adapter source my-adapter -o {T}/adapter --force",
+        "its file",
+        "refused: no adapters",
+        "refused",
+        NOT_OFFERED,
+        "adapters",
+    ),
+    Row(
+        "adapter source my-adapter --out {T}/adapter2",
+        "its file (--out)",
+        "refused: no adapters",
+        "refused",
+        NOT_OFFERED,
+        "adapters",
+    ),
+    Row("adapter rm my-adapter", "removes it", "refused: no adapters", "refused", NOT_OFFERED, "adapters"),
+    Row("adapter check {T}/no-such-adapter.py", "checks one locally", "the CLI's own: no such file", "usage"),
+    Row(
+        "adapter check {T}/no-such-adapter.py -m x --benchmark {B} --policy {P} --no-record",
+        "checks one against a pair",
+        "the CLI refuses the flags it retired",
+        "usage",
+    ),
+    # --- storage ---------------------------------------------------------------------------------------
+    Row(
+        "volume put chatty-vol {T}/weights --kind checkpoint",
+        "uploads a volume",
+        "uploaded",
+        shows="chatty-vol",
+    ),
+    Row("volume ls --limit 5 --cursor 0", "the volumes", "listed", shows="chatty-vol"),
+    Row("volume show chatty-vol", "one volume", "shown", shows="chatty-vol"),
+    Row("volume rm chatty-vol --yes", "removes it", "removed", shows="chatty-vol"),
+    Row(
+        "volume show chatty-vol",
+        "a removed volume",
+        "not found by name",
+        "refused",
+        "not_found",
+        "chatty-vol",
+    ),
+    Row(
+        "secret set chatty-extra --env EXTRA_TOKEN",
+        "sets a secret, its value typed",
+        "set",
+        stdin="an-extra-value\n",
+    ),
+    Row("secret ls", "the secrets, no values", "listed", shows="chatty-extra"),
+    Row("secret rm chatty-extra", "removes one", "removed", shows="chatty-extra"),
+    Row(
+        "secret rm no-such-secret",
+        "removes one",
+        "not found by name",
+        "refused",
+        "not_found",
+        "no-such-secret",
+    ),
+    # --- account ---------------------------------------------------------------------------------------
+    Row(
+        "account",
+        "the balance, GPUs, limits",
+        "credits as dollars, 0 GPUs, the org's limits",
+        shows="balance",
+    ),
+    Row("gpus", "the cards and prices", "no cards; a core-hour from the tariff", shows="per core-hour"),
+    Row(
+        "usage --since 2026-11-01 --until 2026-12-31 --by day --group deployment --csv",
+        "machine-hours used",
+        "refused: credits are by robot time",
+        "refused",
+        NOT_OFFERED,
+        "credits",
+    ),
+    Row(
+        "usage --policy {P}",
+        "one policy's usage",
+        "refused: credits are by robot time",
+        "refused",
+        NOT_OFFERED,
+        "credits",
+    ),
+    Row(
+        "audit --limit 5 --before 100",
+        "who did what",
+        "refused: no audit log yet",
+        "refused",
+        NOT_OFFERED,
+        "audit",
+    ),
+    Row("models", "the VLM models", "refused: no model service", "refused", NOT_OFFERED, "model service"),
+    Row(
+        "models --endpoint chat",
+        "the chat models",
+        "refused: no model service",
+        "refused",
+        NOT_OFFERED,
+        "model service",
+    ),
+    # --- local tools (never reach the platform) --------------------------------------------------------
+    Row(
+        "port export {F}/chatty-bench -o {T}/port --trials 1 --tasks near --rollout-steps 2",
+        "exports scenes here",
+        "a local tool: needs MuJoCo here",
+        "local",
+    ),
+    Row(
+        "port check-model {T}/port --engine mjwarp",
+        "compiles a scene bundle here",
+        "a local tool: needs MuJoCo Warp here",
+        "local",
+    ),
+    Row(
+        "port scaffold {T}/port --engine mjwarp -o {T}/scaffold --worlds 2 --envs 2 --model m --no-pins "
+        "--force",
+        "writes a GPU benchmark's skeleton",
+        "a local tool",
+        "local",
+    ),
+    Row(
+        "port compare {F}/chatty-bench --steps 2 --atol 0.1 --episodes 1 --conditions 1 --seed 0",
+        "compares motion here",
+        "a local tool",
+        "local",
+    ),
+    Row(
+        "port convert {F}/chatty-bench --engine mjwarp -o {T}/convert --trials 1 --worlds 2 --envs 2 --force",
+        "export, check and scaffold",
+        "a local tool",
+        "local",
+    ),
+    # --- last: what removes ----------------------------------------------------------------------------
+    Row("secret rm chatty", "removes a secret", "removed", shows="chatty"),
+    Row("policy rm chatty-copy --dry-run", "says what rm would touch", "listed", shows="would"),
+    Row("policy rm chatty-copy --force", "removes it", "removed", shows="chatty-copy"),
+    Row("benchmark rm {B} --force", "removes it", "removed", shows="chatty-bench"),
+)
+
+
+# --- the platform ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def swept(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, str]]:
+    """One server, the chatty benchmark and policy deployed and one eval of them played."""
+    from conftest import fresh_database
+    from hosted_helpers import set_secret
+    from platform_harness import running_platform
+
+    assert SEQ.exists(), f"{SEQ} is missing: `make env` installs the Sequences CLI in a venv apart"
+    folder = tmp_path_factory.mktemp(f"sweep-{request.param}")
+    folders = folder / "code"
+    for name in ("chatty-bench", "chatty-policy"):
+        shutil.copytree(EXAMPLES / name, folders / name)
+    gpu = (folders / "chatty-policy" / "policy.py").read_text().replace('gpu="cpu"', 'gpu="L4"')
+    (folders / "gpu-policy").mkdir()
+    (folders / "gpu-policy" / "policy.py").write_text(gpu.replace("chatty-policy", "gpu-policy"))
+    scratch = folder / "scratch"
+    scratch.mkdir()
+    (scratch / "weights").mkdir()
+    (scratch / "weights" / "model.bin").write_bytes(b"\0" * 1024)
+    with fresh_database(request.param, folder) as url, running_platform(folder, url, per_day=500) as harness:
+        deadline = time.monotonic() + 120
+        while not httpx.get(f"{harness.url}/healthz").json()["workers_alive"]:
+            assert time.monotonic() < deadline, "no worker came up"
+            time.sleep(0.2)
+        key = harness.keys["alice"]
+        set_secret(harness.url, key, "chatty", "CHATTY_TOKEN", SECRET_VALUE)
+        names = {"url": harness.url, "key": key, "F": str(folders), "T": str(scratch)}
+        for name in ("chatty-bench", "chatty-policy"):
+            done = _seq(names, "deploy", str(folders / name))
+            assert done.returncode == 0, done.stdout + done.stderr
+        ran = _seq(names, "eval", "run", "chatty-policy", "--benchmark", "chatty-bench")
+        found = re.search(r"eval (ev-[0-9a-f]+)", ran.stdout)
+        assert found, ran.stdout + ran.stderr
+        yield {**names, "P": "chatty-policy", "B": "chatty-bench", "E": found.group(1)}
+
+
+def _seq(names: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEQUENCES_")}
+    env.update(SEQUENCES_BASE_URL=names["url"], SEQUENCES_API_KEY=names["key"], COLUMNS="200")
+    return subprocess.run(
+        [str(SEQ), *args], env=env, capture_output=True, text=True, timeout=300, input=stdin
+    )
+
+
+def _argv(row: Row, names: dict[str, str]) -> list[str]:
+    return [part.format(**names) for part in row.argv.split()]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.argv.split(" -")[0].replace(" ", "-") for row in ROWS])
+def test_the_command_ends_as_its_row_says(swept: dict[str, str], row: Row) -> None:
+    done = _seq(swept, *_argv(row, swept), stdin=row.stdin)
+    said = done.stdout + done.stderr
+    assert "Traceback" not in said, said
+    assert not re.search(r"error\[not_found\]: Not Found\s*$", said, re.M), said
+    if row.ends == "ok":
+        assert done.returncode == 0, said
+    elif row.ends == "refused":
+        assert done.returncode != 0, said
+        assert f"error[{row.code}]" in said, said
+    elif row.ends == "usage":
+        assert done.returncode == 2, said
+    else:
+        assert done.returncode != 0 and "error" in said, said
+    if row.shows is not None:
+        assert re.search(row.shows, said), said
+    assert SECRET_VALUE not in said, said
+
+
+def _cli_surface() -> dict[str, list[list[str]]]:
+    """Every command of the real CLI and the flags each takes (each flag's spellings), read from its own
+    parser."""
+    program = """
+import argparse, json
+from seq.cli_parser import build_parser
+found = {}
+def walk(parser, path):
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        flags = [a.option_strings for a in parser._actions if a.option_strings]
+        found[" ".join(path)] = [spellings for spellings in flags if "-h" not in spellings]
+    for action in subs:
+        for name, below in action.choices.items():
+            walk(below, [*path, name])
+walk(build_parser(), [])
+print(json.dumps(found))
+"""
+    done = subprocess.run([str(SEQ_PYTHON), "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    surface: dict[str, list[list[str]]] = json.loads(done.stdout)
+    return surface
+
+
+def test_every_command_and_flag_of_the_cli_has_a_row() -> None:
+    surface = _cli_surface()
+    assert len(surface) > 60, surface  # the whole CLI was read, not a part of it
+    missing = []
+    for command, flags in surface.items():
+        rows = [row.argv.split() for row in ROWS if row.argv == command or row.argv.startswith(command + " ")]
+        if not rows:
+            missing.append(command)
+        missing += [
+            f"{command} {'/'.join(spellings)}"
+            for spellings in flags
+            if not any(flag in argv for argv in rows for flag in spellings)
+        ]
+    assert not missing, f"no row says what Yardstick does with: {missing}"
+
+
+def table() -> str:
+    """The rows as the closing note's table."""
+    lines = ["| command | the SDK promises | Yardstick answers | ends |", "|---|---|---|---|"]
+    for row in ROWS:
+        ends = f"refused `{row.code}`" if row.ends == "refused" else row.ends
+        lines.append(f"| `seq {row.argv}` | {row.promise} | {row.answer} | {ends} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(table() + "\n")
