@@ -558,12 +558,10 @@ ROWS: tuple[Row, ...] = (
         "credits",
     ),
     Row(
-        "audit --limit 5 --before 100",
-        "who did what",
-        "refused: no audit log yet",
-        "refused",
-        NOT_OFFERED,
-        "audit",
+        "audit --limit 5 --before 100000",
+        "who did what, newest first",
+        "the org's changes from the install's append-only log",
+        shows="deployment.deploy",
     ),
     Row("models", "the VLM models", "refused: no model service", "refused", NOT_OFFERED, "model service"),
     Row(

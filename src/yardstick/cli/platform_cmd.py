@@ -684,3 +684,34 @@ def credits_usage(
         style="dim",
         soft_wrap=True,
     )
+
+
+@admin_app.command("audit")
+def audit_log(
+    limit: int = typer.Option(50, min=1, max=200, help="How many events, newest first."),
+    before: int | None = typer.Option(None, min=1, help="Only events older than this id (to page back)."),
+    data_dir: Path | None = DataDir,
+    database: str | None = DatabaseUrl,
+) -> None:
+    """The install's audit log: every change made through the doors, newest first, every org's."""
+    from rich.table import Table
+
+    from yardstick.core.audit import Audit
+    from yardstick.core.install import open_install
+
+    install = open_install(_settings(data_dir, database))
+    try:
+        events, older = Audit(install.db).page(None, limit=limit, before=before)
+    finally:
+        install.close()
+    table = Table("id", "when (UTC)", "door", "action", "target", "who", "status")
+    for event in events:
+        who = event["actor_email"] + (f" with {event['actor_key']}" if event["actor_key"] else "")
+        when = event["created_at"][:19].replace("T", " ")
+        table.add_row(
+            str(event["id"]), when, event["door"], event["action"], event["target"] or "—", who,
+            str(event["detail"]["status"]),
+        )  # fmt: skip
+    print_table(table)
+    if older is not None:
+        console.print(f"older: yardstick admin audit --before {older}")

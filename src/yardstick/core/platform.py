@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from yardstick.core.accounts import Authenticator, Caller
+from yardstick.core.audit import Audit
 from yardstick.core.boards import Boards
 from yardstick.core.catalog import Catalog, read_catalog
 from yardstick.core.ended import EndedRuns
@@ -48,6 +49,7 @@ class Platform:
             self.db, lease_s=self.settings.lease_s, max_attempts=self.settings.max_attempts
         )
         self.accounts = Authenticator(self.db)
+        self.audit = Audit(self.db)
         self.reach = Reach(self.settings.allow_remote)
         # What each process has read of ended runs, which never change (`core.ended`).
         self.ended = EndedRuns()

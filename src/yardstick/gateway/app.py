@@ -24,6 +24,7 @@ from yardstick.core import limits
 from yardstick.core.refusals import Refusal, RefusalKind
 from yardstick.core.signing import ARTIFACTS_PATH, ArtifactUrlRefused
 from yardstick.gateway import openapi
+from yardstick.gateway.audit_trail import AuditTrail
 from yardstick.gateway.body_limit import BodyLimit
 from yardstick.gateway.cors import SharedReads
 from yardstick.gateway.services import Services
@@ -137,6 +138,7 @@ def create_app(services: Services) -> FastAPI:
         refuse=lambda request, refusal: door_of(request).refusal(request, refusal),
     )
 
+    app.add_middleware(AuditTrail, audit=platform.audit)  # what it records is answered below 400
     app.add_middleware(SharedReads)  # outside the body limit: its refusals are shared too
 
     @app.exception_handler(Refusal)

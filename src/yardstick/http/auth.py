@@ -42,6 +42,9 @@ async def caller(request: Request) -> Caller:
         _looking_up_for(accounts, key)  # read anew meanwhile; this request goes on with what is remembered
     if found is None:
         raise unauthenticated()
+    # For the audit trail, which records the change once it is answered (`gateway.audit_trail`).
+    request.state.yardstick_caller = found
+    request.state.yardstick_key = key
     return found
 
 
@@ -80,6 +83,16 @@ def _finished_lookup(entry: tuple[int, str], done: asyncio.Future[Caller | None]
 async def maybe_caller(request: Request) -> Caller | None:
     """The caller when a key is given (a key given and refused is still refused), else None."""
     return await caller(request) if bearer(request) is not None else None
+
+
+def audit_target(request: Request, target: str) -> None:
+    """Name what a change made, for the audit trail, where its path names nothing (a create)."""
+    request.state.yardstick_target = target
+
+
+def unaudited(request: Request) -> None:
+    """Leave this request out of the audit trail: it was accepted and changed nothing (a dry run)."""
+    request.state.yardstick_unaudited = True
 
 
 Who = Annotated[Caller, Depends(caller)]

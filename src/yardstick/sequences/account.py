@@ -1,5 +1,6 @@
-"""`GET /v1/pricing` and `GET /v1/account`: the install's tariff and an org's credits, said in the dollars and
-the fields a Sequences user reads (`seq gpus`, `seq account`, the price `seq deploy --dry-run` prints).
+"""`GET /v1/pricing`, `GET /v1/account` and `GET /v1/audit`: the install's tariff and an org's credits, said
+in the dollars and the fields a Sequences user reads (`seq gpus`, `seq account`, the price `seq deploy
+--dry-run` prints), and its audit trail (`seq audit`).
 
 Yardstick charges credits by an episode's robot time (`billing.money.Tariff`), played on CPU workers; the
 Sequences contract prices machine time, a card's hour plus a core's and a GiB's. Said honestly: no cards
@@ -11,16 +12,18 @@ The tariff itself rides along under `yardstick` for a reader who wants the exact
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
+from fastapi import Query
 from fastapi.responses import JSONResponse
 
 from yardstick.billing.money import CREDIT_SCALE, Tariff
 from yardstick.billing.purchases import Purchases
+from yardstick.core.audit import MAX_PAGE
 from yardstick.core.runs import org_for
 from yardstick.http.auth import Who
 from yardstick.http.routing import door_router, refusals
-from yardstick.http.services import HostingService, Purch
+from yardstick.http.services import HostingService, Plat, Purch
 from yardstick.sequences import paths
 from yardstick.sequences.errors import SEQUENCES
 from yardstick.store.states import HostedKind
@@ -66,6 +69,18 @@ def pricing(purchases: Purch) -> JSONResponse:
             },
         }
     )
+
+
+@router.get(paths.AUDIT)
+def audit(
+    plat: Plat,
+    who: Who,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+    before: Annotated[int | None, Query(ge=1)] = None,
+) -> JSONResponse:
+    """The caller's orgs' audit trail, newest first (`seq audit`): `before` the id to page on from."""
+    events, next_before = plat.audit.page(who.org_ids, user_id=who.user_id, limit=limit, before=before)
+    return JSONResponse({"events": events, "next_before": next_before})
 
 
 @router.get(paths.ACCOUNT, responses=refusals(403))

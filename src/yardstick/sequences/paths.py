@@ -50,6 +50,7 @@ def version_source(plural: str) -> str:
 
 PRICING = f"{API}/pricing"
 ACCOUNT = f"{API}/account"
+AUDIT = f"{API}/audit"
 
 SECRETS = f"{API}/secrets"
 SECRET = f"{SECRETS}/{{name}}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Query
+from fastapi import Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from yardstick.billing.purchases import Purchases
@@ -19,7 +19,7 @@ from yardstick.core.hosting import Hosting, Upload
 from yardstick.core.platform import Platform
 from yardstick.core.refusals import Feature, Refusal, RefusalKind, bad_request, not_found
 from yardstick.core.runs import BenchmarkTarget, org_for
-from yardstick.http.auth import Who
+from yardstick.http.auth import Who, audit_target
 from yardstick.http.routing import door_router, refusals
 from yardstick.http.services import HostingService, Plat, Purch
 from yardstick.sequences import build_logs, eval_report, evals, paging, paths, removal
@@ -146,7 +146,10 @@ def validate_benchmark(body: BenchmarkRegisterRequest, who: Who, hosting: Hostin
 @router.post(
     paths.BENCHMARKS, response_model=BenchmarkStatusResponse, status_code=202, responses=refusals(409)
 )
-def register_benchmark(body: BenchmarkRegisterRequest, who: Who, hosting: HostingService) -> JSONResponse:
+def register_benchmark(
+    body: BenchmarkRegisterRequest, request: Request, who: Who, hosting: HostingService
+) -> JSONResponse:
+    audit_target(request, body.name)
     version = hosting.register(_org(who), _benchmark_upload(body))
     version = hosting.wait(version.id, BUILD_WAIT_S)
     shown = _benchmark_status(body.name, version)
@@ -267,7 +270,8 @@ def validate_deployment(body: DeploymentRequest, who: Who, hosting: HostingServi
 
 
 @router.post(paths.DEPLOYMENTS, response_model=DeploymentAccepted, status_code=202, responses=refusals(409))
-def deploy(body: DeploymentRequest, who: Who, hosting: HostingService) -> JSONResponse:
+def deploy(body: DeploymentRequest, request: Request, who: Who, hosting: HostingService) -> JSONResponse:
+    audit_target(request, body.name)
     version = hosting.register(_org(who), _policy_upload(body))
     hosting.wait(version.id, BUILD_WAIT_S)
     shown = DeploymentAccepted(deployment_id=body.name)

@@ -23,7 +23,7 @@ from yardstick.core.platform import Platform
 from yardstick.core.refusals import not_found
 from yardstick.engine.failures import FailureKind
 from yardstick.engine.recording import TRAJECTORY, episode_folder
-from yardstick.http.auth import Who
+from yardstick.http.auth import Who, audit_target, unaudited
 from yardstick.http.routing import door_router, refusals
 from yardstick.http.services import Plat, Purch
 from yardstick.sequences import eval_logs as eval_logs_page
@@ -64,6 +64,10 @@ def create_eval(body: EvalRequest, request: Request, plat: Plat, who: Who) -> JS
     """Run a policy on a benchmark (or, with `dry_run`, say what would run). Answers at once; the eval
     plays on the platform's workers."""
     answer = filing.file_eval(plat, who, body)
+    if isinstance(answer, EvalDryRunResponse):
+        unaudited(request)  # a dry run changes nothing
+    else:
+        audit_target(request, answer.eval_id)
     return JSONResponse(answer.model_dump(mode="json", exclude_none=True))
 
 

@@ -4,11 +4,12 @@ variables as its environment."""
 
 from __future__ import annotations
 
+from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from yardstick.core.runs import org_for
 from yardstick.core.secrets import SecretInfo
-from yardstick.http.auth import Who
+from yardstick.http.auth import Who, audit_target
 from yardstick.http.routing import door_router, refusals
 from yardstick.http.services import Plat
 from yardstick.sequences import paths
@@ -29,7 +30,8 @@ router = door_router(SEQUENCES, tags=["sequences: secrets"])
 
 
 @router.post(paths.SECRETS, status_code=201, responses=refusals(403))
-def set_secret(body: SecretCreateRequest, plat: Plat, who: Who) -> JSONResponse:
+def set_secret(body: SecretCreateRequest, request: Request, plat: Plat, who: Who) -> JSONResponse:
+    audit_target(request, body.name)
     info = plat.secrets.put(org_for(who, None).id, body.name, body.env)
     return JSONResponse(_shown(info), status_code=201)
 

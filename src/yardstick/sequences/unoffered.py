@@ -110,11 +110,6 @@ TABLE: tuple[Unoffered, ...] = (
         (f"(deployments|benchmarks)/{_NAME}/upgrade",),
     ),
     Unoffered(
-        "the audit log (seq audit)",
-        "this install keeps no audit log yet",
-        ("audit",),
-    ),
-    Unoffered(
         "a deployment's serving logs (seq policy logs)",
         "this install serves a deployment only inside evals: its output is in seq eval logs --side policy",
         (f"deployments/{_NAME}/logs",),

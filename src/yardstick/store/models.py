@@ -604,5 +604,29 @@ class VolumeUploadFile(Base):
     arrived_md5: Mapped[str | None] = mapped_column(Chars(24), nullable=True)
 
 
+class AuditEvent(Base):
+    """One change made through the platform's doors: who (the user and the key's last four), what (`action`,
+    on `target`), when, through which door, and how it was asked (`method`, `path`, `status`). Append-only:
+    nothing updates or deletes a row. `id` counts up, so it orders the log and pages it (`before`)."""
+
+    __tablename__ = "audit_events"
+    __table_args__ = (Index("ix_audit_events_org_id_id", "org_id", "id"),)
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    at: Mapped[dt.datetime] = _time()
+    org_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    user_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    actor: Mapped[str] = mapped_column(Chars(200))
+    actor_key: Mapped[str | None] = mapped_column(Chars(32), nullable=True)
+    door: Mapped[str] = mapped_column(Chars(16))
+    action: Mapped[str] = mapped_column(Chars(120))
+    target: Mapped[str | None] = mapped_column(Chars(300), nullable=True)
+    method: Mapped[str] = mapped_column(Chars(8))
+    path: Mapped[str] = mapped_column(Chars(1000))
+    status: Mapped[int] = mapped_column(Integer)
+
+
 # Every text column refuses, by rule and on both databases, what it cannot hold (`store.text`).
 name_columns(Base.metadata.tables.values())
