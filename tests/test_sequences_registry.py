@@ -610,3 +610,65 @@ def test_policies_with_episode_state_an_episode_argument_or_batches_deploy_and_p
     assert len(plain) == 8 and {success for *_, success in plain} == {"true"}
     for name, source in SHAPES.items():
         assert played(name, source) == plain, name
+
+
+VERSIONED = """\
+import seq
+
+
+@seq.policy(name="versioned-policy", gpu="cpu", hz=10, action_chunk_valid_len=1, action_chunk_replan_at=1)
+class Versioned(seq.Policy):
+    @seq.infer
+    def infer(self, obs):
+        return [[GAIN * max(-0.1, min(0.1, obs["target"] - obs["x"]))]]
+
+
+GAIN = {gain}
+"""
+
+
+def test_a_rollback_serves_an_earlier_version_until_the_next_deploy_and_a_name_moves_or_forks(
+    platform: Harness, folders: Path, tmp_path: Path
+) -> None:
+    deployed(platform, folders, "reach-bench")
+    folder = tmp_path / "versioned-policy"
+    folder.mkdir()
+
+    def deploy(gain: float) -> None:
+        (folder / "policy.py").write_text(VERSIONED.format(gain=gain))
+        deployed(platform, tmp_path, "versioned-policy")
+
+    def ran(name: str) -> str:
+        done = seq(platform, "eval", "run", name, "--benchmark", "reach-bench", "--trials", "1")
+        assert done.returncode == 0, done.stdout + done.stderr
+        found = re.search(rf"{name} v(\d+)", done.stdout)
+        assert found, done.stdout
+        return f"v{found.group(1)}"
+
+    deploy(1.0)
+    deploy(0.5)
+    assert ran("versioned-policy") == "v2"
+    rolled = seq(platform, "policy", "rollback", "versioned-policy")
+    assert rolled.returncode == 0 and "now serves v1 (kept: v2)" in rolled.stdout, rolled.stdout
+    assert ran("versioned-policy") == "v1"  # nothing rebuilt: the kept version serves
+    versions = seq(platform, "policy", "versions", "versioned-policy").stdout
+    assert re.search(r"v2\s+kept", versions) and re.search(r"v1\s+serving", versions), versions
+    deploy(0.25)  # a deploy means "serve this": the pin goes
+    assert ran("versioned-policy") == "v3"
+
+    renamed = seq(platform, "policy", "rename", "versioned-policy", "moved-policy")
+    assert renamed.returncode == 0, renamed.stdout + renamed.stderr
+    assert ran("moved-policy") == "v3"
+    gone = seq(platform, "policy", "status", "versioned-policy")
+    assert gone.returncode == 4, gone.stdout + gone.stderr
+
+    forked = seq(platform, "policy", "fork", "moved-policy", "forked-policy")
+    assert forked.returncode == 0, forked.stdout + forked.stderr
+    ready = seq(platform, "policy", "status", "forked-policy", "--wait", "--timeout", "120")
+    assert ready.returncode == 0 and "ready" in ready.stdout, ready.stdout + ready.stderr
+    assert ran("forked-policy") == "v1"  # a name of its own, its first version the source's code
+    copied = seq(platform, "policy", "source", "forked-policy", "-o", str(tmp_path / "forked-src"))
+    assert copied.returncode == 0, copied.stderr
+    assert "GAIN = 0.25" in (tmp_path / "forked-src" / "policy.py").read_text()
+    taken = seq(platform, "policy", "rename", "forked-policy", "moved-policy")
+    assert taken.returncode == 5 and "is taken" in taken.stderr, taken.stdout + taken.stderr

@@ -326,14 +326,16 @@ ROWS: tuple[Row, ...] = (
         "robots",
     ),
     Row(
-        "policy freeze {P}@v1",
-        "keeps a version's environment",
-        "refused by name",
+        "policy freeze {P}@v1", "keeps a version's environment", "kept already: its size said", shows="frozen"
+    ),
+    Row(
+        "policy freeze {P}@v1 --off",
+        "unfreezes it",
+        "refused: nothing to let go",
         "refused",
         NOT_OFFERED,
-        "versions",
+        "unfreezing",
     ),
-    Row("policy freeze {P}@v1 --off", "unfreezes it", "refused by name", "refused", NOT_OFFERED, "versions"),
     Row(
         "policy upgrade {P} --to toy-policy@v2 --dry-run --no-wait --timeout 60",
         "moves to a newer template",
@@ -344,28 +346,20 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "policy rollback {P}",
-        "serves an earlier version",
-        "refused by name",
-        "refused",
-        NOT_OFFERED,
-        "versions",
+        "serves the version before, nothing rebuilt",
+        "v1 serves again (v2 came of deploy --freeze)",
+        shows="serves v1",
     ),
     Row(
-        "policy rename {P} chatty-renamed",
-        "renames it",
-        "refused by name",
+        "policy rollback {P}",
+        "serves the version before",
+        "refused: v1 has none before it",
         "refused",
-        NOT_OFFERED,
-        "versions",
+        "conflict",
+        "no ready version before",
     ),
-    Row(
-        "policy fork {P} chatty-fork",
-        "copies it under a new name",
-        "refused by name",
-        "refused",
-        NOT_OFFERED,
-        "versions",
-    ),
+    Row("policy rename chatty-copy chatty-renamed", "renames it", "renamed", shows="chatty-renamed"),
+    Row("policy fork {P} chatty-fork", "copies it under a new name", "a copy, building", shows="chatty-fork"),
     Row(
         "policy data export {P} -o {T}/data --format jsonl",
         "its captured robot data",
@@ -398,7 +392,7 @@ ROWS: tuple[Row, ...] = (
         "refused by name",
         "refused",
         NOT_OFFERED,
-        "promoted",
+        "production",
     ),
     # --- robots and planners ---------------------------------------------------------------------------
     Row(
@@ -438,16 +432,14 @@ ROWS: tuple[Row, ...] = (
     Row("benchmark logs {B}", "its runs' lines", "the newest runs' lines", shows="bench stdout"),
     Row("benchmark logs {B} --worker {E} --since 1d", "one run's lines", "that run's", shows="bench"),
     Row("benchmark logs {B} --build", "its build and check log", "phases, check, log", shows="check"),
+    Row("benchmark freeze {B}@v1", "keeps a version's environment", "kept already", shows="frozen"),
     Row(
-        "benchmark freeze {B}@v1",
-        "keeps a version's environment",
-        "refused by name",
+        "benchmark freeze {B}@v1 --off",
+        "unfreezes it",
+        "refused: nothing to let go",
         "refused",
         NOT_OFFERED,
-        "versions",
-    ),
-    Row(
-        "benchmark freeze {B}@v1 --off", "unfreezes it", "refused by name", "refused", NOT_OFFERED, "versions"
+        "unfreezing",
     ),
     Row(
         "benchmark upgrade {B} --to toy-bench@v2 --dry-run --no-wait --timeout 60",
@@ -561,7 +553,7 @@ ROWS: tuple[Row, ...] = (
         "audit --limit 5 --before 100000",
         "who did what, newest first",
         "the org's changes from the install's append-only log",
-        shows="deployment.deploy",
+        shows=r"(secret|volume|deployment|benchmark|eval)\.",
     ),
     Row("models", "the VLM models", "refused: no model service", "refused", NOT_OFFERED, "model service"),
     Row(
@@ -606,8 +598,8 @@ ROWS: tuple[Row, ...] = (
     ),
     # --- last: what removes ----------------------------------------------------------------------------
     Row("secret rm chatty", "removes a secret", "removed", shows="chatty"),
-    Row("policy rm chatty-copy --dry-run", "says what rm would touch", "listed", shows="would"),
-    Row("policy rm chatty-copy --force", "removes it", "removed", shows="chatty-copy"),
+    Row("policy rm chatty-renamed --dry-run", "says what rm would touch", "listed", shows="would"),
+    Row("policy rm chatty-renamed --force", "removes it", "removed", shows="chatty-renamed"),
     Row("benchmark rm {B} --force", "removes it", "removed", shows="chatty-bench"),
 )
 

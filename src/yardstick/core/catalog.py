@@ -165,10 +165,12 @@ def read_catalog(session: Session, caller: Caller, org: Org | None = None) -> Ca
 
 
 def _deployments(session: Session, org_id: int) -> dict[str, int]:
-    """The org's deployed policies that are running, each by its newest ready version."""
+    """The org's deployed policies that are running, each by the version that serves: the newest ready one,
+    or the one a rollback pinned."""
     found: dict[str, int] = {}
-    for name, version_id in session.execute(
-        select(Hosted.name, HostedVersion.id)
+    pinned: set[str] = set()
+    for name, version_id, number, serving in session.execute(
+        select(Hosted.name, HostedVersion.id, HostedVersion.number, Hosted.serving)
         .join(HostedVersion, HostedVersion.hosted_id == Hosted.id)
         .where(
             Hosted.org_id == org_id,
@@ -179,5 +181,8 @@ def _deployments(session: Session, org_id: int) -> dict[str, int]:
         )
         .order_by(Hosted.name, HostedVersion.number)
     ).all():
-        found[name] = version_id  # the last of each name is its newest
+        if name not in pinned:
+            found[name] = version_id  # the last of each name is its newest
+        if number == serving:
+            pinned.add(name)  # a rollback's pin: kept over the newer ones after it
     return found

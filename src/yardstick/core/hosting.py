@@ -214,6 +214,7 @@ class Hosting:
                 rebuild = latest
             else:
                 rebuild = self._new_version(session, org_id, hosted, latest, upload, pins)
+            hosted.serving = None  # a deploy means "serve this": a rollback's pin goes
         # The build reads the version in a session of its own: it starts once this one is committed.
         self.builds.start(rebuild.id, org_id)
         return rebuild
@@ -357,17 +358,18 @@ class Hosting:
         return hosted, latest
 
     def ready(self, org_id: int, kind: HostedKind, name: str) -> tuple[Hosted, HostedVersion] | None:
-        """The newest ready version of a hosted benchmark or policy, or None where it has none."""
+        """The version of a hosted benchmark or policy that serves (the newest ready one, or the one a
+        rollback pinned), or None where it has none."""
         with self.db.reading() as session:
             hosted = _hosted(session, org_id, kind, name)
             if hosted is None or hosted.removed_at is not None:
                 return None
-            version = session.execute(
+            ready = session.execute(
                 select(HostedVersion)
                 .where(HostedVersion.hosted_id == hosted.id, HostedVersion.status == BuildStatus.READY)
                 .order_by(HostedVersion.number.desc())
-                .limit(1)
-            ).scalar_one_or_none()
+            ).scalars()
+            version = serving_of(hosted, list(ready))
         return None if version is None else (hosted, version)
 
     def versions(self, org_id: int, kind: HostedKind, name: str) -> tuple[Hosted, list[HostedVersion]]:
@@ -467,6 +469,13 @@ class Hosting:
                     settings[key] = value
             hosted.settings, hosted.settings_rev = settings, hosted.settings_rev + 1
             return hosted
+
+
+def serving_of(hosted: Hosted, versions: Sequence[HostedVersion]) -> HostedVersion | None:
+    """The version that serves: the one a rollback pinned while it is ready, else the newest ready one."""
+    ready = [v for v in versions if v.status == BuildStatus.READY]
+    pinned = next((v for v in ready if v.number == hosted.serving), None)
+    return pinned or max(ready, key=lambda v: v.number, default=None)
 
 
 def _hosted(session: Session, org_id: int, kind: HostedKind, name: str) -> Hosted | None:

@@ -37,6 +37,7 @@ from yardstick.sequences import registry as sequence_registry
 from yardstick.sequences import routes as sequences
 from yardstick.sequences import secrets as sequence_secrets
 from yardstick.sequences import uploads as sequence_uploads
+from yardstick.sequences import versions as sequence_versions
 from yardstick.sequences import volumes as sequence_volumes
 from yardstick.sequences.errors import SEQUENCES
 from yardstick.store.text import UnstorableText
@@ -117,6 +118,7 @@ def create_app(services: Services) -> FastAPI:
         sequence_volumes.router,
         sequence_uploads.router,
         sequence_account.router,
+        sequence_versions.router,
         oauth.router,
         site.router,
         signin_pages.router,

@@ -42,6 +42,11 @@ ACTIONS: Final[dict[tuple[str, str], str]] = {
     ("POST", paths.VOLUME_UPLOADS): "volume.upload",
     ("POST", paths.VOLUME_UPLOAD_COMMIT): "volume.commit",
     ("DELETE", paths.VOLUME): "volume.delete",
+    ("POST", paths.DEPLOYMENT_ROLLBACK): "deployment.rollback",
+    ("POST", paths.DEPLOYMENT_RENAME): "deployment.rename",
+    ("POST", paths.DEPLOYMENT_FORK): "deployment.fork",
+    ("POST", paths.version_freeze("deployments")): "deployment.freeze",
+    ("POST", paths.version_freeze("benchmarks")): "benchmark.freeze",
 }
 # Checks that change nothing: a registration validated, a Positronic plan resolved.
 UNCHANGED: Final = frozenset(

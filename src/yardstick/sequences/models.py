@@ -500,3 +500,20 @@ def build_status(version: HostedVersion) -> Literal["building", "ready", "failed
     if version.status == BuildStatus.BUILDING:
         return "building"
     return "failed"
+
+
+# --- versions --------------------------------------------------------------------------------------------
+
+
+class RollbackRequest(BaseModel):
+    """`POST /v1/deployments/{name}/rollback`: the version to serve (the one before the serving one: None)."""
+
+    model_config = _REQUEST
+    version: int | None = Field(default=None, ge=1)
+
+
+class NameRequest(BaseModel):
+    """`POST /v1/deployments/{name}/rename` and `/fork`: the new name."""
+
+    model_config = _REQUEST
+    name: str = Field(min_length=1, max_length=63)

@@ -36,11 +36,19 @@ DEPLOYMENT_SETTINGS = f"{DEPLOYMENT}/settings"
 DEPLOYMENT_EVALS = f"{DEPLOYMENT}/evals"
 DEPLOYMENT_DELETION = f"{DEPLOYMENT}/deletion"
 DEPLOYMENT_BUILD = f"{DEPLOYMENT}/build"
+DEPLOYMENT_ROLLBACK = f"{DEPLOYMENT}/rollback"
+DEPLOYMENT_RENAME = f"{DEPLOYMENT}/rename"
+DEPLOYMENT_FORK = f"{DEPLOYMENT}/fork"
 
 
 def builds(plural: str) -> str:
     """`/v1/benchmarks/{name}/builds` or `/v1/deployments/{name}/builds`."""
     return f"{API}/{plural}/{{name}}/builds"
+
+
+def version_freeze(plural: str) -> str:
+    """`/v1/benchmarks/{name}/versions/{number}/freeze`, or the same of a deployment."""
+    return f"{API}/{plural}/{{name}}/versions/{{number}}/freeze"
 
 
 def version_source(plural: str) -> str:

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, Response
 
 from yardstick.billing.purchases import Purchases
 from yardstick.core.accounts import Caller
-from yardstick.core.hosting import Hosting, Upload
+from yardstick.core.hosting import Hosting, Upload, serving_of
 from yardstick.core.platform import Platform
 from yardstick.core.refusals import Feature, Refusal, RefusalKind, bad_request, not_found
 from yardstick.core.runs import BenchmarkTarget, org_for
@@ -295,7 +295,7 @@ def deployment_versions(name: str, who: Who, hosting: HostingService) -> JSONRes
     """A deployment's versions, newest first: `serving` (or `stopped`) the one evals call, `kept` older
     ready ones, else how the build went; `code.sha256` the tree hash the SDK prints."""
     hosted, versions = hosting.versions(_org(who), HostedKind.POLICY, name)
-    serving = _serving(versions)
+    serving = _serving(hosted, versions)
     rows = []
     for version in versions:
         if version.number == serving:
@@ -435,8 +435,8 @@ def _version_routes(kind: HostedKind, plural: str, label: str) -> None:
     @router.get(paths.builds(plural), responses=refusals(404, 409), name=f"{label}_builds")
     def builds(name: str, who: Who, hosting: HostingService) -> JSONResponse:
         """The versions, newest first, each one's build; `serving` marks the one new evals use."""
-        _, versions = hosting.versions(_org(who), kind, name)
-        return JSONResponse({label: name, "builds": _builds(versions)})
+        hosted, versions = hosting.versions(_org(who), kind, name)
+        return JSONResponse({label: name, "builds": _builds(hosted, versions)})
 
     @router.get(
         paths.version_source(plural),
@@ -490,13 +490,15 @@ _version_routes(HostedKind.BENCHMARK, "benchmarks", "benchmark")
 _version_routes(HostedKind.POLICY, "deployments", "deployment")
 
 
-def _serving(versions: list[HostedVersion]) -> int | None:
-    """The version evals run: the newest that passed its check (a newer one building does not displace it)."""
-    return next((v.number for v in versions if v.status == BuildStatus.READY), None)
+def _serving(hosted: Hosted, versions: list[HostedVersion]) -> int | None:
+    """The version evals run: the newest that passed its check (a newer one building does not displace it),
+    or the one a rollback pinned."""
+    found = serving_of(hosted, versions)
+    return found.number if found is not None else None
 
 
-def _builds(versions: list[HostedVersion]) -> list[dict[str, Any]]:
-    serving = _serving(versions)
+def _builds(hosted: Hosted, versions: list[HostedVersion]) -> list[dict[str, Any]]:
+    serving = _serving(hosted, versions)
     rows = []
     for version in versions:
         took = (

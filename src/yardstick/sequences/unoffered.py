@@ -73,13 +73,9 @@ TABLE: tuple[Unoffered, ...] = (
         ("adapters(/.*)?",),
     ),
     Unoffered(
-        "versions frozen, rolled back, renamed, forked or promoted",
-        "this install serves each name's newest version: deploy the code you want served again (seq deploy), "
-        "or under another name (seq deploy --name)",
-        (
-            f"(deployments|benchmarks)/{_NAME}/versions/{_NAME}/freeze",
-            f"deployments/{_NAME}/(rollback|rename|fork|promote)",
-        ),
+        "promoting a dev policy to production (seq prod promote)",
+        "this install keeps no dev and production policies apart: every deployment is evaluated alike",
+        (f"deployments/{_NAME}/promote",),
     ),
     Unoffered(
         "a deployment's serving fleet",

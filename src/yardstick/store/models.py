@@ -464,7 +464,8 @@ class Purchase(Base):
 
 class Hosted(Base):
     """A benchmark or a policy an org registered with its code (`kind`): its name, and for a policy whether it
-    is stopped and its settings (with the revision a change must name). Its code lives in its versions."""
+    is stopped, its settings (with the revision a change must name) and the version a rollback pinned. Its
+    code lives in its versions."""
 
     __tablename__ = "hosted"
     __table_args__ = (UniqueConstraint("org_id", "kind", "name"),)
@@ -476,6 +477,8 @@ class Hosted(Base):
     stopped: Mapped[bool] = mapped_column(Boolean, default=False)
     settings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     settings_rev: Mapped[int] = mapped_column(Integer, default=0)
+    # The version a rollback pinned (`seq policy rollback`); None: the newest ready one serves.
+    serving: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[dt.datetime] = _time()
     removed_at: Mapped[dt.datetime | None] = _time(nullable=True)
 
