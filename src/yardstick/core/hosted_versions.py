@@ -18,11 +18,10 @@ import shutil
 from dataclasses import dataclass
 from typing import Final
 
-from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from yardstick.core.hosting import Hosting, serving_of
+from yardstick.core.hosting import Hosting, hosted_named, named_versions, serving_of
 from yardstick.core.refusals import Refusal, RefusalKind, bad_request, not_found
 from yardstick.store.models import Hosted, HostedVersion
 from yardstick.store.states import BuildStatus, HostedKind
@@ -48,7 +47,7 @@ class Versions:
     def rollback(self, org_id: int, kind: HostedKind, name: str, to: int | None) -> Rolled:
         """Serve version `to` (None: the newest ready one before the one serving) from now on."""
         with self.db.writing() as session:
-            hosted, versions = self._versions(session, org_id, kind, name)
+            hosted, versions = named_versions(session, org_id, kind, name)
             serving = serving_of(hosted, versions)
             ready = [v for v in versions if v.status == BuildStatus.READY]
             if to is None:
@@ -79,7 +78,7 @@ class Versions:
         _check_name(new)
         try:
             with self.db.writing() as session:
-                hosted, _ = self._versions(session, org_id, kind, name)
+                hosted, _ = named_versions(session, org_id, kind, name)
                 self._free(session, org_id, kind, new)
                 hosted.name = new
                 session.flush()
@@ -93,7 +92,7 @@ class Versions:
         _check_name(new)
         try:
             with self.db.writing() as session:
-                hosted, versions = self._versions(session, org_id, kind, source)
+                hosted, versions = named_versions(session, org_id, kind, source)
                 serving = serving_of(hosted, versions)
                 if serving is None:
                     raise Refusal(RefusalKind.CONFLICT, f"{kind} {source!r} has no ready version to fork")
@@ -123,25 +122,8 @@ class Versions:
         self.hosting.builds.start(version.id, org_id)
         return version
 
-    def _versions(
-        self, session: Session, org_id: int, kind: HostedKind, name: str
-    ) -> tuple[Hosted, list[HostedVersion]]:
-        hosted = session.execute(
-            select(Hosted).where(Hosted.org_id == org_id, Hosted.kind == kind, Hosted.name == name)
-        ).scalar_one_or_none()
-        if hosted is None or hosted.removed_at is not None:
-            raise not_found(f"{kind}: no {kind} {name!r} in your organization")
-        versions = session.execute(
-            select(HostedVersion)
-            .where(HostedVersion.hosted_id == hosted.id)
-            .order_by(HostedVersion.number.desc())
-        ).scalars()
-        return hosted, list(versions)
-
     def _free(self, session: Session, org_id: int, kind: HostedKind, name: str) -> None:
-        held = session.execute(
-            select(Hosted).where(Hosted.org_id == org_id, Hosted.kind == kind, Hosted.name == name)
-        ).scalar_one_or_none()
+        held = hosted_named(session, org_id, kind, name)
         if held is not None:
             raise _taken(kind, name, removed=held.removed_at is not None)
 

@@ -375,15 +375,7 @@ class Hosting:
     def versions(self, org_id: int, kind: HostedKind, name: str) -> tuple[Hosted, list[HostedVersion]]:
         """A hosted benchmark's or policy's versions, newest first."""
         with self.db.reading() as session:
-            hosted = _hosted(session, org_id, kind, name)
-            if hosted is None or hosted.removed_at is not None:
-                raise not_found(f"{kind}: no {kind} {name!r} in your organization")
-            rows = session.execute(
-                select(HostedVersion)
-                .where(HostedVersion.hosted_id == hosted.id)
-                .order_by(HostedVersion.number.desc())
-            ).scalars()
-            return hosted, list(rows)
+            return named_versions(session, org_id, kind, name)
 
     def source(self, org_id: int, kind: HostedKind, name: str, number: int) -> bytes:
         """The code of one version as a tar.gz of its files, as they were unpacked."""
@@ -476,6 +468,26 @@ def serving_of(hosted: Hosted, versions: Sequence[HostedVersion]) -> HostedVersi
     ready = [v for v in versions if v.status == BuildStatus.READY]
     pinned = next((v for v in ready if v.number == hosted.serving), None)
     return pinned or max(ready, key=lambda v: v.number, default=None)
+
+
+def named_versions(
+    session: Session, org_id: int, kind: HostedKind, name: str
+) -> tuple[Hosted, list[HostedVersion]]:
+    """A hosted name that is not removed, and its versions, newest first; not found otherwise."""
+    hosted = _hosted(session, org_id, kind, name)
+    if hosted is None or hosted.removed_at is not None:
+        raise not_found(f"{kind}: no {kind} {name!r} in your organization")
+    rows = session.execute(
+        select(HostedVersion)
+        .where(HostedVersion.hosted_id == hosted.id)
+        .order_by(HostedVersion.number.desc())
+    ).scalars()
+    return hosted, list(rows)
+
+
+def hosted_named(session: Session, org_id: int, kind: HostedKind, name: str) -> Hosted | None:
+    """The row of a hosted name, removed or not."""
+    return _hosted(session, org_id, kind, name)
 
 
 def _hosted(session: Session, org_id: int, kind: HostedKind, name: str) -> Hosted | None:
