@@ -53,21 +53,17 @@ class Row:
 NOT_OFFERED = "dependency_missing"
 ROWS: tuple[Row, ...] = (
     # --- the core flow ---------------------------------------------------------------------------------
+    Row("init --list", "lists the templates", "the three Yardstick ships", shows="metaworld-policy"),
     Row(
-        "init --list",
-        "lists the templates",
-        "no templates shipped: refused by name",
-        "refused",
-        "not_found",
-        "templates",
+        "init gym-benchmark {T}/gym-bench --no-source", "writes a template's folder", "written", shows="wrote"
     ),
     Row(
-        "init toy-policy {T}/init --no-source",
+        "init toy-policy {T}/init",
         "starts a folder from a template",
-        "no such template: the CLI's own 'no template' answer",
+        "no such template: named, with where to look",
         "refused",
         "not_found",
-        "no template",
+        "no template named",
     ),
     Row(
         "deploy {F}/chatty-policy --dry-run",
@@ -715,6 +711,41 @@ def test_every_command_and_flag_of_the_cli_has_a_row() -> None:
             if not any(flag in argv for argv in rows for flag in spellings)
         ]
     assert not missing, f"no row says what Yardstick does with: {missing}"
+
+
+def test_a_template_is_written_deployed_and_evaluated(swept: dict[str, str]) -> None:
+    """`seq init` of the Meta-World policy and the Gymnasium benchmark Yardstick ships, deployed as they
+    are and evaluated: the expert reaches, a cart-pole heuristic plays the benchmark."""
+    scratch = Path(swept["T"])
+    written = _seq(swept, "init", "metaworld-policy", str(scratch / "mw-expert"))
+    assert written.returncode == 0, written.stdout + written.stderr
+    assert _seq(swept, "deploy", str(scratch / "mw-expert")).returncode == 0
+    ran = _seq(swept, "eval", "run", "mw-expert", "--benchmark", "metaworld.mt10", "--tasks", "reach-v3",
+               "--trials", "2")  # fmt: skip
+    assert ran.returncode == 0 and "success: overall 100.0% (n=2)" in ran.stdout, ran.stdout + ran.stderr
+
+    assert _seq(swept, "init", "gym-benchmark", str(scratch / "cartpole")).returncode == 0
+    made = _seq(swept, "deploy", str(scratch / "cartpole"))
+    assert made.returncode == 0 and "gym-benchmark: ready" in made.stdout, made.stdout + made.stderr
+    pusher = scratch / "pusher"
+    pusher.mkdir()
+    (pusher / "policy.py").write_text(CARTPOLE_POLICY)
+    assert _seq(swept, "deploy", str(pusher)).returncode == 0
+    played = _seq(swept, "eval", "run", "cartpole-pusher", "--benchmark", "gym-benchmark", "--trials", "2")
+    assert played.returncode == 0 and "n=2" in played.stdout, played.stdout + played.stderr
+
+
+CARTPOLE_POLICY = """\
+import seq
+
+
+@seq.policy(name="cartpole-pusher", gpu="cpu", hz=50, action_chunk_valid_len=1, action_chunk_replan_at=1)
+class Pusher(seq.Policy):
+    @seq.infer
+    def infer(self, obs):
+        _, _, angle, spin = obs["state"]
+        return [[1 if angle + 0.5 * spin > 0 else 0]]
+"""
 
 
 def table() -> str:

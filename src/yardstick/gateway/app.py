@@ -36,6 +36,7 @@ from yardstick.sequences import paths as sequence_paths
 from yardstick.sequences import registry as sequence_registry
 from yardstick.sequences import routes as sequences
 from yardstick.sequences import secrets as sequence_secrets
+from yardstick.sequences import template_shelf as sequence_templates
 from yardstick.sequences import uploads as sequence_uploads
 from yardstick.sequences import versions as sequence_versions
 from yardstick.sequences import volumes as sequence_volumes
@@ -119,6 +120,7 @@ def create_app(services: Services) -> FastAPI:
         sequence_uploads.router,
         sequence_account.router,
         sequence_versions.router,
+        sequence_templates.router,
         oauth.router,
         site.router,
         signin_pages.router,
@@ -153,8 +155,9 @@ def create_app(services: Services) -> FastAPI:
 
     @app.exception_handler(HTTPException)
     async def _http(request: Request, exc: HTTPException) -> Response:
-        if exc.status_code in (404, 405) and exc.detail in ("Not Found", "Method Not Allowed"):
-            # No route took it: the door may name the feature of its contract that this path reaches.
+        if exc.status_code == 404 and exc.detail == "Not Found":
+            # No route took it: the door may name the feature of its contract that this path reaches (a
+            # method a route does not take stays 405, its Allow header listing those it does).
             unrouted = door_of(request).unrouted(request.method, request.url.path)
             if unrouted is not None:
                 return door_of(request).refusal(request, unrouted)

@@ -26,6 +26,7 @@ DESCRIPTIONS = {
     409: "A conflict: a transaction key already used for another request, or an eval not accepting runs",
     413: "A body past the size limit, refused before it is read",
     422: "A request the models refuse (each problem with its field and rule)",
+    424: "A feature of the contract this install does not serve, named with why (not retryable)",
     429: "A quota spent",
     500: "The platform's own fault",
     503: "A service the platform asks (an identity provider) is down; retry later",

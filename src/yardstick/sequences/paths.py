@@ -57,6 +57,8 @@ def version_source(plural: str) -> str:
 
 
 PRICING = f"{API}/pricing"
+TEMPLATES = f"{API}/templates"
+TEMPLATE_CODE = f"{TEMPLATES}/{{name}}/code"
 ACCOUNT = f"{API}/account"
 AUDIT = f"{API}/audit"
 

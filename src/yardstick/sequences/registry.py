@@ -261,7 +261,7 @@ def remove_benchmark(
 # --- deployments ----------------------------------------------------------------------------------------
 
 
-@router.post(paths.DEPLOYMENTS_VALIDATE, responses=refusals(409))
+@router.post(paths.DEPLOYMENTS_VALIDATE, responses=refusals(409, 424))
 def validate_deployment(body: DeploymentRequest, who: Who, hosting: HostingService) -> JSONResponse:
     state, version = hosting.would(_org(who), _policy_upload(body))
     return JSONResponse(
@@ -269,7 +269,9 @@ def validate_deployment(body: DeploymentRequest, who: Who, hosting: HostingServi
     )
 
 
-@router.post(paths.DEPLOYMENTS, response_model=DeploymentAccepted, status_code=202, responses=refusals(409))
+@router.post(
+    paths.DEPLOYMENTS, response_model=DeploymentAccepted, status_code=202, responses=refusals(409, 424)
+)
 def deploy(body: DeploymentRequest, request: Request, who: Who, hosting: HostingService) -> JSONResponse:
     audit_target(request, body.name)
     version = hosting.register(_org(who), _policy_upload(body))

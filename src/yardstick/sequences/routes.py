@@ -58,7 +58,7 @@ router = door_router(SEQUENCES, tags=["sequences: evals"])
 @router.post(
     paths.EVALS,
     response_model=EvalResponse | EvalDryRunResponse,
-    responses=refusals(402, 403, 404, 409, 429),
+    responses=refusals(402, 403, 404, 409, 424, 429),
 )
 def create_eval(body: EvalRequest, request: Request, plat: Plat, who: Who) -> JSONResponse:
     """Run a policy on a benchmark (or, with `dry_run`, say what would run). Answers at once; the eval

@@ -7,9 +7,8 @@ path belongs to and refuses it with the contract's `dependency_missing` code (42
 exit 1), the detail naming the feature and the reason, `details` carrying `feature` and `reason`
 (for a program).
 
-Two families keep `not_found` on purpose, because the SDK reads a 404 there as "this platform has none"
-and goes on: a deployment's `fleet` (the dry run's price then has no measured capacity), and a template by
-name (`seq init` then says there is no such template). Their detail still says why.
+One keeps `not_found` on purpose, because the SDK reads a 404 there as "this platform has none" and goes
+on: a deployment's `fleet` (the dry run's price then has no measured capacity). Its detail still says why.
 """
 
 from __future__ import annotations
@@ -84,12 +83,6 @@ TABLE: tuple[Unoffered, ...] = (
         kind=RefusalKind.NOT_FOUND,
     ),
     Unoffered(
-        "templates (seq init, seq benchmark upgrade, seq policy upgrade)",
-        "this install ships no templates yet: no template is served here; start from the README's examples",
-        ("templates(/.*)?",),
-        kind=RefusalKind.NOT_FOUND,
-    ),
-    Unoffered(
         "3D replays (seq eval report --replays)",
         "this install records no 3D replays yet: an eval's episodes are recorded as videos (--videos)",
         (r"eval/[^/]+/replays/.+", r"eval/[^/]+/scenes/.+"),
@@ -102,7 +95,8 @@ TABLE: tuple[Unoffered, ...] = (
     ),
     Unoffered(
         "upgrading from a template (seq benchmark upgrade, seq policy upgrade)",
-        "this install ships no templates yet, so nothing was made from one to upgrade",
+        "this install's templates have one version each (v1), so there is no other to move to: edit the "
+        "folder seq init wrote and seq deploy it",
         (f"(deployments|benchmarks)/{_NAME}/upgrade",),
     ),
     Unoffered(

@@ -79,7 +79,7 @@ def _freeze_routes(kind: HostedKind, plural: str) -> None:
             }
         )
 
-    @router.delete(paths.version_freeze(plural), responses=refusals(404), name=f"{kind}_unfreeze")
+    @router.delete(paths.version_freeze(plural), responses=refusals(404, 424), name=f"{kind}_unfreeze")
     def unfreeze(name: str, number: int, who: Who, hosting: HostingService) -> JSONResponse:
         hosting.versions(org_for(who, None).id, kind, name)  # an unknown name is not found first
         raise Refusal(
