@@ -735,6 +735,22 @@ def test_a_template_is_written_deployed_and_evaluated(swept: dict[str, str]) -> 
     assert played.returncode == 0 and "n=2" in played.stdout, played.stdout + played.stderr
 
 
+def test_deploys_and_evals_leave_no_defunct_process_and_boxes_bounded(swept: dict[str, str]) -> None:
+    """Each deploy of new code is a new version (a new box for its check and one to serve it); the server
+    reaps every one it ends, and keeps at most its warm ones (two players and two servers a worker)."""
+    folder = Path(swept["T"]) / "churn"
+    folder.mkdir()
+    source = CARTPOLE_POLICY.replace("cartpole-pusher", "churn-policy")
+    for gain in range(6):
+        (folder / "policy.py").write_text(source + f"\nVERSION = {gain}\n")
+        assert _seq(swept, "deploy", str(folder)).returncode == 0
+        ran = _seq(swept, "eval", "run", "churn-policy", "--benchmark", "gym-benchmark", "--trials", "1")
+        assert ran.returncode == 0 and "n=1" in ran.stdout, ran.stdout + ran.stderr
+    health = httpx.get(f"{swept['url']}/healthz", params={"boxes": "true"}).json()["processes"]
+    assert health["defunct"] == 0, health
+    assert health["boxes"] <= 4, health
+
+
 CARTPOLE_POLICY = """\
 import seq
 
