@@ -1,4 +1,6 @@
-"""The install's audit log, as its readers use it: a change made through either door - a Positronic plan
+"""An org's account through the Sequences door, as its readers use it - its usage: what its evals were
+charged, at a credit's dollars, and its balance after (`seq usage`, `seq account`) - and the install's
+audit log: a change made through either door - a Positronic plan
 with its client, a secret set and a policy stopped with the real `seq` CLI - is one event naming who (the
 login and the key's last four), what, on what and through which door; a refused request, a read and a dry
 run are none. `seq audit` reads the caller's org's events newest first and pages back with `--before`;
@@ -12,9 +14,12 @@ import subprocess
 from pathlib import Path
 
 import httpx
+from platform_client.client import PlatformClient
 
 from hosted_helpers import set_secret
 from platform_harness import running_platform, toy_plan
+from yardstick.billing import admin as billing_admin
+from yardstick.core import admin
 
 ROOT = Path(__file__).parent.parent
 SEQ = ROOT / ".venv-seq" / "bin" / "seq"
@@ -64,3 +69,35 @@ def test_each_change_is_one_event_naming_who_what_and_the_door(tmp_path: Path, d
         assert install.returncode == 0, install.stderr
         listed = install.stdout + install.stderr  # the house's tables go to the console, on stderr
         assert "secret.set" in listed and "audited-secret" in listed and "submissions.create" in listed
+
+
+def test_usage_is_what_the_orgs_runs_were_charged_at_a_credits_dollars(
+    tmp_path: Path, database_url: str
+) -> None:
+    with running_platform(tmp_path, database_url) as harness:
+        with harness.platform.db.writing() as session:
+            admin.create_org(session, "payg", billing_mode="pay_as_you_go", per_day=100, concurrent=100)
+        key = harness.user("payer", "payg")
+        with harness.platform.db.writing() as session:
+            billing_admin.grant_credits(session, "payg", "10", "for the test")
+        client = PlatformClient(harness.url, api_key=key)  # type: ignore[arg-type]
+        created = client.create_submission(toy_plan("charged", org="payg", episodes=2))
+        harness.wait(client, created.submission_id)
+
+        used = _seq(harness.url, key, "--json", "usage", "--group", "kind")
+        assert used.returncode == 0, used.stderr
+        buckets = json.loads(used.stdout)["buckets"]
+        assert [b["group"] for b in buckets] == ["eval"] and buckets[0]["card_hours"] == 0.0
+        charged = buckets[0]["credits"]
+        assert charged > 0
+        # The cheapest package on sale by default is 100 credits for $10: a credit is $0.10.
+        assert abs(buckets[0]["cost_usd"] - charged * 0.10) < 1e-6
+
+        account = _seq(harness.url, key, "--json", "account")
+        assert account.returncode == 0, account.stderr
+        balance = json.loads(account.stdout)["balance"]
+        assert abs(balance["credits"] - (10 - charged)) < 1e-6 and balance["held_credits"] == 0
+        assert abs(balance["balance"] - round((10 - charged) * 0.10, 2)) < 0.01
+
+        nothing = _seq(harness.url, harness.keys["alice"], "--json", "usage")  # a packaged org: no charges
+        assert nothing.returncode == 0 and json.loads(nothing.stdout)["buckets"] == [], nothing.stdout

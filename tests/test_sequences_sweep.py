@@ -341,9 +341,15 @@ ROWS: tuple[Row, ...] = (
         "template",
     ),
     Row(
+        "deploy {F}/chatty-policy-v2",
+        "deploys other code under the name",
+        "its next version, serving",
+        shows="ready",
+    ),
+    Row(
         "policy rollback {P}",
         "serves the version before, nothing rebuilt",
-        "v1 serves again (v2 came of deploy --freeze)",
+        "v1 serves again",
         shows="serves v1",
     ),
     Row(
@@ -531,20 +537,11 @@ ROWS: tuple[Row, ...] = (
     Row("gpus", "the cards and prices", "no cards; a core-hour from the tariff", shows="per core-hour"),
     Row(
         "usage --since 2026-11-01 --until 2026-12-31 --by day --group deployment --csv",
-        "machine-hours used",
-        "refused: credits are by robot time",
-        "refused",
-        NOT_OFFERED,
-        "credits",
+        "machine-hours used and their cost",
+        "what its evals were charged (none: a packaged org), 0 card-hours",
+        shows="start,group",
     ),
-    Row(
-        "usage --policy {P}",
-        "one policy's usage",
-        "refused: credits are by robot time",
-        "refused",
-        NOT_OFFERED,
-        "credits",
-    ),
+    Row("usage --policy {P}", "one policy's usage", "its evals' charges", shows="chatty-policy"),
     Row(
         "audit --limit 5 --before 100000",
         "who did what, newest first",
@@ -617,6 +614,9 @@ def swept(
     folders = folder / "code"
     for name in ("chatty-bench", "chatty-policy"):
         shutil.copytree(EXAMPLES / name, folders / name)
+    second = folders / "chatty-policy-v2"  # the same deployment, other code: its next version
+    shutil.copytree(folders / "chatty-policy", second)
+    (second / "policy.py").write_text((second / "policy.py").read_text() + "\n# its second version\n")
     gpu = (folders / "chatty-policy" / "policy.py").read_text().replace('gpu="cpu"', 'gpu="L4"')
     (folders / "gpu-policy").mkdir()
     (folders / "gpu-policy" / "policy.py").write_text(gpu.replace("chatty-policy", "gpu-policy"))

@@ -38,6 +38,7 @@ from yardstick.sequences import routes as sequences
 from yardstick.sequences import secrets as sequence_secrets
 from yardstick.sequences import template_shelf as sequence_templates
 from yardstick.sequences import uploads as sequence_uploads
+from yardstick.sequences import usage as sequence_usage
 from yardstick.sequences import versions as sequence_versions
 from yardstick.sequences import volumes as sequence_volumes
 from yardstick.sequences.errors import SEQUENCES
@@ -121,6 +122,7 @@ def create_app(services: Services) -> FastAPI:
         sequence_account.router,
         sequence_versions.router,
         sequence_templates.router,
+        sequence_usage.router,
         oauth.router,
         site.router,
         signin_pages.router,

@@ -60,6 +60,7 @@ PRICING = f"{API}/pricing"
 TEMPLATES = f"{API}/templates"
 TEMPLATE_CODE = f"{TEMPLATES}/{{name}}/code"
 ACCOUNT = f"{API}/account"
+ACCOUNT_USAGE = f"{ACCOUNT}/usage"
 AUDIT = f"{API}/audit"
 
 SECRETS = f"{API}/secrets"

@@ -88,10 +88,10 @@ TABLE: tuple[Unoffered, ...] = (
         (r"eval/[^/]+/replays/.+", r"eval/[^/]+/scenes/.+"),
     ),
     Unoffered(
-        "usage and bills by machine hours (seq usage, seq account billing)",
-        "this install charges credits per episode and minute of robot time, not machine hours: seq account "
-        "shows the balance, and each eval's report its episodes",
-        ("account/(usage|billing)", f"deployments/{_NAME}/usage"),
+        "bills and a deployment's serving usage (seq account billing, a deployment's usage)",
+        "this install charges credits per episode and minute of robot time, and serves a deployment only "
+        "inside evals: seq usage shows what its evals were charged, seq account the balance",
+        ("account/billing", f"deployments/{_NAME}/usage"),
     ),
     Unoffered(
         "upgrading from a template (seq benchmark upgrade, seq policy upgrade)",
