@@ -507,6 +507,12 @@ def test_a_rotated_secret_reaches_a_warm_box_and_a_secret_in_an_error_is_masked_
             timeout=30,
         ).text,
     ]
+    report = httpx.get(
+        f"{platform.url}/v1/eval/{eval_id}",
+        headers={"Authorization": f"Bearer {platform.keys['alice']}"},
+        timeout=30,
+    ).json()
+    shown.append(httpx.get(report["dashboard_url"], timeout=30).text)  # the run's page, as a browser reads it
     assert any("the token is ***, said out loud" in text for text in shown), shown
     assert not [text for text in shown if second in text or first in text]
 
