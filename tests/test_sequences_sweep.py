@@ -196,6 +196,22 @@ ROWS: tuple[Row, ...] = (
     Row("eval run {P} --benchmark {B} --record", "gone from the SDK", "the CLI refuses it", "usage"),
     Row("eval run {P} --benchmark {B} --latency-ms 50", "gone from the SDK", "the CLI refuses it", "usage"),
     Row(
+        "deploy {F}/broken-policy",
+        "deploys, or says why its build failed",
+        "failed: its constructor's error",
+        "refused",
+        "conflict",
+        "broken on purpose",
+    ),
+    Row(
+        "eval run broken-policy --benchmark {B}",
+        "an eval of a deployment whose build failed",
+        "refused naming why, not listed on offer",
+        "refused",
+        "conflict",
+        "no version that passed its build",
+    ),
+    Row(
         "eval run {P} --benchmark no-such-bench",
         "an unknown benchmark",
         "not found, what is on offer",
@@ -617,6 +633,8 @@ def swept(
     second = folders / "chatty-policy-v2"  # the same deployment, other code: its next version
     shutil.copytree(folders / "chatty-policy", second)
     (second / "policy.py").write_text((second / "policy.py").read_text() + "\n# its second version\n")
+    (folders / "broken-policy").mkdir()
+    (folders / "broken-policy" / "policy.py").write_text(BROKEN_POLICY)
     gpu = (folders / "chatty-policy" / "policy.py").read_text().replace('gpu="cpu"', 'gpu="L4"')
     (folders / "gpu-policy").mkdir()
     (folders / "gpu-policy" / "policy.py").write_text(gpu.replace("chatty-policy", "gpu-policy"))
@@ -751,6 +769,19 @@ def test_deploys_and_evals_leave_no_defunct_process_and_boxes_bounded(swept: dic
     assert health["boxes"] <= 4, health
 
 
+BROKEN_POLICY = """\
+import seq
+
+
+@seq.policy(name="broken-policy", gpu="cpu", hz=10)
+class Broken(seq.Policy):
+    def __init__(self):
+        raise RuntimeError("broken on purpose")
+
+    @seq.infer
+    def infer(self, obs):
+        return [[0.0]]
+"""
 CARTPOLE_POLICY = """\
 import seq
 

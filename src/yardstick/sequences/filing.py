@@ -183,9 +183,23 @@ def offered_benchmark(platform: Platform, caller: Caller, name: str) -> evals.Of
     catalog = platform.catalog(caller)
     found = catalog.evals.get(name)
     if found is None:
-        own = [h.name for h, _ in platform.hosting.listed(org.id, HostedKind.BENCHMARK)]
+        own = _runnable(platform, org.id, HostedKind.BENCHMARK, name, "benchmark")
         raise evals.unknown("benchmark", name, sorted({*own, *catalog.evals}))
     return _from_catalog(found)
+
+
+def _runnable(platform: Platform, org_id: int, kind: HostedKind, name: str, field: str) -> list[str]:
+    """The org's names of `kind` an eval can run (a version passed its build), for a refusal to list; a
+    refusal of its own when `name` is one of the org's that none of whose versions passed."""
+    listed = platform.hosting.listed(org_id, kind)
+    if any(hosted.name == name for hosted, _ in listed):
+        said = "benchmark logs" if kind == HostedKind.BENCHMARK else "policy logs"
+        raise Refusal(
+            RefusalKind.CONFLICT,
+            f"{field}: {kind} {name!r} has no version that passed its build yet (seq {said} {name} --build "
+            "says why; seq deploy it again once fixed)",
+        )
+    return [h.name for h, _ in listed if platform.hosting.ready(org_id, kind, h.name) is not None]
 
 
 def _from_hosted(hosted: Hosted, version: HostedVersion) -> evals.OfferedBenchmark:
@@ -244,7 +258,7 @@ def offered_policy(platform: Platform, caller: Caller, name: str) -> evals.Offer
         )
     served = platform.catalog(caller).served_policies
     if name not in served:
-        own = [h.name for h, _ in platform.hosting.listed(org.id, HostedKind.POLICY)]
+        own = _runnable(platform, org.id, HostedKind.POLICY, name, "model")
         raise evals.unknown("model", name, sorted({*own, *served}))
     with platform.db.reading() as session:
         row = session.get(ServedPolicy, name)
