@@ -795,6 +795,60 @@ class Pusher(seq.Policy):
 """
 
 
+SDK_CALLS = """
+import json, sequence_ai
+calls = {
+    "account": lambda: sequence_ai.account(),
+    "gpus": lambda: sequence_ai.gpus(),
+    "usage": lambda: sequence_ai.usage("chatty-policy"),
+    "billing": lambda: sequence_ai.billing("2026-12-01", "2026-12-03"),
+    "models": lambda: sequence_ai.models(),
+    "chat": lambda: sequence_ai.chat("m", [{"role": "user", "content": "hi"}]),
+    "decide": lambda: sequence_ai.decide("m", {}, {"q": {"type": "boolean"}}),
+    "fleet": lambda: sequence_ai.fleet("chatty-policy"),
+    "connect": lambda: sequence_ai.connect(model="chatty-policy").act(),
+    "planner": lambda: sequence_ai.planner("site").observe({"x": 1}),
+}
+said = {}
+for name, call in calls.items():
+    try:
+        said[name] = {"ok": str(call())[:300]}
+    except sequence_ai.SequencesError as exc:
+        said[name] = {"error": type(exc).__name__, "message": str(exc)}
+print(json.dumps(said))
+"""
+# What each call of the Python SDK answers here: a value, or the exception the SDK makes of a named refusal.
+SDK_ANSWERS = {
+    "account": "ok",
+    "gpus": "ok",
+    "usage": "bills and a deployment's serving usage",
+    "billing": "bills and a deployment's serving usage",
+    "models": "VLM models",
+    "chat": "VLM models",
+    "decide": "VLM models",
+    "fleet": "serving fleet",
+    "connect": "robots on a deployment",
+    "planner": "planners",
+}
+
+
+def test_the_python_sdks_calls_answer_or_refuse_by_name(swept: dict[str, str]) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEQUENCES_")}
+    env.update(SEQUENCES_BASE_URL=swept["url"], SEQUENCES_API_KEY=swept["key"])
+    done = subprocess.run(
+        [str(SEQ_PYTHON), "-c", SDK_CALLS], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout)
+    assert set(said) == set(SDK_ANSWERS)
+    for call, answer in SDK_ANSWERS.items():
+        if answer == "ok":
+            assert "ok" in said[call], (call, said[call])
+        else:
+            assert answer in said[call].get("message", ""), (call, said[call])
+            assert said[call]["message"].strip().lower() != "not found", (call, said[call])
+
+
 def table() -> str:
     """The rows as the closing note's table."""
     lines = ["| command | the SDK promises | Yardstick answers | ends |", "|---|---|---|---|"]
