@@ -241,6 +241,15 @@ ROWS: tuple[Row, ...] = (
     ),
     Row("eval ls {P} --limit 2", "the policy's evals", "a page", shows="ev-"),
     Row(
+        "eval ls {P} --cursor not-a-cursor",
+        "a page from a cursor",
+        "refused: not a cursor it handed out",
+        "refused",
+        "invalid_request",
+        "cursor",
+    ),
+    Row("eval ls {P} --limit 1 --cursor 1", "the next page", "the second eval", shows="2–2|2-2"),
+    Row(
         "eval ls --benchmark {B} --since 2026-01-01 --limit 5 --cursor 0",
         "the benchmark's evals",
         "a page",

@@ -8,6 +8,7 @@ serves in a box of its own: an eval names it as its `model`, a Positronic plan a
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Annotated, Any
 
 from fastapi import Query, Request
@@ -234,13 +235,36 @@ def benchmark_evals(
     who: Who,
     hosting: HostingService,
     limit: Annotated[int, Query(ge=1, le=PAGE_CAP)] = PAGE,
+    cursor: Annotated[str | None, Query()] = None,
+    policy: Annotated[str | None, Query(max_length=200)] = None,
+    since: Annotated[str | None, Query(max_length=40)] = None,
 ) -> JSONResponse:
+    """Every eval on the benchmark (of one policy: `policy`; from `since` on), newest first, a page."""
     if not _registered(hosting, who, name):
         offered_benchmark(plat, who, name)  # a catalogue eval's, or refused naming what there is
-    listed = [row for row in _evals(plat, who, purchases) if row["benchmark"] == name][:limit]
-    return JSONResponse(
-        {"benchmark": name, "evals": listed, "total": len(listed), "offset": 0, "next_cursor": None}
-    )
+    after = _since(since)
+    rows = [
+        row
+        for row in _evals(plat, who, purchases)
+        if row["benchmark"] == name
+        and (policy is None or row["policy"] == policy)
+        and (after is None or dt.datetime.fromisoformat(row["created_at"]) >= after)
+    ]
+    page = paging.window(cursor, limit, len(rows), cap=PAGE_CAP)
+    return JSONResponse({"benchmark": name, "evals": page.of(rows), **paging.shown(page)})
+
+
+def _since(text: str | None) -> dt.datetime | None:
+    """`since` as the SDK sends it: an ISO date or time (UTC when it names no zone), refused otherwise."""
+    if text is None:
+        return None
+    try:
+        at = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise bad_request(
+            f"since: {text!r} is no ISO date or time (2026-10-18, 2026-10-18T12:00:00Z)", field="since"
+        ) from None
+    return at if at.tzinfo is not None else at.replace(tzinfo=dt.UTC)
 
 
 @router.post(paths.BENCHMARK_CANCEL, responses=refusals(404, 409))
@@ -422,12 +446,13 @@ def deployment_evals(
     who: Who,
     hosting: HostingService,
     limit: Annotated[int, Query(ge=1, le=PAGE_CAP)] = PAGE,
+    cursor: Annotated[str | None, Query()] = None,
 ) -> JSONResponse:
+    """The deployment's evals, newest first, a page."""
     hosting.current(_org(who), HostedKind.POLICY, name)
-    listed = [row for row in _evals(plat, who, purchases) if row["policy"] == name][:limit]
-    return JSONResponse(
-        {"deployment": name, "history": listed, "total": len(listed), "offset": 0, "next_cursor": None}
-    )
+    rows = [row for row in _evals(plat, who, purchases) if row["policy"] == name]
+    page = paging.window(cursor, limit, len(rows), cap=PAGE_CAP)
+    return JSONResponse({"deployment": name, "history": page.of(rows), **paging.shown(page)})
 
 
 def _version_routes(kind: HostedKind, plural: str, label: str) -> None:
