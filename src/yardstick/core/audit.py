@@ -1,11 +1,11 @@
 """The install's audit log: who changed what through which door, and when, append-only.
 
 Every change a door accepts (a request that writes, answered below 400, by a caller with a key) is one
-`AuditEvent`, written after its answer is sent: a deploy, a removal, a secret set, an eval filed or
-cancelled, a Positronic plan submitted. Nothing updates or deletes a row, and ids count up, so the log
-reads newest first and pages by id (`before`). A member reads their orgs' events (`seq audit`); the
-operator reads the whole install (`yardstick audit`). Values never enter it: a secret's name does, the
-path does, never a body.
+`AuditEvent`, written as its answer starts, before the caller hears it: a deploy, a removal, a secret set,
+an eval filed or cancelled, a Positronic plan submitted. Nothing updates or deletes a row, and ids count
+up, so the log reads newest first and pages by id (`before`). A member reads their orgs' events (`seq
+audit`); the operator reads the whole install (`yardstick admin audit`). Values never enter it: a secret's
+name does, the path does, never a body.
 """
 
 from __future__ import annotations

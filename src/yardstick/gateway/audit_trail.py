@@ -1,5 +1,5 @@
-"""The audit trail: every change a door accepted, written to the install's audit log (`core.audit`) once
-its answer is sent, so a slow write never holds a caller.
+"""The audit trail: every change a door accepted, written to the install's audit log (`core.audit`) as its
+answer starts, so a caller told of a change finds it in the log (one insert, after the change is made).
 
 A change is a request that writes (POST, PUT, PATCH, DELETE), answered below 400, by a caller with a key
 (`http.auth` leaves the caller on the request). A check that changes nothing (`/validate`, an eval's dry
@@ -56,7 +56,7 @@ KEY_SHOWN: Final = 4
 
 
 class AuditTrail:
-    """ASGI middleware: after a change is answered, one `AuditEvent` for it."""
+    """ASGI middleware: as a change's answer starts, one `AuditEvent` for it."""
 
     def __init__(self, app: ASGIApp, audit: Audit) -> None:
         self.app = app
@@ -66,21 +66,22 @@ class AuditTrail:
         if scope["type"] != "http" or scope["method"] not in WRITES:
             await self.app(scope, receive, send)
             return
-        status = 0
 
         async def sending(message: Message) -> None:
-            nonlocal status
             if message["type"] == "http.response.start":
-                status = int(message["status"])
+                # Written before the caller hears the answer: a change it was told of is in the log.
+                await self._record(_change(scope, int(message["status"])))
             await send(message)
 
         await self.app(scope, receive, sending)
-        change = _change(scope, status)
-        if change is not None:
-            try:
-                await run_in_threadpool(self.audit.record, change)
-            except Exception:  # the change stands: a log that cannot be written is the operator's to see
-                log.exception("the audit log could not record %s %s", change.method, change.path)
+
+    async def _record(self, change: Change | None) -> None:
+        if change is None:
+            return
+        try:
+            await run_in_threadpool(self.audit.record, change)
+        except Exception:  # the change stands: a log that cannot be written is the operator's to see
+            log.exception("the audit log could not record %s %s", change.method, change.path)
 
 
 def _change(scope: Scope, status: int) -> Change | None:
