@@ -680,6 +680,20 @@ def _argv(row: Row, names: dict[str, str]) -> list[str]:
     return [part.format(**names) for part in row.argv.split()]
 
 
+def test_follow_reads_an_eval_as_it_plays_and_ends_with_it(swept: dict[str, str]) -> None:
+    started = _seq(swept, "eval", "run", "chatty-policy", "--benchmark", "chatty-bench", "--no-wait")
+    found = re.search(r"eval (ev-[0-9a-f]+)", started.stdout)
+    assert started.returncode == 0 and found, started.stdout + started.stderr
+    followed = _seq(swept, "eval", "logs", found.group(1), "--follow")
+    assert followed.returncode == 0, followed.stdout + followed.stderr
+    lines = followed.stdout.splitlines()
+    assert lines[-1] == f"eval {found.group(1)} completed", lines
+    # Every episode's lines, each side's, arrived before the follow ended: four episodes, both streams.
+    assert sum("bench stdout: reset" in line for line in lines) == 4, lines
+    assert sum("policy stderr: a new episode" in line for line in lines) == 4, lines
+    assert not [line for line in lines if SECRET_VALUE in line]
+
+
 @pytest.mark.parametrize("row", ROWS, ids=[row.argv.split(" -")[0].replace(" ", "-") for row in ROWS])
 def test_the_command_ends_as_its_row_says(swept: dict[str, str], row: Row) -> None:
     done = _seq(swept, *_argv(row, swept), stdin=row.stdin)

@@ -374,17 +374,17 @@ class PlatformWorker:
             EpisodeSpec(index=e.index, task=e.benchmark_task, trial=e.trial, seed=e.seed, cap_s=e.cap_s)
             for e in episodes
         ]
-        marks = player.log_marks()
         try:
             return self._play_results(batch, player, specs, by_index, pending)
         finally:
-            self._keep_printed(batch.run_id, player, marks, episodes[0].endpoint)
+            self._keep_printed(batch.run_id, player, episodes[0].endpoint)
 
-    def _keep_printed(self, run_id: int, player: Masking, marks: tuple[int, ...], endpoint: str) -> None:
-        """What the boxes printed while this batch played, kept as one of the run's log files (`logs/`,
-        one JSON line each: time, side, machine, arm). Logs are a help, never the run's fate: a failure
-        to keep them is logged and the batch goes on."""
-        printed = player.printed_since(marks)
+    def _keep_printed(self, run_id: int, player: Masking, endpoint: str) -> None:
+        """What the boxes printed since it was last kept, as one of the run's log files (`logs/`, one JSON
+        line each: time, side, machine, arm): before each episode lands, so a run's lines are kept before
+        it can end, and once more as the batch ends. Logs are a help, never the run's fate: a failure to
+        keep them is logged and the batch goes on."""
+        printed = player.take_printed()
         if not printed:
             return
         arm = endpoint.removeprefix("arm-")
@@ -416,6 +416,8 @@ class PlatformWorker:
         results = player.run(self._until(specs, by_index))
         while (result := self._next_result(batch, player, results, pending)) is not None:
             episode = by_index[result.index]
+            # Its lines first: an episode that lands (or fails) may end the run, and `--follow` ends with it.
+            self._keep_printed(batch.run_id, player, episode.endpoint)
             self._playing.pop(result.index, None)
             pending.pop(episode.id, None)
             record = {

@@ -137,18 +137,16 @@ class Masking:
         self.inner = inner
         self.secrets = secrets
         self.journals = journals
+        # What the boxes printed before this endpoint's batch began is no line of its.
+        self._marks = [journal.mark() for _, journal in journals]
 
-    def log_marks(self) -> tuple[int, ...]:
-        """Where each journal stands now: what `printed_since` reads from."""
-        return tuple(journal.mark() for _, journal in self.journals)
-
-    def printed_since(self, marks: tuple[int, ...]) -> list[tuple[float, str, str]]:
-        """(time, side, line) of every line the boxes printed since `marks`, secrets masked, by time."""
-        lines = [
-            (at, side, mask(text, self.secrets) or "")
-            for (side, journal), mark in zip(self.journals, marks, strict=True)
-            for at, text in journal.since(mark)
-        ]
+    def take_printed(self) -> list[tuple[float, str, str]]:
+        """(time, side, line) of every line the boxes printed since the last take (since the batch began,
+        the first time), secrets masked, by time."""
+        lines = []
+        for position, (side, journal) in enumerate(self.journals):
+            read, self._marks[position] = journal.since(self._marks[position])
+            lines += [(at, side, mask(text, self.secrets) or "") for at, text in read]
         return sorted(lines, key=lambda line: line[0])
 
     def run(self, episodes: Iterable[EpisodeSpec]) -> Iterator[EpisodeResult]:

@@ -528,11 +528,12 @@ class Journal:
         with self._lock:
             return self._count
 
-    def since(self, mark: int) -> list[tuple[float, str]]:
-        """The lines printed after `mark` that are still kept (the oldest go past KEEP)."""
+    def since(self, mark: int) -> tuple[list[tuple[float, str]], int]:
+        """The lines printed after `mark` that are still kept (the oldest go past KEEP), and the mark after
+        them, read at once: a line printed meanwhile is in one read or the next, never lost between."""
         with self._lock:
             first = self._count - len(self._lines)
-            return list(self._lines)[max(0, mark - first) :]
+            return list(self._lines)[max(0, mark - first) :], self._count
 
 
 class Tail:
