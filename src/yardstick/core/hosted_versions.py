@@ -13,23 +13,18 @@ kind in the database, so the second commit fails on that constraint and is answe
 
 from __future__ import annotations
 
-import re
 import shutil
 from dataclasses import dataclass
-from typing import Final
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from yardstick.core.hosting import Hosting, hosted_named, named_versions, serving_of
-from yardstick.core.refusals import Refusal, RefusalKind, bad_request, not_found
+from yardstick.core.refusals import Refusal, RefusalKind, not_found
 from yardstick.store.models import Hosted, HostedVersion
 from yardstick.store.states import BuildStatus, HostedKind
 
-__all__ = ["NAME", "Rolled", "Versions"]
-
-NAME: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
-NAME_RULE: Final = "1-63 lowercase letters, digits and '-', starting with a letter or digit"
+__all__ = ["Rolled", "Versions"]
 
 
 @dataclass(frozen=True)
@@ -75,7 +70,6 @@ class Versions:
             return Rolled(name, chosen.number, kept)
 
     def rename(self, org_id: int, kind: HostedKind, name: str, new: str) -> Hosted:
-        _check_name(new)
         try:
             with self.db.writing() as session:
                 hosted, _ = named_versions(session, org_id, kind, name)
@@ -89,7 +83,6 @@ class Versions:
 
     def fork(self, org_id: int, kind: HostedKind, source: str, new: str) -> HostedVersion:
         """A new `new`, version 1 the serving code of `source`, building."""
-        _check_name(new)
         try:
             with self.db.writing() as session:
                 hosted, versions = named_versions(session, org_id, kind, source)
@@ -126,11 +119,6 @@ class Versions:
         held = hosted_named(session, org_id, kind, name)
         if held is not None:
             raise _taken(kind, name, removed=held.removed_at is not None)
-
-
-def _check_name(name: str) -> None:
-    if not NAME.fullmatch(name):
-        raise bad_request(f"name: {name!r} is not a name: {NAME_RULE}", field="name")
 
 
 def _taken(kind: HostedKind, name: str, *, removed: bool = False) -> Refusal:

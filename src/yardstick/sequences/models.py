@@ -516,4 +516,4 @@ class NameRequest(BaseModel):
     """`POST /v1/deployments/{name}/rename` and `/fork`: the new name."""
 
     model_config = _REQUEST
-    name: str = Field(min_length=1, max_length=63)
+    name: str = Field(pattern=NAME)

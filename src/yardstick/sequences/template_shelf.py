@@ -10,8 +10,6 @@ does not have, 404 naming the versions it has.
 
 from __future__ import annotations
 
-import io
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Final
@@ -20,6 +18,7 @@ from fastapi import Query
 from fastapi.responses import JSONResponse, Response
 
 from yardstick.core.refusals import Listed, not_found
+from yardstick.hosted.bundle import pack_bytes
 from yardstick.http.routing import door_router, refusals
 from yardstick.sequences import paths
 from yardstick.sequences.errors import SEQUENCES
@@ -75,14 +74,6 @@ def code(name: str, ref: Annotated[str, Query(max_length=32)] = "stable") -> Res
             f"ref: template {name!r} has no {ref!r}: it has {VERSION}, the stable one (no beta)",
             listed=[Listed("versions", (VERSION,))],
         )
-    return Response(packed(template.folder), media_type="application/gzip", headers={VERSION_HEADER: VERSION})
-
-
-def packed(folder: Path) -> bytes:
-    """The folder's files as a tar.gz, each at its path in the folder (what `seq init` unpacks)."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                archive.add(path, arcname=path.relative_to(folder).as_posix(), recursive=False)
-    return buffer.getvalue()
+    return Response(
+        pack_bytes(template.folder), media_type="application/gzip", headers={VERSION_HEADER: VERSION}
+    )
