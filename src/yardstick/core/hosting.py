@@ -372,6 +372,22 @@ class Hosting:
             version = serving_of(hosted, list(ready))
         return None if version is None else (hosted, version)
 
+    def runnable(self, org_id: int, kind: HostedKind) -> set[str]:
+        """The org's names of `kind` with a version that passed its build, in one read."""
+        with self.db.reading() as session:
+            found = session.execute(
+                select(Hosted.name)
+                .join(HostedVersion, HostedVersion.hosted_id == Hosted.id)
+                .where(
+                    Hosted.org_id == org_id,
+                    Hosted.kind == kind,
+                    Hosted.removed_at.is_(None),
+                    HostedVersion.status == BuildStatus.READY,
+                )
+                .distinct()
+            ).scalars()
+            return set(found)
+
     def versions(self, org_id: int, kind: HostedKind, name: str) -> tuple[Hosted, list[HostedVersion]]:
         """A hosted benchmark's or policy's versions, newest first."""
         with self.db.reading() as session:

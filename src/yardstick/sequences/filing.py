@@ -45,11 +45,13 @@ NO_3D_REPLAY = "this install records no 3D replays yet: an eval records videos; 
 
 
 def _refuse_unoffered(body: EvalRequest) -> None:
-    asked = {field: why for field, why in UNOFFERED_FIELDS.items() if getattr(body, field) is not None}
-    asked.update({field: MORE_MACHINES for field in MACHINES if (getattr(body, field) or 1) > 1})
+    """Refuse, naming it, the first field the eval sets that this install cannot honour."""
+    asked = [(field, why) for field, why in UNOFFERED_FIELDS.items() if getattr(body, field) is not None]
+    asked += [(field, MORE_MACHINES) for field in MACHINES if (getattr(body, field) or 1) > 1]
     if body.replay == "3d":
-        asked["replay"] = NO_3D_REPLAY
-    for field, why in asked.items():
+        asked.append(("replay", NO_3D_REPLAY))
+    if asked:
+        field, why = asked[0]
         raise Refusal(RefusalKind.NOT_OFFERED, f"{field}: {why}", field=field, feature=Feature(field, why))
 
 
@@ -191,15 +193,14 @@ def offered_benchmark(platform: Platform, caller: Caller, name: str) -> evals.Of
 def _runnable(platform: Platform, org_id: int, kind: HostedKind, name: str, field: str) -> list[str]:
     """The org's names of `kind` an eval can run (a version passed its build), for a refusal to list; a
     refusal of its own when `name` is one of the org's that none of whose versions passed."""
-    listed = platform.hosting.listed(org_id, kind)
-    if any(hosted.name == name for hosted, _ in listed):
+    if any(hosted.name == name for hosted, _ in platform.hosting.listed(org_id, kind)):
         said = "benchmark logs" if kind == HostedKind.BENCHMARK else "policy logs"
         raise Refusal(
             RefusalKind.CONFLICT,
             f"{field}: {kind} {name!r} has no version that passed its build yet (seq {said} {name} --build "
             "says why; seq deploy it again once fixed)",
         )
-    return [h.name for h, _ in listed if platform.hosting.ready(org_id, kind, h.name) is not None]
+    return sorted(platform.hosting.runnable(org_id, kind))
 
 
 def _from_hosted(hosted: Hosted, version: HostedVersion) -> evals.OfferedBenchmark:
