@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -50,26 +51,47 @@ def die_with_parent(parent: int, on_parent_death: Callable[[], None], every_s: f
     threading.Thread(target=watch, name="yardstick-parent-watch", daemon=True).start()
 
 
-def children(pid: int) -> list[int]:
-    """The pids whose parent is `pid` (empty where there is no /proc)."""
-    found = []
+class Stat(NamedTuple):
+    """What /proc/<pid>/stat says of a process that these functions read."""
+
+    name: str
+    state: str
+    parent: int
+
+
+def _table() -> dict[int, Stat]:
+    """Every process now, from one read of /proc (empty where there is none)."""
+    table: dict[int, Stat] = {}
     for entry in Path("/proc").glob("[0-9]*"):
         with contextlib.suppress(OSError, ValueError, IndexError):
             # The state and parent follow the command's name, which may hold spaces and parentheses.
             stat = (entry / "stat").read_text()
-            if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
+            state, parent = stat[stat.rindex(")") + 2 :].split()[:2]
+            table[int(entry.name)] = Stat(stat[stat.index("(") + 1 : stat.rindex(")")], state, int(parent))
+    return table
+
+
+def _below(table: dict[int, Stat]) -> dict[int, list[int]]:
+    """Each process's children, by its pid."""
+    below: dict[int, list[int]] = {}
+    for child, stat in table.items():
+        below.setdefault(stat.parent, []).append(child)
+    return below
+
+
+def children(pid: int) -> list[int]:
+    """The pids whose parent is `pid`."""
+    return [child for child, stat in _table().items() if stat.parent == pid]
 
 
 def descendants(pid: int) -> list[int]:
     """Every process below `pid`, children first."""
+    below = _below(_table())
     found: list[int] = []
     frontier = [pid]
     while frontier:
-        below = [child for parent in frontier for child in children(parent)]
-        found += below
-        frontier = below
+        frontier = [child for parent in frontier for child in below.get(parent, [])]
+        found += frontier
     return found
 
 
@@ -82,16 +104,8 @@ def kill_all(pids: list[int]) -> None:
 
 def zombie_children() -> list[tuple[int, str]]:
     """This process's children that have exited and wait to be reaped: (pid, command name)."""
-    found = []
     own = os.getpid()
-    for entry in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            stat = (entry / "stat").read_text()
-            name = stat[stat.index("(") + 1 : stat.rindex(")")]
-            state, parent = stat[stat.rindex(")") + 2 :].split()[:2]
-            if state == "Z" and int(parent) == own:
-                found.append((int(entry.name), name))
-    return found
+    return [(pid, stat.name) for pid, stat in _table().items() if stat.state == "Z" and stat.parent == own]
 
 
 @dataclass(frozen=True)
@@ -109,16 +123,8 @@ class Census:
 
 def census(root: int) -> Census:
     """Count the boxes and defunct processes below `root`, from one read of /proc."""
-    table: dict[int, tuple[str, str, int]] = {}
-    for entry in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            stat = (entry / "stat").read_text()
-            name = stat[stat.index("(") + 1 : stat.rindex(")")]
-            state, ppid = stat[stat.rindex(")") + 2 :].split()[:2]
-            table[int(entry.name)] = (name, state, int(ppid))
-    below: dict[int, list[int]] = {}
-    for pid, (_, _, parent_pid) in table.items():
-        below.setdefault(parent_pid, []).append(pid)
+    table = _table()
+    below = _below(table)
     boxes = box_processes = defunct = 0
     frontier: list[tuple[int, bool]] = [(root, False)]
     while frontier:
