@@ -26,18 +26,17 @@ needs_bwrap = pytest.mark.skipif(not sandbox.available(), reason="bubblewrap can
 SEQ = Path(__file__).parent.parent / ".venv-seq" / "bin" / "seq"
 
 
+def seq_cli(url: str, key: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """The real `seq` CLI pointed at `url` with `key`, as a user runs it (`stdin`: what is typed at it)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEQUENCES_")}
+    env.update(SEQUENCES_BASE_URL=url, SEQUENCES_API_KEY=key, COLUMNS="200")
+    command = [str(SEQ), *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, input=stdin)
+
+
 def set_secret(url: str, key: str, name: str, env_var: str, value: str) -> None:
     """`seq secret set NAME --env VAR`, the value typed at its prompt, as a user sets one."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEQUENCES_")}
-    env.update(SEQUENCES_BASE_URL=url, SEQUENCES_API_KEY=key)
-    made = subprocess.run(
-        [str(SEQ), "secret", "set", name, "--env", env_var],
-        input=value + "\n",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    made = seq_cli(url, key, "secret", "set", name, "--env", env_var, stdin=value + "\n")
     assert made.returncode == 0, made.stdout + made.stderr
 
 

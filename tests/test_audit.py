@@ -16,19 +16,16 @@ from pathlib import Path
 import httpx
 from platform_client.client import PlatformClient
 
-from hosted_helpers import set_secret
+from hosted_helpers import seq_cli, set_secret
 from platform_harness import running_platform, toy_plan
 from yardstick.billing import admin as billing_admin
 from yardstick.core import admin
 
 ROOT = Path(__file__).parent.parent
-SEQ = ROOT / ".venv-seq" / "bin" / "seq"
 
 
 def _seq(url: str, key: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEQUENCES_")}
-    env.update(SEQUENCES_BASE_URL=url, SEQUENCES_API_KEY=key)
-    return subprocess.run([str(SEQ), *args], env=env, capture_output=True, text=True, timeout=300)
+    return seq_cli(url, key, *args)
 
 
 def test_each_change_is_one_event_naming_who_what_and_the_door(tmp_path: Path, database_url: str) -> None:

@@ -27,6 +27,8 @@ from typing import Literal
 import httpx
 import pytest
 
+from hosted_helpers import seq_cli, set_secret
+
 ROOT = Path(__file__).parent.parent
 SEQ = ROOT / ".venv-seq" / "bin" / "seq"
 SEQ_PYTHON = ROOT / ".venv-seq" / "bin" / "python"
@@ -631,7 +633,6 @@ def swept(
 ) -> Iterator[dict[str, str]]:
     """One server, the chatty benchmark and policy deployed and one eval of them played."""
     from conftest import fresh_database
-    from hosted_helpers import set_secret
     from platform_harness import running_platform
 
     assert SEQ.exists(), f"{SEQ} is missing: `make env` installs the Sequences CLI in a venv apart"
@@ -669,11 +670,7 @@ def swept(
 
 
 def _seq(names: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEQUENCES_")}
-    env.update(SEQUENCES_BASE_URL=names["url"], SEQUENCES_API_KEY=names["key"], COLUMNS="200")
-    return subprocess.run(
-        [str(SEQ), *args], env=env, capture_output=True, text=True, timeout=300, input=stdin
-    )
+    return seq_cli(names["url"], names["key"], *args, stdin=stdin)
 
 
 def _argv(row: Row, names: dict[str, str]) -> list[str]:
