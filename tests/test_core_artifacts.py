@@ -142,6 +142,16 @@ def test_keys_lists_every_object_with_its_size_in_key_order(tmp_path: Path) -> N
     assert stat.S_IMODE(store.path(SUB, "b").stat().st_mode) == 0o644
 
 
+def test_keys_under_a_prefix_lists_that_folder_alone_and_refuses_a_way_out(tmp_path: Path) -> None:
+    store = LocalArtifactStore(tmp_path)
+    for key in ("logs/2-b.jsonl", "logs/1-a.jsonl", "attempts/1/episodes/0/video.mp4", "result.json"):
+        store.put(SUB, key, b"x", "application/octet-stream")
+    assert store.keys(SUB, "logs/") == [("logs/1-a.jsonl", 1), ("logs/2-b.jsonl", 1)]
+    assert store.keys(SUB, "nothing-here/") == []
+    with pytest.raises(ValueError):
+        store.keys(SUB, "../")
+
+
 def test_a_key_cannot_be_both_object_and_folder(tmp_path: Path) -> None:
     store = LocalArtifactStore(tmp_path)
     store.put(SUB, "logs", b"a file", "text/plain")

@@ -119,8 +119,9 @@ class ArtifactStore(Protocol):
 
     def exists(self, submission_id: int, key: str) -> bool: ...
 
-    def keys(self, submission_id: int) -> list[tuple[str, int]]:
-        """Every `(key, size)` of one submission, in key order (empty when it wrote nothing)."""
+    def keys(self, submission_id: int, prefix: str = "") -> list[tuple[str, int]]:
+        """Every `(key, size)` of one submission under `prefix` (a folder of keys, "logs/"; all: ""), in key
+        order (empty when it wrote nothing there)."""
         ...
 
 
@@ -189,10 +190,13 @@ class LocalArtifactStore:
     def exists(self, submission_id: int, key: str) -> bool:
         return self.path(submission_id, key).is_file()
 
-    def keys(self, submission_id: int) -> list[tuple[str, int]]:
+    def keys(self, submission_id: int, prefix: str = "") -> list[tuple[str, int]]:
         folder = self.folder(submission_id)
+        if prefix:
+            validate_key(prefix.rstrip("/"))  # a folder of keys, never a way out of the submission's
         found: list[tuple[str, int]] = []
-        for dirpath, _dirs, files in os.walk(folder):  # symlinked folders are not followed
+        # Only the prefix's folder is walked: a run's log files are listed without its videos' folders.
+        for dirpath, _dirs, files in os.walk(folder / prefix):  # symlinked folders are not followed
             here = Path(dirpath)
             for name in files:
                 file = here / name

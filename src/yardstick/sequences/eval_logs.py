@@ -68,9 +68,7 @@ def page(plat: Platform, run: Run, eval_id: str, query: LogQuery) -> dict[str, A
 def _learned(plat: Platform, run: Run) -> list[tuple[float, dict[str, Any]]]:
     """Every line with when the platform learned of it."""
     found = [(at.timestamp(), _event(at, text)) for at, text in _events(plat, run)]
-    for key, _size in plat.artifacts.keys(run.id):
-        if not key.startswith(LOGS):
-            continue
+    for key, _size in plat.artifacts.keys(run.id, LOGS):
         learned = _written_at(key)
         try:
             with plat.artifacts.open(run.id, key) as stream:
