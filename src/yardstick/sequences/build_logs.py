@@ -29,7 +29,22 @@ def _failed_step(version: HostedVersion) -> str | None:
 
 
 def _log(version: HostedVersion) -> str:
-    return str((version.checked or {}).get("log") or "")
+    """What the build did, a line, then what its check printed: a build whose code printed nothing still
+    says what was tried (the SDK reads an empty log as "built before builds reported one")."""
+    checked = version.checked or {}
+    if version.status == BuildStatus.BUILDING:
+        head = "building: its environment, then the check of its code in a box"
+    elif version.status == BuildStatus.READY:
+        took = ", ".join(
+            f"{step.removesuffix('_s').replace('_', ' ')} {seconds:.3f} s"
+            for step, seconds in (checked.get("timing") or {}).items()
+            if isinstance(seconds, int | float)
+        )
+        head = "check passed: its code imported, built and tried in a box" + (f" ({took})" if took else "")
+    else:
+        head = f"build failed: {version.error}"
+    printed = str(checked.get("log") or "").strip("\n")
+    return f"{head}\n{printed}" if printed else f"{head}\n(its code printed nothing)"
 
 
 def _lines(version: HostedVersion, stage: str | None = None) -> list[dict[str, Any]]:
