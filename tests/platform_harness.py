@@ -49,6 +49,13 @@ class Harness:
     def client(self, login: str = "alice") -> PlatformClient:
         return PlatformClient(self.url, api_key=self.keys[login] if login else None)  # type: ignore[arg-type]
 
+    def wait_for_workers(self, timeout_s: float = 120.0) -> None:
+        """Until the platform says a worker is alive (a loaded machine starts one in seconds)."""
+        deadline = time.monotonic() + timeout_s
+        while not httpx.get(f"{self.url}/healthz", timeout=10).json()["workers_alive"]:
+            assert time.monotonic() < deadline, "no worker came up"
+            time.sleep(0.2)
+
     def start_worker(self) -> Any:
         # It dies with this process: a test run that is killed leaves no worker behind.
         process = mp.get_context("spawn").Process(target=run_worker, args=(self.settings, None, os.getpid()))

@@ -11,7 +11,6 @@ import io
 import os
 import re
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,10 +39,7 @@ def platform(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
             admin.create_eval(
                 session, "toys.endless", f"{TOYS}:Tally", choice=admin.EvalTasks(["never"], trials=4)
             )
-        deadline = time.monotonic() + 60
-        while not httpx.get(f"{harness.url}/healthz").json()["workers_alive"]:
-            assert time.monotonic() < deadline, "no worker came up"
-            time.sleep(0.2)
+        harness.wait_for_workers(60)
         yield harness
 
 

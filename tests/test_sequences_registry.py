@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,10 +40,7 @@ def platform(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     assert SEQ.exists(), f"{SEQ} is missing: `make env` installs the Sequences CLI in a venv apart"
     folder = tmp_path_factory.mktemp(request.param)
     with fresh_database(request.param, folder) as url, running_platform(folder, url, per_day=200) as harness:
-        deadline = time.monotonic() + 60
-        while not httpx.get(f"{harness.url}/healthz").json()["workers_alive"]:
-            assert time.monotonic() < deadline, "no worker came up"
-            time.sleep(0.2)
+        harness.wait_for_workers(60)
         yield harness
 
 

@@ -18,7 +18,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,10 +178,18 @@ ROWS: tuple[Row, ...] = (
     Row(
         "eval run {P} --benchmark {B} --adapter my-adapter",
         "maps I/O through an adapter",
-        "refused: no adapters",
+        "an adapter never registered: named",
         "refused",
-        NOT_OFFERED,
-        "adapters",
+        "not_found",
+        "no adapter 'my-adapter'",
+    ),
+    Row(
+        "eval run {P} --benchmark {B} --adapter to-delta",
+        "refuses a pair the adapter does not declare, before anything runs",
+        "refused, its pairs named",
+        "refused",
+        "conflict",
+        "declares the pairs reach-bench → delta-policy",
     ),
     Row(
         "eval run {P} --benchmark {B} --replay 3d",
@@ -487,32 +494,29 @@ ROWS: tuple[Row, ...] = (
         "no build",
     ),
     Row("benchmark rm {B} --dry-run", "says what rm would touch, deleting nothing", "listed", shows="would"),
-    # --- adapters --------------------------------------------------------------------------------------
+    # --- adapters ---------------------------------------------------------------------------------------
     Row(
-        "adapter ls --limit 5 --cursor 0",
-        "the adapters",
-        "refused: no adapters",
-        "refused",
-        NOT_OFFERED,
-        "adapters",
+        "deploy {F}/to-delta --dry-run",
+        "checks an adapter's registration, registering nothing",
+        "the platform's check: the version it already is",
+        shows="this code is to-delta@v1 already",
     ),
+    Row("adapter ls --limit 5 --cursor 0", "the adapters", "listed with their pairs", shows="to-delta"),
     Row(
-        "adapter source my-adapter -o {T}/adapter --force",
+        "adapter source to-delta -o {T}/adapter --force",
         "its file",
-        "refused: no adapters",
-        "refused",
-        NOT_OFFERED,
-        "adapters",
+        "written byte for byte",
+        shows="to-delta@v1 ->",
     ),
     Row(
-        "adapter source my-adapter --out {T}/adapter2",
+        "adapter source to-delta --out {T}/adapter2",
         "its file (--out)",
-        "refused: no adapters",
-        "refused",
-        NOT_OFFERED,
-        "adapters",
+        "written byte for byte",
+        shows="to-delta@v1 ->",
     ),
-    Row("adapter rm my-adapter", "removes it", "refused: no adapters", "refused", NOT_OFFERED, "adapters"),
+    Row("adapter check to-delta@v1", "checks a registered one here", "its two methods", shows="to_policy"),
+    Row("adapter rm spare-delta", "removes it", "removed", shows="removed: spare-delta"),
+    Row("adapter rm my-adapter", "removes it", "none such: named", "refused", "not_found", "no adapter"),
     Row("adapter check {T}/no-such-adapter.py", "checks one locally", "the CLI's own: no such file", "usage"),
     Row(
         "adapter check {T}/no-such-adapter.py -m x --benchmark {B} --policy {P} --no-record",
@@ -638,8 +642,13 @@ def swept(
     assert SEQ.exists(), f"{SEQ} is missing: `make env` installs the Sequences CLI in a venv apart"
     folder = tmp_path_factory.mktemp(f"sweep-{request.param}")
     folders = folder / "code"
-    for name in ("chatty-bench", "chatty-policy"):
+    for name in ("chatty-bench", "chatty-policy", "to-delta"):
         shutil.copytree(EXAMPLES / name, folders / name)
+    spare = folders / "spare-delta"  # an adapter to remove
+    shutil.copytree(folders / "to-delta", spare)
+    (spare / "adapter.py").write_text(
+        (spare / "adapter.py").read_text().replace('"to-delta"', '"spare-delta"')
+    )
     second = folders / "chatty-policy-v2"  # the same deployment, other code: its next version
     shutil.copytree(folders / "chatty-policy", second)
     (second / "policy.py").write_text((second / "policy.py").read_text() + "\n# its second version\n")
@@ -653,14 +662,11 @@ def swept(
     (scratch / "weights").mkdir()
     (scratch / "weights" / "model.bin").write_bytes(b"\0" * 1024)
     with fresh_database(request.param, folder) as url, running_platform(folder, url, per_day=500) as harness:
-        deadline = time.monotonic() + 120
-        while not httpx.get(f"{harness.url}/healthz").json()["workers_alive"]:
-            assert time.monotonic() < deadline, "no worker came up"
-            time.sleep(0.2)
+        harness.wait_for_workers(120)
         key = harness.keys["alice"]
         set_secret(harness.url, key, "chatty", "CHATTY_TOKEN", SECRET_VALUE)
         names = {"url": harness.url, "key": key, "F": str(folders), "T": str(scratch)}
-        for name in ("chatty-bench", "chatty-policy"):
+        for name in ("chatty-bench", "chatty-policy", "to-delta", "spare-delta"):
             done = _seq(names, "deploy", str(folders / name))
             assert done.returncode == 0, done.stdout + done.stderr
         ran = _seq(names, "eval", "run", "chatty-policy", "--benchmark", "chatty-bench")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from yardstick.core.accounts import Authenticator, Caller
+from yardstick.core.adapters import Adapters
 from yardstick.core.audit import Audit
 from yardstick.core.boards import Boards
 from yardstick.core.catalog import Catalog, read_catalog
@@ -61,6 +62,7 @@ class Platform:
         self.volumes = Volumes(self.db, volume_store(self.settings))
         self.uploads = Uploads(self.db, self.volumes.store, self.secret)
         self.hosting = Hosting(self.db, self.settings.hosted_root, self.secrets, self.volumes, builds)
+        self.adapters = Adapters(self.db)
 
     def catalog(self, caller: Caller, org: Org | None = None) -> Catalog:
         """What `caller` may name (for `org`, else for any org of theirs)."""

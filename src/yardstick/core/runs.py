@@ -91,6 +91,8 @@ class EndpointTarget:
     spec: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
     benchmark_params: Mapping[str, Any] = field(default_factory=dict)
+    # The adapter the episodes play through, between the benchmark and the policy: {"version_id", "params"}.
+    adapter: Mapping[str, Any] | None = None
 
     def as_json(self) -> dict[str, Any]:
         """As a run's row keeps it (by name: `Run.endpoints`); `from_json` reads it back."""
@@ -101,6 +103,7 @@ class EndpointTarget:
             "spec": self.spec,
             "params": dict(self.params),
             "benchmark_params": dict(self.benchmark_params),
+            **({"adapter": dict(self.adapter)} if self.adapter is not None else {}),
         }
 
     @classmethod
@@ -115,6 +118,7 @@ class EndpointTarget:
             spec=None if data.get("spec") is None else str(data["spec"]),
             params=dict(data.get("params") or {}),
             benchmark_params=dict(data.get("benchmark_params") or {}),
+            adapter=dict(data["adapter"]) if data.get("adapter") is not None else None,
         )
 
 

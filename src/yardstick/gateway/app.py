@@ -32,6 +32,7 @@ from yardstick.http.routing import Door, answer_refused, refusals, refused_input
 from yardstick.positronic import routes as positronic
 from yardstick.positronic.errors import POSITRONIC
 from yardstick.sequences import account as sequence_account
+from yardstick.sequences import adapters as sequence_adapters
 from yardstick.sequences import paths as sequence_paths
 from yardstick.sequences import registry as sequence_registry
 from yardstick.sequences import routes as sequences
@@ -123,6 +124,7 @@ def create_app(services: Services) -> FastAPI:
         sequence_versions.router,
         sequence_templates.router,
         sequence_usage.router,
+        sequence_adapters.router,
         oauth.router,
         site.router,
         signin_pages.router,

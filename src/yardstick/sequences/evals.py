@@ -4,7 +4,8 @@ may name.
 
 - Trial k of a task runs `seeds[k % len(seeds)]`; a trial past the last seed repeats one (`repeats`).
 - `params` name a side: `benchmark.x` (its constructor's open parameters), `policy.x` (the policy's),
-  `eval.x` (the eval loop's own: `eval.max_seconds`); a bare name is the one side that declares it.
+  `adapter.x` (the adapter's constructor's, when the eval names one), `eval.x` (the eval loop's own:
+  `eval.max_seconds`); a bare name is the one side that declares it.
 - `sweep` lays each combination of its values over the params: one arm each (at most `MAX_ARMS`), every arm
   playing the same episodes, so arms compare on the same seeds and are never pooled.
 - Every problem found is reported at once, one sentence each, naming the field and the rule."""
@@ -27,7 +28,7 @@ from yardstick.sequences.models import EvalRequest, InferParam, Scalar
 from yardstick.store.states import TargetKind
 
 MAX_ARMS = 8
-SIDES = ("benchmark", "policy", "eval")
+SIDES = ("benchmark", "policy", "adapter", "eval")
 EVAL_PARAMS = {"max_seconds": InferParam(type="float", min=0.001)}
 
 
@@ -47,6 +48,8 @@ class OfferedBenchmark:
     catalog: CatalogEval | None = None
     # The catalogue's id of each task where it differs from its name (a catalogue eval's task ids).
     task_ids: Mapping[str, str] = field(default_factory=dict)
+    # The templates its code was made from (`seq init`), which an adapter's pairs may name.
+    templates: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,18 @@ class OfferedPolicy:
     wire: str = "websocket"
     # What its owner set for every episode (`seq policy set NAME params.x=...`), under an eval's own.
     defaults: Mapping[str, Scalar] = field(default_factory=dict)
+    templates: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class OfferedAdapter:
+    """The adapter version an eval runs between its benchmark and its policy, and what its constructor
+    declares."""
+
+    name: str
+    version: int
+    version_id: int
+    params: Mapping[str, InferParam]
 
 
 @dataclass(frozen=True)
@@ -69,6 +84,7 @@ class Arm:
     policy_params: dict[str, Scalar]
     benchmark_params: dict[str, Scalar]
     eval_params: dict[str, Scalar]
+    adapter_params: dict[str, Scalar] = field(default_factory=dict)
 
     @property
     def endpoint(self) -> str:
@@ -79,6 +95,7 @@ class Arm:
         return {
             **{f"benchmark.{k}": v for k, v in self.benchmark_params.items()},
             **{f"policy.{k}": v for k, v in self.policy_params.items()},
+            **{f"adapter.{k}": v for k, v in self.adapter_params.items()},
             **{f"eval.{k}": v for k, v in self.eval_params.items()},
         }
 
@@ -103,6 +120,7 @@ class Resolved:
     selection: tuple[TaskSelection, ...]
     benchmark: OfferedBenchmark
     policy: OfferedPolicy
+    adapter: OfferedAdapter | None = None
 
     def layout(self) -> dict[str, Any]:
         """What the dry run shows: the selection an arm plays (episodes, tasks, seeds, repeats, limits) and
@@ -119,6 +137,9 @@ class Resolved:
             },
             "policy": [{"model": self.policy.name, "machines": 1, "gpu": "cpu", "cards_each": 0}],
             "benchmark": {"machines_per_arm": 1, "gpu": "cpu"},
+            "adapter": (
+                None if self.adapter is None else {"name": self.adapter.name, "version": self.adapter.version}
+            ),
             "arms": [{"arm": a.number, "model": self.policy.name, "params": a.shown()} for a in self.arms],
         }
 
@@ -152,12 +173,13 @@ def resolve(
     benchmark: OfferedBenchmark,
     policy: OfferedPolicy,
     *,
+    adapter: OfferedAdapter | None = None,
     only: Sequence[tuple[str, int]] | None = None,
 ) -> Resolved:
     """Resolve `request` on `benchmark` with `policy`. `only` (task, seed) pairs replace the selection: a
     rerun of what did not succeed. Raises a `Refusal` naming every problem."""
     problems: list[str] = []
-    arms = _arms(request, benchmark, policy, problems)
+    arms = _arms(request, benchmark, policy, adapter, problems)
     selection = (
         _selection(request, benchmark, problems) if only is None else _pairs(only, benchmark, problems)
     )
@@ -179,6 +201,11 @@ def resolve(
             spec=policy.spec,
             params={**policy.defaults, **arm.policy_params},
             benchmark_params=arm.benchmark_params,
+            adapter=(
+                None
+                if adapter is None
+                else {"version_id": adapter.version_id, "params": dict(arm.adapter_params)}
+            ),
         )
     for pos, chosen in enumerate(selection):
         task_id = benchmark.task_ids.get(chosen.task, chosen.task)
@@ -206,7 +233,7 @@ def resolve(
         eval=benchmark.catalog,
         sampled=only is not None,
     )
-    return Resolved(plan, tuple(arms), tuple(selection), benchmark, policy)
+    return Resolved(plan, tuple(arms), tuple(selection), benchmark, policy, adapter)
 
 
 def _selection(request: EvalRequest, benchmark: OfferedBenchmark, problems: list[str]) -> list[TaskSelection]:
@@ -267,9 +294,18 @@ def _where(value: Any, task: str) -> str:
 
 
 def _arms(
-    request: EvalRequest, benchmark: OfferedBenchmark, policy: OfferedPolicy, problems: list[str]
+    request: EvalRequest,
+    benchmark: OfferedBenchmark,
+    policy: OfferedPolicy,
+    adapter: OfferedAdapter | None,
+    problems: list[str],
 ) -> list[Arm]:
-    declared = {"benchmark": benchmark.params, "policy": policy.params, "eval": EVAL_PARAMS}
+    declared = {
+        "benchmark": benchmark.params,
+        "policy": policy.params,
+        "adapter": adapter.params if adapter is not None else {},
+        "eval": EVAL_PARAMS,
+    }
     fixed: dict[tuple[str, str], Scalar] = {}
     for key, value in (request.params or {}).items():
         placed = _place(f"params[{key!r}]", key, declared, problems)
@@ -298,7 +334,7 @@ def _arms(
         by_side: dict[str, dict[str, Scalar]] = {side: {} for side in SIDES}
         for (side, name), value in values.items():
             by_side[side][name] = value
-        arms.append(Arm(number, by_side["policy"], by_side["benchmark"], by_side["eval"]))
+        arms.append(Arm(number, by_side["policy"], by_side["benchmark"], by_side["eval"], by_side["adapter"]))
     return arms
 
 
@@ -322,7 +358,7 @@ def _place(
         )
     else:
         problems.append(
-            f"{field_name}: no side declares a parameter {key!r} (benchmark.x, policy.x or eval.x)"
+            f"{field_name}: no side declares a parameter {key!r} (benchmark.x, policy.x, adapter.x or eval.x)"
         )
     return None
 

@@ -12,6 +12,7 @@ from typing import Any
 from yardstick.billing.terms import credits_value
 from yardstick.catalog import resolve as resolve_class
 from yardstick.core.accounts import Caller
+from yardstick.core.adapters import Chosen
 from yardstick.core.catalog import CatalogEval
 from yardstick.core.idempotency import request_digest
 from yardstick.core.ledger import Quote
@@ -33,7 +34,6 @@ SHORT_ID_HEX = 5
 
 # An eval's fields this install cannot honour, each with why: refused by name rather than run without them.
 UNOFFERED_FIELDS: dict[str, str] = {
-    "adapter": "this install registers no adapters yet: the policy reads the benchmark's observations itself",
     "policy_gpu": "this install plays on CPU workers: there is no GPU to place the policy on",
 }
 # Machine counts: one (the CLI's default) is what this install plays; more are refused, not ignored.
@@ -67,10 +67,14 @@ def file_eval(plat: Platform, who: Caller, body: EvalRequest) -> EvalResponse | 
         ]
         raise bad_request(f"{', '.join(missing)}: an eval names a model and a benchmark (or reruns one)")
     org = org_for(who, None)
+    benchmark = offered_benchmark(plat, who, asked.benchmark)
+    policy = offered_policy(plat, who, asked.model)
+    chosen = _adapter(plat, org.id, asked.adapter, benchmark, policy) if asked.adapter else None
     resolved = evals.resolve(
         asked,
-        offered_benchmark(plat, who, asked.benchmark),
-        offered_policy(plat, who, asked.model),
+        benchmark,
+        policy,
+        adapter=None if chosen is None else _offered_adapter(chosen),
         only=only,
     )
     if asked.replay == "none":
@@ -105,6 +109,7 @@ def file_eval(plat: Platform, who: Caller, body: EvalRequest) -> EvalResponse | 
             "benchmark_version": resolved.benchmark.version,
             "arms": [{"arm": a.number, "endpoint": a.endpoint, "params": a.shown()} for a in resolved.arms],
             "rerun_of": body.rerun_of or body.rerun_unsuccessful_of,
+            "adapter": None if chosen is None else {**chosen.manifest(), "pair": chosen.pair},
             **(
                 {"spend_cap_cut": {"asked": asked_episodes, "kept": len(resolved.plan.episodes)}}
                 if len(resolved.plan.episodes) < asked_episodes
@@ -119,7 +124,57 @@ def file_eval(plat: Platform, who: Caller, body: EvalRequest) -> EvalResponse | 
         ),
     )
     run, _ = plat.runs.file(who, org, filing)
+    if chosen is not None:
+        plat.adapters.ran(
+            org.id,
+            chosen.name,
+            {
+                "eval_id": eval_report.eval_id(run.id),
+                "version": chosen.version.number,
+                "benchmark": resolved.benchmark.name,
+                "model": resolved.policy.name,
+            },
+        )
     return EvalResponse(eval_id=eval_report.eval_id(run.id), estimate=estimate, arms=len(resolved.arms))
+
+
+def _adapter(
+    plat: Platform, org_id: int, ref: str, benchmark: evals.OfferedBenchmark, policy: evals.OfferedPolicy
+) -> Chosen:
+    """The adapter version the eval names, once it declares this benchmark → policy pair. It runs in a box
+    between the benchmark and a deployment's server: a policy the platform serves itself is not one."""
+    if policy.kind != TargetKind.HOSTED:
+        raise Refusal(
+            RefusalKind.CONFLICT,
+            f"adapter: {policy.name} is a policy this install serves itself, which reads its benchmarks as"
+            " they are: an adapter runs in front of a deployed policy (seq deploy)",
+            field="adapter",
+        )
+    return plat.adapters.choose(
+        org_id, ref, (benchmark.name, benchmark.templates), (policy.name, policy.templates)
+    )
+
+
+def _offered_adapter(chosen: Chosen) -> evals.OfferedAdapter:
+    return evals.OfferedAdapter(
+        name=chosen.name,
+        version=chosen.version.number,
+        version_id=chosen.version.id,
+        params=_params(chosen.version.params or {}),
+    )
+
+
+def made_from(declared: Mapping[str, Any]) -> frozenset[str]:
+    """The templates a version's code was made from: each `template_files` step of its image (the line
+    `seq init` writes into a template's entry file)."""
+    steps = (declared.get("image") or {}).get("steps") or []
+    return frozenset(
+        str(step["template_files"]["template"])
+        for step in steps
+        if isinstance(step, dict)
+        and isinstance(step.get("template_files"), dict)
+        and step["template_files"].get("template")
+    )
 
 
 def eval_run(platform: Platform, caller: Caller, eval_id: str) -> Run:
@@ -213,6 +268,7 @@ def _from_hosted(hosted: Hosted, version: HostedVersion) -> evals.OfferedBenchma
         max_seconds={task: float(limit) for task, limit in declaration["max_seconds"].items()},
         params=_params(declaration.get("params") or {}),
         target=BenchmarkTarget(hosted_ref(version.id), {}, {"video": True, "trajectory": True}),
+        templates=made_from(version.declared or {}),
     )
 
 
@@ -256,6 +312,7 @@ def offered_policy(platform: Platform, caller: Caller, name: str) -> evals.Offer
             spec=str(version.id),
             params=_params(declaration.get("params") or {}),
             defaults=settings,
+            templates=made_from(version.declared or {}),
         )
     served = platform.catalog(caller).served_policies
     if name not in served:

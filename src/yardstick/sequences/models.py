@@ -517,3 +517,27 @@ class NameRequest(BaseModel):
 
     model_config = _REQUEST
     name: str = Field(pattern=NAME)
+
+
+# --- adapters --------------------------------------------------------------------------------------------
+
+
+class AdapterRegistration(BaseModel):
+    """`POST /v1/adapters` (and `/validate`): an `@seq.adapter` class's name, its class and `module:Class`,
+    its one file, the benchmark → policy pairs it converts between, and its constructor's parameters. The
+    rules of each are the core's (`core.adapters.checked`), which names the field it refuses."""
+
+    model_config = _REQUEST
+    name: str = Field(max_length=200)
+    class_name: str = Field(max_length=200)
+    handler_ref: str = Field(max_length=300)
+    source: str
+    replace: bool = False
+    pairs: Any = None
+    params: dict[str, InferParam] = Field(default_factory=dict)
+
+    @field_validator("params")
+    @classmethod
+    def _public(cls, params: dict[str, InferParam]) -> dict[str, InferParam]:
+        _check_params(params)
+        return params

@@ -63,6 +63,11 @@ ACCOUNT = f"{API}/account"
 ACCOUNT_USAGE = f"{ACCOUNT}/usage"
 AUDIT = f"{API}/audit"
 
+ADAPTERS = f"{API}/adapters"
+ADAPTERS_VALIDATE = f"{ADAPTERS}/validate"
+ADAPTER = f"{ADAPTERS}/{{name}}"
+ADAPTER_SOURCE = f"{ADAPTER}/source"
+
 SECRETS = f"{API}/secrets"
 SECRET = f"{SECRETS}/{{name}}"
 

@@ -614,7 +614,7 @@ def _evals(platform: Platform, caller: Caller, purchases: Purchases) -> list[dic
                 "model_version": answer.get("model_version"),
                 "benchmark": answer.get("benchmark"),
                 "benchmark_version": answer.get("benchmark_version"),
-                "adapter": None,
+                "adapter": answer.get("adapter"),
                 "episodes": run.episodes_total,
                 "metric": "success",
                 "value": (run.scores or {}).get("primary"),

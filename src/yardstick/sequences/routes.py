@@ -112,7 +112,7 @@ def eval_details(eval_id: str, plat: Plat, who: Who) -> JSONResponse:
             "manifest": {
                 "benchmark": answer.get("benchmark"),
                 "benchmark_version": answer.get("benchmark_version"),
-                "adapter": None,
+                "adapter": answer.get("adapter"),
                 "model": answer.get("model"),
                 "model_version": answer.get("model_version"),
                 "episodes": run.episodes_total,

@@ -66,12 +66,6 @@ TABLE: tuple[Unoffered, ...] = (
         (f"deployments/{_NAME}/episodes/.+", f"deployments/{_NAME}/capture(/.*)?"),
     ),
     Unoffered(
-        "adapters (seq adapter, --adapter on an eval)",
-        "this install registers no adapters yet: a policy reads the benchmark's observations and answers its "
-        "actions itself",
-        ("adapters(/.*)?",),
-    ),
-    Unoffered(
         "promoting a dev policy to production (seq prod promote)",
         "this install keeps no dev and production policies apart: every deployment is evaluated alike",
         (f"deployments/{_NAME}/promote",),

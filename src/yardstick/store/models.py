@@ -507,6 +507,41 @@ class HostedVersion(Base):
     built_at: Mapped[dt.datetime | None] = _time(nullable=True)
 
 
+class Adapter(Base):
+    """An org's registered adapter (`@seq.adapter`, the Sequences contract's): two conversions, run between a
+    benchmark and a policy by the evals that name it. Its code lives in its versions; `last_eval` is what
+    `seq adapter ls` shows of the eval that last ran it ({eval_id, version, benchmark, model})."""
+
+    __tablename__ = "adapters"
+    __table_args__ = (UniqueConstraint("org_id", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(Chars(64))
+    last_eval: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[dt.datetime] = _time()
+    updated_at: Mapped[dt.datetime] = _time()
+
+
+class AdapterVersion(Base):
+    """One version of an adapter: its one file, as registered. The version is the content: `sha256` is the
+    contract's sum of its class name and its file, and the same sum registered again is this version."""
+
+    __tablename__ = "adapter_versions"
+    __table_args__ = (UniqueConstraint("adapter_id", "number"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    adapter_id: Mapped[int] = mapped_column(ForeignKey("adapters.id", ondelete="CASCADE"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    sha256: Mapped[str] = mapped_column(Chars(64))
+    class_name: Mapped[str] = mapped_column(Chars(200))
+    handler_ref: Mapped[str] = mapped_column(Chars(300))
+    source: Mapped[str] = mapped_column(LongText())
+    pairs: Mapped[Any] = mapped_column(JSON)  # "any", or [{"benchmark", "policy"}, ...]
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[dt.datetime] = _time()
+
+
 class Secret(Base):
     """Environment variables an org's hosted code may be handed, sealed with the install's secret: `env_keys`
     says which, `sealed` holds their values, encrypted; never returned, never logged."""

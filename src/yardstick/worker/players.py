@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Final, Generic, Protocol, TypeVar
 
 from yardstick.catalog import resolve_to_play
+from yardstick.core.adapters import Adapters
 from yardstick.core.hosting import VOLUMES_FIELD, Handed, Hosting, Located, mask
 from yardstick.core.reach import Reach, Unreachable
 from yardstick.core.refusals import Refusal
@@ -38,6 +39,7 @@ from yardstick.store.db import Database
 from yardstick.store.models import ServedPolicy
 from yardstick.store.states import TargetKind
 from yardstick.wire.address import endpoint_from_ref, format_url
+from yardstick.worker.boxes.adapter_server import BoxedAdapterServer
 from yardstick.worker.boxes.player import BoxedExecutor
 from yardstick.worker.boxes.sandbox import Journal
 from yardstick.worker.boxes.server import BoxedPolicyServer
@@ -182,6 +184,9 @@ class Players:
         self.hosting = Hosting(db, settings.hosted_root, secrets, volumes) if secrets is not None else None
         self._players: Warm[Player] = Warm()
         self._servers: Warm[BoxedPolicyServer] = Warm()
+        self._adapters: Warm[BoxedAdapterServer] = Warm()
+        self._adapter_files = Path(tempfile.mkdtemp(prefix="ys-adapters-"))
+        self.adapters = Adapters(db)
         # Unix socket paths are short (~100 bytes): the servers' sockets live in a short folder of their own.
         self._sockets = Path(tempfile.mkdtemp(prefix="ys-sock-", dir="/tmp"))
 
@@ -203,6 +208,12 @@ class Players:
         if version_id is not None:
             located = self._located(version_id, FailureKind.BENCHMARK_SETUP_CRASH)
             handed = self._box_of(located, FailureKind.BENCHMARK_SETUP_CRASH)
+        adapter_journal = None
+        if target.adapter is not None:
+            # The adapter runs in the benchmark's interpreter, in front of the policy: the benchmark
+            # plays the adapter's server as its policy.
+            adapted = self._adapted(target.adapter, policy, located.python if located is not None else None)
+            policy, adapter_journal = Component(adapted.url), adapted.journal
         key = json.dumps(
             [benchmark.ref, benchmark.params, policy.ref, policy.params, repr(recording)],
             sort_keys=True,
@@ -216,6 +227,8 @@ class Players:
         journals = []
         if isinstance(found, BoxedPlayer):
             journals.append((BENCHMARK_SIDE, found.executor.journal))
+        if adapter_journal is not None:  # the contract's adapter runs on the benchmark's side
+            journals.append((BENCHMARK_SIDE, adapter_journal))
         if policy_journal is not None:
             journals.append((POLICY_SIDE, policy_journal))
         return Masking(
@@ -259,7 +272,7 @@ class Players:
         override = policy.params.get("hz")
         if isinstance(override, int | float) and not isinstance(override, bool) and override > 0:
             return float(override)
-        for server in self._servers.all():
+        for server in [*self._servers.all(), *self._adapters.all()]:
             if server.url == policy.ref:
                 return server.spec.hz
         try:
@@ -330,6 +343,47 @@ class Players:
         self._servers.keep(key, found, handed.digest)
         return found, handed.secrets
 
+    def _adapted(
+        self, adapter: Mapping[str, Any], policy: Component, python: str | None
+    ) -> BoxedAdapterServer:
+        """The adapter's server in front of `policy` (a deployment's server, on its unix socket), kept warm
+        while that policy server stands."""
+        setup = FailureKind.POLICY_SETUP_CRASH
+        endpoint = endpoint_from_ref(policy.ref)
+        if endpoint is None:
+            raise BuildError("an adapter runs in front of a deployed policy's server", setup)
+        found = self.adapters.by_id(int(adapter["version_id"]))
+        if found is None:
+            raise BuildError("the eval's adapter was removed: its version is no longer kept", setup)
+        name, version = found
+        params = dict(adapter.get("params") or {})
+        key = json.dumps([version.id, params, policy.ref, python], sort_keys=True)
+        server = self._adapters.take(key, None, lambda kept: kept.alive())
+        if server is None:
+            folder = self._adapter_files / str(version.id)
+            file = folder / f"{version.handler_ref.partition(':')[0].rsplit('.', 1)[-1]}.py"
+            folder.mkdir(exist_ok=True)
+            file.write_text(version.source, encoding="utf-8")
+            try:
+                server = BoxedAdapterServer(
+                    folder,
+                    file.name,
+                    version.class_name,
+                    version.sha256,
+                    f"{name}@v{version.number}",
+                    endpoint,
+                    {},
+                    self._sockets,
+                    params=params,
+                    python=python,
+                    hidden=self.settings.private_folders,
+                    limits=self.settings.box_limits,
+                )
+            except Failed as failed:
+                raise BuildError(failed.reason, failed.kind) from None
+        self._adapters.keep(key, server, None)
+        return server
+
     def _box_of(self, located: Located, setup: FailureKind) -> Handed:
         assert self.hosting is not None
         try:
@@ -351,7 +405,9 @@ class Players:
 
     def close(self) -> None:
         self._players.close()
+        self._adapters.close()
         self._servers.close()
         if self.hosting is not None:
             self.hosting.close()
         shutil.rmtree(self._sockets, ignore_errors=True)
+        shutil.rmtree(self._adapter_files, ignore_errors=True)

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from yardstick.hosted.params import OneOf, Range
 from yardstick.hosted.seq_api import replay
+from yardstick.hosted.seq_api.adapter import adapter
 from yardstick.hosted.seq_api.benchmark import benchmark
 from yardstick.hosted.seq_api.declarations import Image, Replay, Secret, Timeouts, Volume, Weights
 from yardstick.hosted.seq_api.errors import (
@@ -63,6 +64,7 @@ __all__ = [
     "Volume",
     "Weights",
     "action",
+    "adapter",
     "batched",
     "benchmark",
     "check",
@@ -117,7 +119,6 @@ PLATFORM_CALLS: Final = frozenset(
         "robot_revoke",
         "planner",
         "team",
-        "adapter",
         "adapter_source",
         "gpu_usage",
         "prod_promote",

@@ -22,7 +22,8 @@ class BenchmarkDefinitionError(SeqAuthoringError):
 
 
 class AdapterDefinitionError(SeqAuthoringError):
-    """A `@seq.adapter` class that cannot be run (Yardstick runs none yet)."""
+    """A `@seq.adapter` class that cannot be run: a method missing, one taking other than the one value it
+    is handed, pairs that break their rules."""
 
 
 class GpuRenderError(RuntimeError):

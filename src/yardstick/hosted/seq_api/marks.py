@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Final, NoReturn, TypeVar
 
-from yardstick.hosted.seq_api.errors import BenchmarkDefinitionError, PolicyDefinitionError
+from yardstick.hosted.seq_api.errors import BenchmarkDefinitionError, PolicyDefinitionError, SeqAuthoringError
 
 _F = TypeVar("_F")
 MARKS: Final = "__seq_marks__"
@@ -57,7 +57,7 @@ on_episode = _mark(ON_EPISODE)
 observe = _mark(OBSERVE)
 sample = _mark(SAMPLE)
 shutdown = _mark(SHUTDOWN)
-# An adapter's, which Yardstick runs none of yet: marked, and refused on a benchmark or a policy.
+# An adapter's two methods (`@seq.adapter`), refused on a benchmark or a policy.
 observation = _mark("observation")
 action = _mark("action")
 
@@ -102,9 +102,7 @@ def marks_of(member: Any) -> frozenset[str]:
     return frozenset(getattr(member, MARKS, ()))
 
 
-def bindings(
-    cls: type, what: str, error: type[PolicyDefinitionError | BenchmarkDefinitionError]
-) -> dict[str, str]:
+def bindings(cls: type, what: str, error: type[SeqAuthoringError]) -> dict[str, str]:
     """{mark: method name} for `cls`, its own methods and those of its bases, the nearest winning (as
     Python finds methods); two methods of one class with one mark are refused."""
     found: dict[str, str] = {}

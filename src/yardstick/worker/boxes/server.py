@@ -64,6 +64,7 @@ class BoxedPolicyServer:
         mounts: Sequence[tuple[Path, str]] = (),
         start_timeout_s: float = START_TIMEOUT_S,
         limits: BoxLimits | None = None,
+        readable: Sequence[Path] = (),
     ) -> None:
         if not inbox.HANDLER_REF.fullmatch(handler_ref):
             raise ValueError(f"handler_ref: {handler_ref!r} is not {inbox.HANDLER_RULE}")
@@ -87,13 +88,11 @@ class BoxedPolicyServer:
         listening.bind(str(self.socket))
         listening.listen(128)
         interpreter = python or sys.executable
+        self._params = dict(params or {})
         # Unbuffered (-u): what the policy's code prints reaches the run's logs as it prints it.
-        argv = [interpreter, "-u", "-c", _SERVE, "policy", "serve", handler_ref, "--no-port"]
-        argv += ["--uds-fd", str(listening.fileno())]
-        for key, value in (params or {}).items():
-            argv += ["--param", f"policy.{key}={json.dumps(value)}"]
+        argv = [interpreter, "-u", *self._command(listening.fileno())]
         box = sandbox.Box(
-            readable=(self.folder,),
+            readable=(self.folder, *readable),
             python=interpreter,
             hidden=tuple(hidden),
             devices=tuple(devices),
@@ -116,6 +115,17 @@ class BoxedPolicyServer:
         except BaseException:
             self.close()
             raise
+
+    def _command(self, fd: int) -> list[str]:
+        """What the box's interpreter runs, serving on the inherited descriptor `fd`."""
+        argv = ["-c", _SERVE, "policy", "serve", self.handler_ref, "--no-port", "--uds-fd", str(fd)]
+        for key, value in self._params.items():
+            argv += ["--param", f"policy.{key}={json.dumps(value)}"]
+        return argv
+
+    def _serving(self) -> str:
+        """What this server serves, as its failures name it."""
+        return f"policy server for {self.handler_ref}"
 
     @property
     def url(self) -> str:
@@ -170,4 +180,4 @@ class BoxedPolicyServer:
         with contextlib.suppress(Exception):
             self._process.wait(timeout=1)
         text = " ".join((self._out.text() + "\n" + self._log.text()).split())
-        return f"the policy server for {self.handler_ref} {what}" + (f": {text[-1500:]}" if text else "")
+        return f"the {self._serving()} {what}" + (f": {text[-1500:]}" if text else "")
