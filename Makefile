@@ -16,7 +16,7 @@ TEST_WORKERS ?= 2
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: demo test bench lint env clean browser sandbox wrk
+.PHONY: demo test bench lint env clean browser sandbox containers wrk
 
 env: $(STAMP) $(SEQ_STAMP)
 
@@ -51,6 +51,15 @@ sandbox:
 		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq bubblewrap; }
 
+# Policy images run in Debian's podman with runc (yardstick.worker.boxes.containers); their tests push to
+# Debian's docker-registry on loopback.
+containers:
+	@{ command -v podman && command -v runc && command -v docker-registry; } >/dev/null 2>&1 || { \
+		echo "installing Debian's podman, runc and docker-registry for policy images"; \
+		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
+			podman runc docker-registry; }
+
 # bench/gateway.py loads the gateway with Debian's wrk (it skips that part, saying why, without it).
 wrk:
 	@command -v wrk >/dev/null 2>&1 || { \
@@ -58,7 +67,7 @@ wrk:
 		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq wrk; }
 
-test: $(STAMP) $(SEQ_STAMP) browser sandbox
+test: $(STAMP) $(SEQ_STAMP) browser sandbox containers
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports

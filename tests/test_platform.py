@@ -287,25 +287,21 @@ def test_every_refusal_comes_in_the_envelope(tmp_path: Path) -> None:
         body = malformed.json()["error"]
         assert body["code"] == "bad_request" and "bogus_field" in body["message"]
 
-        image = _refusal(
-            lambda: alice.create_submission(
-                EvalPlan.model_validate(
-                    {
-                        "request_type": {"type": "private_eval", "org": "acme"},
-                        "eval": "toys.tally",
-                        "endpoints": [
-                            {
-                                "name": "p",
-                                "kind": "image",
-                                "wire": "websocket",
-                                "image": "registry.example/p:1",
-                            }
-                        ],
-                    }
-                )
+        # An image from a registry this install does not pull from is filed and ended at once, the
+        # caller's fault with the contract's reason (not an error envelope: the contract says so).
+        image = alice.create_submission(
+            EvalPlan.model_validate(
+                {
+                    "request_type": {"type": "private_eval", "org": "acme"},
+                    "eval": "toys.tally",
+                    "endpoints": [
+                        {"name": "p", "kind": "image", "wire": "websocket", "image": "registry.example/p:1"}
+                    ],
+                }
             )
         )
-        assert image.code.name == "bad_request" and "container runtime" in image.message
+        assert image.status.name == "errored" and image.reason_code is not None
+        assert image.reason_code.name == "image_unpullable" and image.policy_image_digest is None
 
         alice.create_submission(toy_plan("once"))
         conflict = _refusal(lambda: alice.create_submission(toy_plan("once", episodes=3)))

@@ -18,6 +18,7 @@ from yardstick.core.refusals import Refusal
 from yardstick.positronic.catalog_view import evals_view, tasks_view
 from yardstick.positronic.errors import CODES
 from yardstick.positronic.plans import DEFAULT_PRESET, PROVIDER, Resolution, TaskScene, resolve
+from yardstick.store.states import TargetKind
 
 SEEDS = tuple(range(50))
 MT10_TASKS = ("reach-v3", "push-v3", "pick-place-v3")
@@ -419,10 +420,13 @@ def test_a_served_endpoint_takes_our_provider_only() -> None:
     assert resolution.resolved.tasks[0].endpoints[0].provider == PROVIDER
 
 
-def test_an_image_endpoint_is_refused() -> None:
-    words = ("'policy'", "image endpoints need a container runtime", "use a remote or served endpoint")
-    refused(named(endpoints=[image()]), ErrorCode.bad_request, *words)
-    refused(composed(endpoints=[image()]), ErrorCode.bad_request, *words)
+def test_an_image_endpoint_resolves_to_an_image_target_the_gateway_pins() -> None:
+    for plan in (named(endpoints=[image()]), composed(endpoints=[image()])):
+        resolution = resolve(plan, CATALOG, transaction_key="k")
+        valid(resolution)
+        target = resolution.run_plan(plan).endpoints["policy"]
+        assert target.kind == TargetKind.IMAGE and target.wire == "websocket"
+        assert target.spec == plan.endpoints[0].image and target.credential is None
 
 
 # --- samples ------------------------------------------------------------------------------------------------

@@ -37,8 +37,15 @@ from platform_client.boards import BoardRef
 from platform_client.client import PlatformClient
 from platform_client.enums import TERMINAL_STATUSES, ErrorCode, SubmissionStatus
 from platform_client.errors import PlatformError
-from platform_client.eval_plan import EvalPlan, RegistryCredentialFile, plan_with_passwords_read
+from platform_client.eval_plan import (
+    EvalPlan,
+    RegistryCredential,
+    RegistryCredentialFile,
+    plan_of_image,
+    plan_with_passwords_read,
+)
 from platform_client.ids import ApiKey, SubmissionId
+from platform_client.policy_images import PolicyImage
 from platform_client.requests import CancelRequest
 from platform_client.responses import (
     ArtifactEntry,
@@ -281,7 +288,23 @@ def _wait(client: PlatformClient, submission: SubmissionId) -> SubmissionView:
 
 
 def submit(
-    from_file: Path = FromFile,
+    from_file: Path | None = typer.Option(
+        None,
+        "--from-file",
+        help="The eval plan, YAML or JSON (or --policy-image with --eval).",
+        show_default=False,
+    ),
+    policy_image: str | None = typer.Option(
+        None,
+        "--policy-image",
+        help="Submit this image (HOST[:PORT]/REPO:TAG) on --eval: the contract's plan_of_image.",
+    ),
+    eval_name: str | None = typer.Option(None, "--eval", help="The eval a --policy-image runs."),
+    org: str | None = typer.Option(None, "--org", help="Run a --policy-image privately for this org."),
+    registry_user: str | None = typer.Option(None, "--registry-user", help="The image's registry user."),
+    registry_password_file: Path | None = typer.Option(
+        None, "--registry-password-file", help="A file holding the registry's password."
+    ),
     wait: bool = typer.Option(False, "--wait", help="Follow the run to its end, then print its score."),
     as_json: bool = typer.Option(
         False, "--json", help="Print the answer as JSON on stdout (with --wait, the ended run's status)."
@@ -293,7 +316,7 @@ def submit(
     With --wait the exit status is the run's: 0 finished, 1 cancelled or failed by the policy, 3 failed by
     the platform.
     """
-    plan = _plan(from_file)
+    plan = _submitted_plan(from_file, policy_image, eval_name, org, registry_user, registry_password_file)
     with connected_client(platform_url, as_json) as client:
         created = client.create_submission(plan)
         ident = created.submission_id
@@ -301,6 +324,8 @@ def submit(
             print(ident, flush=True)
             total = f", {created.resolved.episodes_total} episodes" if created.resolved else ""
             console.print(f"submission {ident}: {slug_of(created.status)}{total}")
+            if created.policy_image_digest:
+                console.print(f"image pinned to {created.policy_image_digest}")
             if created.billing is not None and created.billing.quote is not None:
                 console.print(describe_quote(created.billing.quote), soft_wrap=True)
         if not wait:
@@ -324,6 +349,33 @@ def submit(
     else:
         _describe(view)
     raise typer.Exit(_run_status(view))
+
+
+def _submitted_plan(
+    from_file: Path | None,
+    image: str | None,
+    eval_name: str | None,
+    org: str | None,
+    user: str | None,
+    password_file: Path | None,
+) -> EvalPlan:
+    """The plan a file states, or the one a policy image runs as on an eval (`plan_of_image`)."""
+    if (from_file is None) == (image is None):
+        fail(Exit.USAGE, "name the plan: --from-file PLAN, or --policy-image IMAGE --eval NAME")
+    if from_file is not None:
+        return _plan(from_file)
+    if eval_name is None:
+        fail(Exit.USAGE, "--policy-image runs on an eval: name it with --eval")
+    if (user is None) != (password_file is None):
+        fail(Exit.USAGE, "--registry-user and --registry-password-file go together")
+    try:
+        credential = None
+        if user is not None and password_file is not None:
+            password = password_file.read_text(encoding="utf-8").strip()
+            credential = RegistryCredential(username=user, password=password)  # type: ignore[arg-type]
+        return plan_of_image(PolicyImage(str(image)), eval_name, org=org, credential=credential)  # type: ignore[arg-type]
+    except (OSError, ValueError) as exc:
+        fail(Exit.USAGE, f"--policy-image: {exc}")
 
 
 def _runs_of(order: list[str], shown: int = 4) -> str:

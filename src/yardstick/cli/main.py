@@ -10,6 +10,7 @@ from yardstick import __version__
 from yardstick.cli import client_cmd, login_cmd
 from yardstick.cli.credits_cmd import credits_app
 from yardstick.cli.eval_cmd import eval_app
+from yardstick.cli.image_cmd import image_app
 from yardstick.cli.platform_cmd import admin_app, db_app, server, worker
 from yardstick.cli.serve_cmd import serve
 from yardstick.cli.show_cmd import benchmark_app, policy_app
@@ -36,6 +37,7 @@ app.add_typer(login_cmd.keys_app, name="keys")
 app.add_typer(credits_app, name="credits")
 app.add_typer(benchmark_app, name="benchmark")
 app.add_typer(policy_app, name="policy")
+app.add_typer(image_app, name="image")
 policy_app.command("serve")(serve)
 app.command("server")(server)
 app.command("worker")(worker)

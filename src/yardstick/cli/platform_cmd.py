@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import typer
 
@@ -38,6 +39,12 @@ CallTimeout = typer.Option(
 )
 
 
+Registry = typer.Option(
+    [],
+    "--registry",
+    help="A container registry policy images are pulled from (http://HOST:PORT or https://HOST; "
+    "repeatable). None named: image endpoints are refused.",
+)
 AllowRemote = typer.Option(
     [],
     "--allow-remote",
@@ -72,6 +79,7 @@ def _platform_settings(
     box_memory: float | None,
     box_processes: int | None,
     episode_timeout: float | None,
+    registries: list[str] = [],  # noqa: B006 -- read only
 ) -> Settings:
     """The settings of a server or a worker: what boxes may use, which local addresses may be dialled."""
     from yardstick.hosted.limits import GiB
@@ -81,6 +89,12 @@ def _platform_settings(
         if not _allowable(allowed):
             rule = f"{allowed!r} is HOST:PORT, HOST (any port) or unix:/absolute/path"
             raise typer.BadParameter(rule, param_hint="--allow-remote")
+    for registry in registries:
+        parts = urlsplit(registry)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.path.strip("/"):
+            raise typer.BadParameter(
+                f"{registry!r} is http://HOST:PORT or https://HOST", param_hint="--registry"
+            )
     limits = settings.box_limits
     if box_memory is not None:
         limits = dataclasses.replace(limits, memory_bytes=int(box_memory * GiB))
@@ -89,6 +103,7 @@ def _platform_settings(
     return dataclasses.replace(
         settings,
         allow_remote=tuple(allowed.strip() for allowed in allow_remote),
+        registries=tuple(registry.rstrip("/") for registry in registries),
         box_limits=limits,
         episode_timeout_s=episode_timeout or settings.episode_timeout_s,
     )
@@ -187,6 +202,7 @@ def server(
     ),
     call_timeout: float | None = CallTimeout,
     allow_remote: list[str] = AllowRemote,
+    registry: list[str] = Registry,
     box_memory: float | None = BoxMemory,
     box_processes: int | None = BoxProcesses,
     episode_timeout: float | None = EpisodeTimeout,
@@ -200,7 +216,7 @@ def server(
     from yardstick.worker.supervisor import Supervisor
 
     settings = _platform_settings(
-        data_dir, database, call_timeout, allow_remote, box_memory, box_processes, episode_timeout
+        data_dir, database, call_timeout, allow_remote, box_memory, box_processes, episode_timeout, registry
     )
     supervisor = Supervisor(settings, 0 if no_worker else workers, run_worker)
     with _stopped_by_signals() as held:
@@ -232,6 +248,7 @@ def worker(
     concurrency: int = typer.Option(1, min=1, help="Worker processes on this machine."),
     call_timeout: float | None = CallTimeout,
     allow_remote: list[str] = AllowRemote,
+    registry: list[str] = Registry,
     box_memory: float | None = BoxMemory,
     box_processes: int | None = BoxProcesses,
     episode_timeout: float | None = EpisodeTimeout,
@@ -242,7 +259,7 @@ def worker(
     from yardstick.worker.supervisor import Supervisor
 
     settings = _platform_settings(
-        data_dir, database, call_timeout, allow_remote, box_memory, box_processes, episode_timeout
+        data_dir, database, call_timeout, allow_remote, box_memory, box_processes, episode_timeout, registry
     )
     supervisor = Supervisor(settings, concurrency, run_worker)
     with _stopped_by_signals() as held:

@@ -25,6 +25,10 @@ __all__ = ["ATTEMPT", "LOGS", "Lifecycle", "charged", "episode_key", "summarize_
 ATTEMPT = "attempts/1/"
 # A run's log files: what its boxes printed, a file a batch (JSON lines: ts, side, machine_name, arm, line).
 LOGS = "logs/"
+# What a run's policy printed (its container's or its box's stdout and stderr), one text: the contract's
+# `policy_log`, its last POLICY_LOG_BYTES.
+POLICY_LOG = "policy_log.txt"
+POLICY_LOG_BYTES = 1 << 20
 
 
 def charged(kind: FailureKind) -> bool:
@@ -97,7 +101,7 @@ class Lifecycle:
         except OSError as exc:
             return self.fail(run_id, FailureKind.STORAGE_FAILED, f"result.json could not be stored: {exc}")
         with self.db.writing() as session:
-            record_artifacts(session, run_id, [written])
+            record_artifacts(session, run_id, [written, *self._policy_log(run_id)])
         with self.db.writing() as session:
             ended = session.execute(
                 update(Run)
@@ -139,7 +143,7 @@ class Lifecycle:
                     "attempt_location": ATTEMPT,
                 },
             }
-            written = []
+            written = self._policy_log(run_id)
             for key, document in documents.items():
                 try:
                     written.append(_write(self.store, run_id, key, document))
@@ -149,6 +153,24 @@ class Lifecycle:
                     continue
             record_artifacts(session, run_id, written)
         return True
+
+    def _policy_log(self, run_id: int) -> list[tuple[str, int, str]]:
+        """The lines the run's policy printed, kept by side in `logs/` as they came, as one text (none
+        where it printed nothing, or the store cannot give them: the log is a help, never the run's fate)."""
+        lines: list[str] = []
+        try:
+            for key, _ in sorted(self.store.keys(run_id, LOGS)):
+                with self.store.open(run_id, key) as kept:
+                    for raw in kept.read().decode("utf-8", "replace").splitlines():
+                        row = json.loads(raw) if raw.strip() else {}
+                        if row.get("side") == "policy":
+                            lines.append(str(row.get("line", "")))
+            if not lines:
+                return []
+            text = ("\n".join(lines) + "\n").encode()[-POLICY_LOG_BYTES:]
+            return [_write(self.store, run_id, POLICY_LOG, text, "text/plain; charset=utf-8")]
+        except (OSError, ValueError):
+            return []
 
 
 def summarize_run(

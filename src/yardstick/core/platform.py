@@ -17,6 +17,7 @@ from yardstick.core.ledger import NO_CREDITS, Ledger
 from yardstick.core.lifecycle import Lifecycle
 from yardstick.core.links import Links
 from yardstick.core.reach import Reach
+from yardstick.core.registries import Registries
 from yardstick.core.runs import Runs
 from yardstick.core.secrets import Secrets
 from yardstick.core.signing import UrlSigner
@@ -63,6 +64,7 @@ class Platform:
         self.uploads = Uploads(self.db, self.volumes.store, self.secret)
         self.hosting = Hosting(self.db, self.settings.hosted_root, self.secrets, self.volumes, builds)
         self.adapters = Adapters(self.db)
+        self.registries = Registries(self.settings.registries, max_image_bytes=self.settings.max_image_bytes)
 
     def catalog(self, caller: Caller, org: Org | None = None) -> Catalog:
         """What `caller` may name (for `org`, else for any org of theirs)."""

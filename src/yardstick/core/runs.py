@@ -93,6 +93,8 @@ class EndpointTarget:
     benchmark_params: Mapping[str, Any] = field(default_factory=dict)
     # The adapter the episodes play through, between the benchmark and the policy: {"version_id", "params"}.
     adapter: Mapping[str, Any] | None = None
+    # An image endpoint's registry credential, sealed with the install's secret (`Secrets.seal`).
+    credential: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         """As a run's row keeps it (by name: `Run.endpoints`); `from_json` reads it back."""
@@ -104,6 +106,7 @@ class EndpointTarget:
             "params": dict(self.params),
             "benchmark_params": dict(self.benchmark_params),
             **({"adapter": dict(self.adapter)} if self.adapter is not None else {}),
+            **({"credential": self.credential} if self.credential is not None else {}),
         }
 
     @classmethod
@@ -119,6 +122,7 @@ class EndpointTarget:
             params=dict(data.get("params") or {}),
             benchmark_params=dict(data.get("benchmark_params") or {}),
             adapter=dict(data["adapter"]) if data.get("adapter") is not None else None,
+            credential=None if data.get("credential") is None else str(data["credential"]),
         )
 
 

@@ -40,6 +40,15 @@ class Secrets:
         self.db = db
         self._fernet = _fernet(install_secret)
 
+    def seal(self, values: dict[str, str]) -> str:
+        """`values` sealed for a row to keep (an image endpoint's registry credential): only `unseal`,
+        with the install's secret, reads them back."""
+        return self._fernet.encrypt(json.dumps(values).encode()).decode()
+
+    def unseal(self, sealed: str) -> dict[str, str]:
+        found: dict[str, str] = json.loads(self._fernet.decrypt(sealed.encode()))
+        return found
+
     def put(self, org_id: int, name: str, env: dict[str, str]) -> SecretInfo:
         """Set a secret (a new one, or its values replaced whole)."""
         sealed = self._fernet.encrypt(json.dumps(env).encode()).decode()

@@ -73,6 +73,10 @@ class Settings:
     # Loopback and link-local addresses a remote endpoint may name (`HOST:PORT`, `HOST` for any port,
     # `unix:/path` for a unix socket): none unless an administrator allows them (`--allow-remote`).
     allow_remote: tuple[str, ...] = ()
+    # The container registries policy images are pulled from (`http://HOST:PORT`, `https://HOST`): none
+    # unless an administrator names them (`--registry`); and the largest image played (its layers' sum).
+    registries: tuple[str, ...] = ()
+    max_image_bytes: int = 4 << 30
 
     @classmethod
     def from_env(cls, data_dir: str | Path | None = None, database_url: str | None = None) -> Settings:

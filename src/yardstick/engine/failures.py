@@ -30,6 +30,9 @@ class FailureKind(StrEnum):
     SESSION_REFUSED = "session_refused"  # a policy server refused the session (or never opened one)
     SESSION_DROPPED = "session_dropped"  # a policy server dropped the session mid-episode
     MALFORMED_ANSWER = "malformed_answer"  # an answer that is no chunk of actions, or breaks the wire
+    POLICY_OOM = "policy_oom"  # its container ran past its memory and was killed
+    IMAGE_UNPULLABLE = "image_unpullable"  # its image cannot be pulled (none such, refused, another arch)
+    IMAGE_TOO_LARGE = "image_too_large"  # its image is larger than the install plays
     # The benchmark's.
     BENCHMARK_CRASH = "benchmark_crash"  # reset or step raised, or answered something malformed
     BENCHMARK_TIMEOUT = "benchmark_timeout"  # reset or step ran past the call limit and was cut
@@ -56,6 +59,9 @@ _POLICY = frozenset(
         FailureKind.SESSION_REFUSED,
         FailureKind.SESSION_DROPPED,
         FailureKind.MALFORMED_ANSWER,
+        FailureKind.POLICY_OOM,
+        FailureKind.IMAGE_UNPULLABLE,
+        FailureKind.IMAGE_TOO_LARGE,
     }
 )
 _BENCHMARK = frozenset(

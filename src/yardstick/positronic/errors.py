@@ -46,6 +46,9 @@ REASONS: dict[FailureKind, ReasonCode] = {
     FailureKind.LATENCY_BUDGET: ReasonCode.latency_budget_exceeded,
     FailureKind.POLICY_SETUP_CRASH: ReasonCode.policy_setup_crash,
     FailureKind.SESSION_REFUSED: ReasonCode.policy_setup_crash,
+    FailureKind.POLICY_OOM: ReasonCode.policy_oom,
+    FailureKind.IMAGE_UNPULLABLE: ReasonCode.image_unpullable,
+    FailureKind.IMAGE_TOO_LARGE: ReasonCode.image_too_large,
     # The catalogue's benchmarks are the platform's: their failures are the platform's, refunded.
     FailureKind.BENCHMARK_CRASH: ReasonCode.internal_error,
     FailureKind.BENCHMARK_TIMEOUT: ReasonCode.internal_error,

@@ -181,6 +181,9 @@ def _target(entry: Endpoint, deployments: Mapping[str, int]) -> EndpointTarget:
     """How the core reaches an endpoint: a served spec the org deployed is its version, served in a box."""
     assert entry.wire is not None  # every entry that names a locator names its wire
     deployed = deployments.get(entry.spec or "") if entry.kind is EndpointKind.served else None
+    if entry.kind is EndpointKind.image:
+        # The reference as the plan names it: the gateway pins it to a digest before filing (`images`).
+        return EndpointTarget(name=entry.name, kind=TargetKind.IMAGE, wire="websocket", spec=str(entry.image))
     if deployed is not None:
         return EndpointTarget(
             name=entry.name, kind=TargetKind.HOSTED, wire=slug_of(entry.wire), spec=str(deployed)
@@ -459,12 +462,7 @@ def _definitions(plan: EvalPlan, catalog: Catalog) -> dict[str, Endpoint]:
                 )
             continue
         found[entry.name] = entry
-        if entry.kind is EndpointKind.image:
-            problems.append(
-                f"endpoint {entry.name!r} is an image endpoint: image endpoints need a container runtime, "
-                "which this platform does not run yet; use a remote or served endpoint"
-            )
-        elif entry.kind is EndpointKind.served:
+        if entry.kind is EndpointKind.served:
             if entry.spec not in catalog.served_policies and entry.spec not in catalog.deployments:
                 specs = True
                 known = ", ".join(sorted({*catalog.served_policies, *catalog.deployments})) or "none"

@@ -51,6 +51,7 @@ from yardstick.http.services import Plat, Purch, SignInService
 from yardstick.positronic import billing_routes, keys_routes, plans
 from yardstick.positronic.catalog_view import eval_summary, tasks_view
 from yardstick.positronic.errors import POSITRONIC, quota_limit, reason_code
+from yardstick.positronic.images import pin_images
 from yardstick.positronic.views import kept_view, list_row, status_view
 from yardstick.store.models import Org
 from yardstick.store.states import Contract, RunStatus
@@ -163,8 +164,9 @@ def submissions_create(plan: EvalPlan, plat: Plat, who: Who, purchases: Purch) -
     conflict."""
     org, resolution = resolution_of(plat, who, plan)
     body = plan.model_dump(mode="json")
+    pinning = pin_images(plat, resolution.run_plan(plan), plan)
     filing = Filing(
-        plan=resolution.run_plan(plan),
+        plan=pinning.plan,
         contract=Contract.POSITRONIC,
         digest=request_digest(body),
         request=body,
@@ -173,10 +175,16 @@ def submissions_create(plan: EvalPlan, plat: Plat, who: Who, purchases: Purch) -
         alias=plan.alias,
         quote=resolution.quote,
     )
-    run, _ = plat.runs.file(who, org, filing)
+    run, fresh = plat.runs.file(who, org, filing)
+    if fresh and pinning.refused is not None:
+        # Filed, so counted and charged; ended before a single episode, saying why (the contract's rule).
+        kind, reason = pinning.refused
+        plat.lifecycle.fail(run.id, kind, reason)
+        run = plat.runs.get(who, run.id, Contract.POSITRONIC)
     return answer(
         SubmissionCreateResponse(
             submission_id=SubmissionId(run.id),
+            policy_image_digest=pinning.digest if pinning.refused is None else None,
             status=SubmissionStatus[run.status],
             reason_code=reason_code(run.failure),
             resolved=ResolvedPlan.model_validate(run.resolved),

@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from yardstick.core.boards import page_url
 from yardstick.core.ended import has_ended
+from yardstick.core.lifecycle import POLICY_LOG
 from yardstick.core.platform import Platform
 from yardstick.positronic.errors import reason_code
 from yardstick.store.models import Run
@@ -45,7 +46,7 @@ def counts(run: Run) -> EpisodeCounts:
 
 
 # A run's own records, which `submissions.get` links to.
-RECORDS = ("result.json", "diagnostics.json")
+RECORDS = ("result.json", "diagnostics.json", POLICY_LOG)
 
 
 @dataclass(frozen=True)
@@ -150,4 +151,6 @@ def _refs(platform: Platform, run: Run, settled: Settled | None, base_url: str) 
     urls = platform.links.signed(run.id, written, base_url)
     if "result.json" not in urls:
         return None
-    return ArtifactRefs(result=urls["result.json"], diagnostics=urls.get("diagnostics.json"))
+    return ArtifactRefs(
+        result=urls["result.json"], diagnostics=urls.get("diagnostics.json"), policy_log=urls.get(POLICY_LOG)
+    )

@@ -64,6 +64,7 @@ class TargetKind(StrEnum):
     SERVED = "served"  # the platform builds a policy it serves, in the worker
     REMOTE = "remote"  # someone's policy server, over a wire
     HOSTED = "hosted"  # a policy an org deployed with its code, served in a box (`spec`: its version's id)
+    IMAGE = "image"  # a container image the platform runs (`spec`: the reference pinned to its digest)
 
 
 class QuotaKind(StrEnum):

@@ -7,6 +7,7 @@ platform knows it (the rate the policy's server told the platform, or its class 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import tempfile
@@ -15,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final, Generic, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 from yardstick.catalog import resolve_to_play
 from yardstick.core.adapters import Adapters
@@ -40,6 +42,7 @@ from yardstick.store.models import ServedPolicy
 from yardstick.store.states import TargetKind
 from yardstick.wire.address import endpoint_from_ref, format_url
 from yardstick.worker.boxes.adapter_server import BoxedAdapterServer
+from yardstick.worker.boxes.containers import ContainerPolicyServer, Podman
 from yardstick.worker.boxes.player import BoxedExecutor
 from yardstick.worker.boxes.sandbox import Journal
 from yardstick.worker.boxes.server import BoxedPolicyServer
@@ -135,12 +138,14 @@ class Masking:
         inner: Player,
         secrets: tuple[str, ...],
         journals: tuple[tuple[str, Journal], ...] = (),
+        started: frozenset[int] = frozenset(),
     ) -> None:
         self.inner = inner
         self.secrets = secrets
         self.journals = journals
-        # What the boxes printed before this endpoint's batch began is no line of its.
-        self._marks = [journal.mark() for _, journal in journals]
+        # What the boxes printed before this endpoint's batch began is no line of its, but for a box started
+        # for it (`started`, by `id` of its journal): what that printed starting up is.
+        self._marks = [0 if id(journal) in started else journal.mark() for _, journal in journals]
 
     def take_printed(self) -> list[tuple[float, str, str]]:
         """(time, side, line) of every line the boxes printed since the last take (since the batch began,
@@ -180,11 +185,15 @@ class Players:
         self.beacon = beacon  # the worker's vigil watches the in-process engine's calls through it
         self.call_timeout_s = call_timeout_s
         secrets = Secrets(db, load_secret(settings.secret_file)) if settings.secret_file.exists() else None
+        self.secrets = secrets
         volumes = Volumes(db, volume_store(settings))
         self.hosting = Hosting(db, settings.hosted_root, secrets, volumes) if secrets is not None else None
         self._players: Warm[Player] = Warm()
         self._servers: Warm[BoxedPolicyServer] = Warm()
         self._adapters: Warm[BoxedAdapterServer] = Warm()
+        self._images: Warm[ContainerPolicyServer] = Warm()
+        self._started: set[int] = set()  # the journals of the servers started for the endpoint in hand
+        self.podman = _podman(settings) if Podman.available() else None
         self._adapter_files = Path(tempfile.mkdtemp(prefix="ys-adapters-"))
         self.adapters = Adapters(db)
         # Unix socket paths are short (~100 bytes): the servers' sockets live in a short folder of their own.
@@ -231,8 +240,12 @@ class Players:
             journals.append((BENCHMARK_SIDE, adapter_journal))
         if policy_journal is not None:
             journals.append((POLICY_SIDE, policy_journal))
+        started, self._started = frozenset(self._started), set()
         return Masking(
-            found, (*policy_secrets, *(handed.secrets if handed is not None else ())), tuple(journals)
+            found,
+            (*policy_secrets, *(handed.secrets if handed is not None else ())),
+            tuple(journals),
+            started,
         )
 
     def _build(
@@ -272,7 +285,12 @@ class Players:
         override = policy.params.get("hz")
         if isinstance(override, int | float) and not isinstance(override, bool) and override > 0:
             return float(override)
-        for server in [*self._servers.all(), *self._adapters.all()]:
+        serving: list[BoxedPolicyServer | ContainerPolicyServer] = [
+            *self._servers.all(),
+            *self._adapters.all(),
+            *self._images.all(),
+        ]
+        for server in serving:
             if server.url == policy.ref:
                 return server.spec.hz
         try:
@@ -297,6 +315,9 @@ class Players:
                     f"the served policy {target.spec!r} is no longer offered", FailureKind.POLICY_SETUP_CRASH
                 )
             return Component(served.reference, {**served.params, **params}), (), None
+        if target.kind == TargetKind.IMAGE:
+            image = self._image(target)
+            return Component(image.url, params), (), image.journal
         if target.kind == TargetKind.HOSTED:
             try:
                 version_id = int(str(target.spec))
@@ -384,6 +405,36 @@ class Players:
         self._adapters.keep(key, server, None)
         return server
 
+    def _image(self, target: EndpointTarget) -> ContainerPolicyServer:
+        """An image endpoint's container, pulled by its digest and kept warm while it answers."""
+        setup = FailureKind.POLICY_SETUP_CRASH
+        if self.podman is None:
+            raise BuildError(
+                "this worker runs no containers: podman and runc are not installed (make containers)",
+                FailureKind.INSTALL_INCOMPLETE,
+            )
+        if target.spec is None or "@" not in target.spec:
+            raise BuildError(f"endpoint {target.name!r} names no pinned image", setup)
+        found = self._images.take(target.spec, None, lambda kept: kept.alive())
+        if found is None:
+            credential = None
+            if target.credential is not None:
+                if self.secrets is None:
+                    raise BuildError(
+                        "this worker cannot read the install's secret: the image's credential needs it", setup
+                    )
+                credential = self.secrets.unseal(target.credential)
+            try:
+                self.podman.pull(target.spec, credential)
+                found = ContainerPolicyServer(
+                    self.podman, target.spec, self._sockets, limits=self.settings.box_limits
+                )
+                self._started.add(id(found.journal))
+            except Failed as failed:
+                raise BuildError(failed.reason, failed.kind) from None
+        self._images.keep(target.spec, found, None)
+        return found
+
     def _box_of(self, located: Located, setup: FailureKind) -> Handed:
         assert self.hosting is not None
         try:
@@ -407,7 +458,18 @@ class Players:
         self._players.close()
         self._adapters.close()
         self._servers.close()
+        self._images.close()
         if self.hosting is not None:
             self.hosting.close()
         shutil.rmtree(self._sockets, ignore_errors=True)
         shutil.rmtree(self._adapter_files, ignore_errors=True)
+
+
+def _podman(settings: Settings) -> Podman:
+    """The install's container runtime: its own containers.conf, its containers labelled with the install,
+    those a dead worker left removed; registries named by plain HTTP are reached so (a loopback one)."""
+    insecure = tuple(urlsplit(url).netloc for url in settings.registries if url.startswith("http://"))
+    install = hashlib.sha256(str(settings.data_dir.resolve()).encode()).hexdigest()[:16]
+    podman = Podman(settings.data_dir / "containers", install, insecure=insecure)
+    podman.sweep()
+    return podman

@@ -150,3 +150,14 @@ def tasks_of(uid: int) -> int:
                 threads = next(line for line in status.splitlines() if line.startswith("Threads:"))
                 count += int(threads.split()[1])
     return count
+
+
+def alive(pid: int) -> bool:
+    """Whether a process `pid` exists (a signal 0 reaches it, or exists and is not ours to signal)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

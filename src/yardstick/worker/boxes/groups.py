@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Final
 
 from yardstick.hosted.limits import BoxLimits
+from yardstick.worker.processes import alive
 
 CGROUP_PREFIX: Final = "yardstick-box-"
 # Where each hierarchy of the machine's control groups is mounted (cgroup v1 has one per controller).
@@ -297,18 +298,8 @@ def remove_leftovers() -> int:
         with contextlib.suppress(OSError):
             for folder in hierarchy.folder.iterdir():
                 maker = folder.name[len(CGROUP_PREFIX) :].split("-", 1)[0]
-                if not folder.name.startswith(CGROUP_PREFIX) or not maker.isdigit() or _alive(int(maker)):
+                if not folder.name.startswith(CGROUP_PREFIX) or not maker.isdigit() or alive(int(maker)):
                     continue
                 BoxGroup([(folder, hierarchy)]).remove()
                 removed += 1
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -22,7 +22,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
@@ -153,31 +153,42 @@ class BoxedPolicyServer:
         self.close()
 
     def _wait(self, timeout_s: float) -> PolicySpec:
-        """The policy's declaration, once its server answers a session on the socket."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self._process.poll() is not None:
-                raise ServerFailed(self._said("exited"), FailureKind.POLICY_SETUP_CRASH)
-            if self.socket.exists():
-                try:
-                    return probe_spec(
-                        self.endpoint, {}, startup_timeout=min(2.0, max(0.1, deadline - time.monotonic()))
-                    )
-                except RemotePolicyError as refused:
-                    cause = refused.__cause__
-                    if isinstance(cause, ConnectRefused) and cause.refusal is ConnectRefusal.FINAL:
-                        raise ServerFailed(
-                            f"the policy server refused its sessions: {refused.reason}",
-                            FailureKind.POLICY_SETUP_CRASH,
-                        ) from None
-            if time.monotonic() > deadline:
-                raise ServerFailed(
-                    self._said(f"did not answer within {timeout_s:g} s"), FailureKind.POLICY_SETUP_CRASH
-                )
-            time.sleep(0.05)
+        return wait_serving(
+            lambda: self._process.poll() is None, self.socket, self.endpoint, timeout_s, self._said
+        )
 
     def _said(self, what: str) -> str:
         with contextlib.suppress(Exception):
             self._process.wait(timeout=1)
         text = " ".join((self._out.text() + "\n" + self._log.text()).split())
         return f"the {self._serving()} {what}" + (f": {text[-1500:]}" if text else "")
+
+
+def wait_serving(
+    alive: Callable[[], bool],
+    socket: Path,
+    endpoint: RemoteEndpoint,
+    timeout_s: float,
+    said: Callable[[str], str],
+) -> PolicySpec:
+    """The policy's declaration, once a server (alive while `alive()`) answers a session on `socket`;
+    ServerFailed with what it said (`said(what happened)`) when it exits, refuses or stays silent."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if not alive():
+            raise ServerFailed(said("exited"), FailureKind.POLICY_SETUP_CRASH)
+        if socket.exists():
+            try:
+                return probe_spec(
+                    endpoint, {}, startup_timeout=min(2.0, max(0.1, deadline - time.monotonic()))
+                )
+            except RemotePolicyError as refused:
+                cause = refused.__cause__
+                if isinstance(cause, ConnectRefused) and cause.refusal is ConnectRefusal.FINAL:
+                    raise ServerFailed(
+                        f"the policy server refused its sessions: {refused.reason}",
+                        FailureKind.POLICY_SETUP_CRASH,
+                    ) from None
+        if time.monotonic() > deadline:
+            raise ServerFailed(said(f"did not answer within {timeout_s:g} s"), FailureKind.POLICY_SETUP_CRASH)
+        time.sleep(0.05)

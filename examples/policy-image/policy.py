@@ -1,0 +1,12 @@
+"""A policy for a container: it reads the observation and answers a chunk of actions, as any Yardstick
+policy does; the image serves it on the platform's socket."""
+
+import numpy as np
+import yardstick.sdk as ys
+
+
+@ys.policy(hz=10, action_chunk_len=1)
+class ReachPolicy:
+    @ys.infer
+    def infer(self, obs):
+        return np.zeros((1, 4), dtype=np.float32)

@@ -1,0 +1,212 @@
+"""A policy image, run as a container: `ContainerPolicyServer`, and `Podman`, the runtime that runs it.
+
+The worker runs Debian's `podman` (with `runc`, configured by a containers.conf of the install's own:
+cgroupfs, file events, explicit ulimits), never a daemon of ours. What a policy container sees:
+
+    network       none (`--network=none`): no socket to the gateway, the database or the internet
+    root          its image, read-only; every capability dropped; no new privileges
+    writable      /tmp (a tmpfs of the box's scratch size), /dev/shm (the box's shm size: PyTorch needs
+                  more than Docker's 64 MB), and /yardstick, a folder of its own holding nothing but the
+                  socket it serves on
+    limits        the install's box limits: memory (no swap past it), processes, CPUs, open files
+    environment   YARDSTICK_SOCKET=/yardstick/policy.sock, where it serves the session protocol (or the
+                  openpi dialect at the socket's root); nothing else of the platform's
+
+It must serve within the start-up deadline; what it prints (stdout and stderr) is the run's `policy_log`.
+Every container is labelled with the install and the worker's pid: `close()` stops and removes it, and a
+worker that starts removes those a dead worker of its install left (`Podman.sweep`), so a SIGKILLed worker
+leaves none behind for long.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import resource
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from typing import Final
+
+from yardstick.engine.failures import Failed, FailureKind
+from yardstick.hosted.limits import BoxLimits
+from yardstick.sdk.specs import PolicySpec
+from yardstick.wire.address import RemoteEndpoint, UnixSocket
+from yardstick.worker.boxes import sandbox
+from yardstick.worker.boxes.server import MAX_SOCKET_PATH, START_TIMEOUT_S, wait_serving
+from yardstick.worker.processes import alive
+
+SOCKET_FOLDER: Final = "/yardstick"
+SOCKET_ENV: Final = "YARDSTICK_SOCKET"
+INSTALL_LABEL: Final = "yardstick.install"
+WORKER_LABEL: Final = "yardstick.worker-pid"
+PULL_TIMEOUT_S: Final = 600.0
+CALL_TIMEOUT_S: Final = 60.0
+# RLIMIT_NPROC counts the processes of the container's user across the machine: --pids-limit is what bounds
+# the container's own, this only has to be set no higher than the worker's.
+NPROC: Final = 4096
+
+
+class Podman:
+    """The podman CLI under the install's own containers.conf (written in `config_dir`), its containers
+    labelled with `install`. `insecure` registries are reached over plain HTTP (a registry on loopback)."""
+
+    def __init__(self, config_dir: Path, install: str, *, insecure: tuple[str, ...] = ()) -> None:
+        config_dir.mkdir(parents=True, exist_ok=True)
+        self.config = config_dir / "containers.conf"
+        self.config.write_text(_containers_conf())
+        self.install = install
+        self.insecure = insecure
+        self.env = {**os.environ, "CONTAINERS_CONF": str(self.config)}
+
+    @staticmethod
+    def available() -> bool:
+        return shutil.which("podman") is not None and shutil.which("runc") is not None
+
+    def call(self, *args: str, timeout: float = CALL_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["podman", *args], env=self.env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+
+    def pull(self, reference: str, credential: Mapping[str, str] | None) -> None:
+        """Pull `reference` (pinned to its digest) unless it is here already; Failed IMAGE_UNPULLABLE with
+        the registry's word otherwise. A credential goes through an auth file only this process reads,
+        never a command line."""
+        if self.call("image", "exists", reference).returncode == 0:
+            return
+        registry = reference.split("/", 1)[0]
+        with tempfile.TemporaryDirectory(prefix="ys-auth-") as folder:
+            args = ["pull", "--quiet", f"--tls-verify={'false' if registry in self.insecure else 'true'}"]
+            if credential is not None:
+                auth = Path(folder) / "auth.json"
+                auth.touch(mode=0o600)
+                pair = f"{credential['username']}:{credential['password']}".encode()
+                auth.write_text(json.dumps({"auths": {registry: {"auth": base64.b64encode(pair).decode()}}}))
+                args += ["--authfile", str(auth)]
+            try:
+                done = self.call(*args, reference, timeout=PULL_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                raise Failed(
+                    f"pulling {reference} took over {PULL_TIMEOUT_S:g} s", FailureKind.IMAGE_UNPULLABLE
+                ) from None
+        if done.returncode != 0:
+            said = " ".join(done.stderr.split())[-600:]
+            raise Failed(f"{reference} could not be pulled: {said}", FailureKind.IMAGE_UNPULLABLE)
+
+    def sweep(self) -> int:
+        """Remove this install's containers whose worker is dead (one SIGKILLed left them running)."""
+        listed = self.call(
+            "ps", "-a", "--filter", f"label={INSTALL_LABEL}={self.install}", "--format", "json"
+        )
+        if listed.returncode != 0:
+            return 0
+        gone = 0
+        for row in json.loads(listed.stdout or "[]"):
+            pid = str((row.get("Labels") or {}).get(WORKER_LABEL, ""))
+            if not pid.isdigit() or not alive(int(pid)):
+                self.call("rm", "--force", "--time", "0", str(row.get("Id")))
+                gone += 1
+        return gone
+
+
+def _containers_conf() -> str:
+    """runc (crun fails here: it cannot set RLIMIT_NOFILE), cgroupfs (no systemd), events to a file, and
+    ulimits no higher than the worker's own (raising one is refused in a container)."""
+    return (
+        "[containers]\n"
+        'default_ulimits = ["nofile=4096:4096", "nproc=4096:4096"]\n'
+        "[engine]\n"
+        'runtime = "runc"\n'
+        'cgroup_manager = "cgroupfs"\n'
+        'events_logger = "file"\n'
+    )
+
+
+class ContainerPolicyServer:
+    """Run the pulled image `reference` as a policy server on a unix socket in a folder of its own under
+    `socket_dir`; `spec` is what it declared once it answered a session, `journal` what it prints."""
+
+    def __init__(
+        self,
+        podman: Podman,
+        reference: str,
+        socket_dir: Path,
+        *,
+        limits: BoxLimits | None = None,
+        start_timeout_s: float = START_TIMEOUT_S,
+    ) -> None:
+        self.podman = podman
+        self.reference = reference
+        limits = limits or BoxLimits()
+        self.folder = Path(tempfile.mkdtemp(prefix="image-", dir=socket_dir))
+        self.folder.chmod(0o777)  # the image's user, whoever it is, binds its socket here
+        self.socket = self.folder / "policy.sock"
+        if len(str(self.socket).encode()) > MAX_SOCKET_PATH:
+            raise ValueError(f"socket_dir: {socket_dir} is too long for a unix socket path")
+        self.endpoint = RemoteEndpoint(
+            wire="websocket_unix", address=UnixSocket(uds=PurePosixPath(str(self.socket)))
+        )
+        self.name = f"ys-{uuid.uuid4().hex[:12]}"
+        # Named ulimits replace the configured ones, so both are named; neither may pass the worker's own.
+        files = min(limits.open_files, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+        tasks = min(NPROC, resource.getrlimit(resource.RLIMIT_NPROC)[1])
+        argv = [
+            "podman", "run", "--name", self.name, "--pull=never",
+            "--label", f"{INSTALL_LABEL}={podman.install}", "--label", f"{WORKER_LABEL}={os.getpid()}",
+            "--network=none", "--read-only", "--cap-drop=all", "--security-opt=no-new-privileges",
+            f"--memory={limits.memory_bytes}", f"--memory-swap={limits.memory_bytes}",
+            f"--pids-limit={limits.processes}",
+            f"--ulimit=nofile={files}:{files}", f"--ulimit=nproc={tasks}:{tasks}",
+            f"--shm-size={limits.shm_bytes}", f"--tmpfs=/tmp:rw,size={limits.scratch_bytes},mode=1777",
+            f"--volume={self.folder}:{SOCKET_FOLDER}:rw", f"--env={SOCKET_ENV}={SOCKET_FOLDER}/policy.sock",
+            *([f"--cpus={limits.cpus}"] if limits.cpus else []),
+            reference,
+        ]  # fmt: skip
+        self._process = subprocess.Popen(
+            argv, env=podman.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        self.journal = sandbox.Journal()
+        self._out = sandbox.Tail(self._process.stdout, self.journal)
+        self._log = sandbox.Tail(self._process.stderr, self.journal)
+        try:
+            self.spec: PolicySpec = wait_serving(
+                self.alive, self.socket, self.endpoint, start_timeout_s, self._said
+            )
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def url(self) -> str:
+        return self.endpoint.url
+
+    def alive(self) -> bool:
+        return self._process.poll() is None
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel killed it for passing its memory."""
+        shown = self.podman.call("inspect", "--format", "{{.State.OOMKilled}}", self.name)
+        return shown.returncode == 0 and shown.stdout.strip() == "true"
+
+    def close(self) -> None:
+        """Stop the container (two seconds' grace), remove it and its socket's folder."""
+        with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+            self.podman.call("rm", "--force", "--time", "2", self.name)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._process.wait(timeout=30)
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _said(self, what: str) -> str:
+        with contextlib.suppress(Exception):
+            self._process.wait(timeout=1)
+        kind = "ran out of memory and was killed" if what == "exited" and self.oom_killed() else what
+        text = " ".join((self._out.text() + "\n" + self._log.text()).split())
+        return f"the policy image {self.reference} {kind}" + (f": {text[-1500:]}" if text else "")

@@ -1,0 +1,234 @@
+"""Policy images made here, as the machine reaches no registry outside: a root filesystem built from this
+interpreter (its standard library, the few packages a policy server imports, Yardstick and the test's toy
+policies, and the system libraries they link), imported by podman as an image, and pushed to a registry on
+loopback (Debian's `docker-registry`, with htpasswd auth when asked)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from conftest import free_port
+
+ROOT = Path(__file__).parent.parent
+PODMAN_CONF = """[containers]
+default_ulimits = ["nofile=4096:4096", "nproc=4096:4096"]
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+"""
+# What a policy server imports beside the standard library (`yardstick.wire.server`).
+PACKAGES = (
+    "numpy", "numpy.libs", "msgpack", "websockets", "pydantic", "pydantic_core", "annotated_types",
+    "typing_inspection", "typing_extensions.py", "yaml", "PIL", "pillow.libs", "grpc",
+)  # fmt: skip
+# Parts of the standard library no policy server reads.
+SKIPPED = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "site-packages", "__pycache__"}
+SERVE = """import os, sys
+from yardstick.catalog import resolve_to_play
+from yardstick.wire.server.host import PolicyHost
+from yardstick.wire.server.serve import PolicyServer, ServeOptions
+
+reference = sys.argv[1]
+socket = os.environ["YARDSTICK_SOCKET"]
+host = PolicyHost(resolve_to_play("policy", reference), model_id="policy", reference=reference, params={})
+server = PolicyServer({"policy": host}, ServeOptions(port=None, uds=socket)).start()
+print(f"serving {reference} on {socket}", flush=True)
+server.wait()
+"""
+
+
+def podman_env() -> dict[str, str]:
+    conf = Path(os.environ.get("TMPDIR", "/tmp")) / "yardstick-tests-containers.conf"
+    conf.write_text(PODMAN_CONF)
+    return {**os.environ, "CONTAINERS_CONF": str(conf)}
+
+
+def podman(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        ["podman", *args], env=podman_env(), capture_output=True, text=True, timeout=timeout
+    )
+    assert done.returncode == 0, f"podman {' '.join(args)}: {done.stdout}{done.stderr}"
+    return done
+
+
+def available() -> bool:
+    return all(shutil.which(tool) for tool in ("podman", "runc", "docker-registry"))
+
+
+def _libraries(files: list[Path]) -> set[Path]:
+    """The system libraries `files` (executables and shared objects) link, as ldd finds them."""
+    found: set[Path] = set()
+    for chunk in range(0, len(files), 200):
+        listed = subprocess.run(
+            ["ldd", *map(str, files[chunk : chunk + 200])], capture_output=True, text=True, check=False
+        ).stdout
+        for line in listed.splitlines():
+            parts = line.split()
+            for part in parts:
+                if part.startswith("/") and Path(part).exists():
+                    found.add(Path(part))
+    return found
+
+
+def build_rootfs(where: Path, extra: dict[str, str]) -> Path:
+    """A root filesystem holding this interpreter, the packages in PACKAGES, Yardstick, `extra` files under
+    /app ({name: text}) and every system library they link: a tar ready for `podman import`."""
+    rootfs = where / "rootfs"
+    prefix = Path(sys.base_prefix)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    stdlib = prefix / "lib" / version
+
+    def copy(source: Path) -> None:
+        target = rootfs / source.relative_to("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True, ignore=_pycache)
+        else:
+            shutil.copy2(source, target, follow_symlinks=True)
+
+    copy(prefix / "bin" / version)
+    for library in (prefix / "lib").glob("libpython*"):
+        copy(library)
+    for entry in stdlib.iterdir():
+        if entry.name not in SKIPPED:
+            copy(entry)
+    site = Path(next(p for p in sys.path if p.endswith("site-packages")))
+    packages = rootfs / "site"
+    for name in PACKAGES:
+        if (site / name).exists():
+            target = packages / name
+            if (site / name).is_dir():
+                shutil.copytree(site / name, target, symlinks=True, ignore=_pycache)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(site / name, target)
+    shutil.copytree(ROOT / "src" / "yardstick", packages / "yardstick", ignore=_pycache)
+    app = rootfs / "app"
+    app.mkdir()
+    (app / "serve.py").write_text(SERVE)
+    for name, text in extra.items():
+        (app / name).write_text(text)
+    objects = [rootfs / (prefix / "bin" / version).relative_to("/")]
+    objects += [p for p in rootfs.rglob("*.so*") if p.is_file()]
+    for library in _libraries(objects):
+        copy(library)
+        copy(library.resolve())
+    for loader in Path("/lib64").glob("ld-linux*"):
+        copy(loader)
+        copy(loader.resolve())
+    (rootfs / "tmp").mkdir(exist_ok=True)
+    (rootfs / "yardstick").mkdir(exist_ok=True)
+    archive = where / "rootfs.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(rootfs, arcname=".")
+    return archive
+
+
+def _pycache(folder: str, names: list[str]) -> list[str]:
+    return [name for name in names if name == "__pycache__"]
+
+
+def build_policy_image(where: Path, tag: str, policy_ref: str, files: dict[str, str]) -> str:
+    """An image serving `policy_ref` (a class in `files`, put in /app) on $YARDSTICK_SOCKET, tagged `tag`
+    in podman's local store."""
+    archive = build_rootfs(where, files)
+    python = f"{sys.base_prefix}/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+    podman(
+        "import",
+        "--change", f'CMD ["{python}", "-u", "/app/serve.py", "{policy_ref}"]',
+        "--change", "ENV PYTHONPATH=/app:/site",
+        "--change", "WORKDIR /app",
+        str(archive), tag,
+    )  # fmt: skip
+    return tag
+
+
+def all_containers() -> list[dict[str, object]]:
+    found: list[dict[str, object]] = json.loads(podman("ps", "-a", "--format", "json").stdout or "[]")
+    return found
+
+
+def remove_images(*prefixes: str) -> None:
+    """Remove the images whose names start with one of `prefixes` (what a test built or pulled), then the
+    dangling layers they leave: podman's store is the machine's, and each image here weighs ~300 MB."""
+    listed = json.loads(podman("images", "--format", "json").stdout or "[]")
+    for image in listed:
+        if any(name.startswith(prefixes) for name in image.get("Names") or []):
+            subprocess.run(["podman", "rmi", "--force", image["Id"]], env=podman_env(), capture_output=True)
+    subprocess.run(["podman", "image", "prune", "--force"], env=podman_env(), capture_output=True)
+
+
+@dataclass
+class Registry:
+    """A registry on loopback; `credential` (user, password) when it asks for one."""
+
+    host: str
+    process: subprocess.Popen[bytes]
+    credential: tuple[str, str] | None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}"
+
+    def push(self, local: str, repository: str) -> str:
+        """Push the local image as `repository` (REPO:TAG) here; the reference a plan names."""
+        reference = f"{self.host}/{repository}"
+        args = ["push", "--quiet", "--tls-verify=false"]
+        if self.credential is not None:
+            args.append(f"--creds={self.credential[0]}:{self.credential[1]}")
+        podman(*args, local, reference)
+        return reference
+
+
+@contextmanager
+def registry(where: Path, credential: tuple[str, str] | None = None) -> Iterator[Registry]:
+    port = free_port()
+    where.mkdir(parents=True, exist_ok=True)
+    config = [
+        "version: 0.1",
+        "log:\n  level: error",
+        f"storage:\n  filesystem:\n    rootdirectory: {where / 'data'}\n  delete:\n    enabled: true",
+        f"http:\n  addr: 127.0.0.1:{port}",
+    ]
+    if credential is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import crypt
+
+            hashed = crypt.crypt(credential[1], crypt.mksalt(crypt.METHOD_BLOWFISH))
+        (where / "htpasswd").write_text(f"{credential[0]}:{hashed}\n")
+        config.append(f"auth:\n  htpasswd:\n    realm: yardstick-tests\n    path: {where / 'htpasswd'}")
+    (where / "config.yml").write_text("\n".join(config) + "\n")
+    log = (where / "registry.log").open("wb")
+    process = subprocess.Popen(
+        ["docker-registry", "serve", str(where / "config.yml")], stdout=log, stderr=log
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/v2/", timeout=2).status_code in (200, 401):
+                break
+        except httpx.HTTPError:
+            pass
+        assert process.poll() is None and time.monotonic() < deadline, (where / "registry.log").read_text()
+        time.sleep(0.1)
+    try:
+        yield Registry(f"127.0.0.1:{port}", process, credential)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()

@@ -1,0 +1,231 @@
+"""Policy images through the Positronic door with the real `positronic-platform-client`: an image built here
+(no pull from outside), pushed to a registry on loopback, submitted with `plan_of_image` by its tag. The tag
+is pinned to its digest at submission, the worker pulls and runs it with podman (no network, read-only,
+no capabilities), its episodes equal those of the same policy served by the platform, its output is the
+run's `policy_log`; a private registry takes the right credential only, and the password is nowhere; what
+cannot be pulled is refused before any episode with the contract's reason; no container outlives its worker,
+a SIGKILLed one included."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from platform_client.enums import ReasonCode, SubmissionStatus
+from platform_client.eval_plan import RegistryCredential, plan_of_image
+from platform_client.policy_images import PolicyImage
+from sqlalchemy import select
+
+import image_helpers
+from platform_harness import Harness, running_platform, toy_plan, wait_for
+from yardstick.store.models import Run, RunEpisode
+
+pytestmark = pytest.mark.skipif(
+    not image_helpers.available(), reason="podman, runc or docker-registry missing"
+)
+
+TOYS = (Path(__file__).parent / "toys.py").read_text()
+PASSWORD = "registry-pa55word-8812"
+WAIT_S = 240.0
+
+
+@dataclass
+class Images:
+    harness: Harness
+    public: image_helpers.Registry
+    private: image_helpers.Registry
+    rows: str  # the public image of toys:Rows, by tag
+    private_rows: str
+    broken: str  # an image whose policy cannot be built
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Images]:
+    where = tmp_path_factory.mktemp("images")
+    image_helpers.build_policy_image(
+        where / "rows", "localhost/yardstick-tests/rows:v1", "toys:Rows", {"toys.py": TOYS}
+    )
+    image_helpers.build_policy_image(
+        where / "broken", "localhost/yardstick-tests/broken:v1", "toys:NoSuchPolicy", {"toys.py": TOYS}
+    )
+    with (
+        image_helpers.registry(where / "public") as public,
+        image_helpers.registry(where / "private", ("tester", PASSWORD)) as private,
+    ):
+        rows = public.push("localhost/yardstick-tests/rows:v1", "acme/rows:v1")
+        broken = public.push("localhost/yardstick-tests/broken:v1", "acme/broken:v1")
+        private_rows = private.push("localhost/yardstick-tests/rows:v1", "acme/rows:v1")
+        try:
+            with running_platform(where, None, lease_s=10.0, registries=(public.url, private.url)) as harness:
+                harness.wait_for_workers()
+                yield Images(harness, public, private, rows, private_rows, broken)
+        finally:
+            image_helpers.remove_images("localhost/yardstick-tests/", public.host, private.host)
+
+
+def submit(images: Images, reference: str, key: str, credential: RegistryCredential | None = None):  # type: ignore[no-untyped-def]
+    plan = plan_of_image(
+        PolicyImage(reference), "toys.tally", org="acme", transaction_key=key, credential=credential
+    )
+    return images.harness.client().create_submission(plan)
+
+
+def episodes_of(harness: Harness, run_id: int) -> list[tuple[str, int, int, object, object]]:
+    with harness.platform.db.reading() as session:
+        rows = session.execute(
+            select(RunEpisode).where(RunEpisode.submission_id == run_id).order_by(RunEpisode.index)
+        ).scalars()
+        return [
+            (e.task_id, e.trial, e.seed, (e.result or {}).get("success"), (e.result or {}).get("steps"))
+            for e in rows
+        ]
+
+
+def manifest_digest(registry: image_helpers.Registry, repository: str, tag: str) -> str:
+    auth = registry.credential
+    answer = httpx.get(
+        f"{registry.url}/v2/{repository}/manifests/{tag}",
+        headers={"Accept": "application/vnd.oci.image.manifest.v1+json"},
+        auth=auth,
+    )
+    return answer.headers["Docker-Content-Digest"]
+
+
+def containers(images: Images) -> list[dict[str, object]]:
+    listed = image_helpers.podman("ps", "-a", "--format", "json")
+    return [
+        row for row in json.loads(listed.stdout or "[]") if "yardstick.install" in (row.get("Labels") or {})
+    ]
+
+
+def test_an_image_plays_the_episodes_its_policy_plays_served(images: Images) -> None:
+    created = submit(images, images.rows, "image-rows")
+    assert created.policy_image_digest == manifest_digest(images.public, "acme/rows", "v1")
+    ended = wait_for(images.harness.client(), created.submission_id, timeout=WAIT_S)
+    assert ended.status is SubmissionStatus.finished, ended
+
+    served = images.harness.client().create_submission(toy_plan("served-rows", spec="rows", episodes=4))
+    assert (
+        wait_for(images.harness.client(), served.submission_id, timeout=WAIT_S).status
+        is SubmissionStatus.finished
+    )
+    as_image = episodes_of(images.harness, int(created.submission_id))
+    assert as_image and as_image == episodes_of(images.harness, int(served.submission_id))
+
+    # The run keeps the pinned reference, and what the container printed is its policy_log.
+    with images.harness.platform.db.reading() as session:
+        run = session.get(Run, int(created.submission_id))
+        assert run is not None
+        assert run.endpoints["policy"]["spec"].endswith("@" + str(created.policy_image_digest))
+    assert ended.artifacts is not None and ended.artifacts.policy_log is not None
+    log = httpx.get(ended.artifacts.policy_log).text
+    assert "serving toys:Rows on /yardstick/policy.sock" in log, log
+
+
+def test_a_private_registry_takes_the_right_credential_only(images: Images) -> None:
+    wrong = submit(
+        images, images.private_rows, "private-wrong", RegistryCredential(username="tester", password="nope")
+    )
+    assert wrong.status is SubmissionStatus.errored and wrong.reason_code is ReasonCode.image_unpullable, (
+        wrong
+    )
+    anonymous = submit(images, images.private_rows, "private-none")
+    assert anonymous.reason_code is ReasonCode.image_unpullable, anonymous
+    right = submit(
+        images, images.private_rows, "private-right", RegistryCredential(username="tester", password=PASSWORD)
+    )
+    assert right.status is not SubmissionStatus.errored and right.policy_image_digest, right
+    ended = wait_for(images.harness.client(), right.submission_id, timeout=WAIT_S)
+    assert ended.status is SubmissionStatus.finished, ended
+    # The password is in no row, response or log the platform keeps.
+    with images.harness.platform.db.reading() as session:
+        for run in session.execute(select(Run)).scalars():
+            kept = json.dumps([run.plan, run.resolved, run.endpoints, run.reason])
+            assert PASSWORD not in kept
+    assert PASSWORD not in right.model_dump_json() and PASSWORD not in ended.model_dump_json()
+    for path in images.harness.settings.data_dir.rglob("*"):
+        if path.is_file() and path.stat().st_size < 5_000_000 and "containers" not in path.parts:
+            assert PASSWORD.encode() not in path.read_bytes(), path
+
+
+def test_what_cannot_be_pulled_is_refused_before_any_episode(images: Images) -> None:
+    missing = submit(images, f"{images.public.host}/acme/rows:v9", "missing-tag")
+    assert missing.status is SubmissionStatus.errored and missing.reason_code is ReasonCode.image_unpullable
+    elsewhere = submit(images, "registry.example.com/acme/rows:v1", "other-registry")
+    assert elsewhere.reason_code is ReasonCode.image_unpullable
+    view = images.harness.client().get_submission(elsewhere.submission_id)
+    assert view.status is SubmissionStatus.errored and view.episodes.done == 0
+
+
+def test_an_image_whose_policy_cannot_start_fails_with_what_it_said(images: Images) -> None:
+    created = submit(images, images.broken, "broken-image")
+    ended = wait_for(images.harness.client(), created.submission_id, timeout=WAIT_S)
+    assert ended.status is SubmissionStatus.errored and ended.reason_code is ReasonCode.policy_setup_crash, (
+        ended
+    )
+    with images.harness.platform.db.reading() as session:
+        run = session.get(Run, int(created.submission_id))
+        assert run is not None and "NoSuchPolicy" in (run.reason or ""), run.reason
+
+
+def test_no_container_outlives_its_worker_even_killed(images: Images) -> None:
+    harness = images.harness
+    created = submit(images, images.rows, "killed-worker")
+    deadline = time.monotonic() + WAIT_S
+    while not containers(images):  # the worker started its container
+        assert time.monotonic() < deadline, "no container started"
+        time.sleep(0.1)
+    worker = harness.workers[0]
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.join(timeout=30)
+    assert containers(images), "the container outlived its killed worker, as nothing stopped it yet"
+    harness.workers.remove(worker)
+    harness.start_worker()  # sweeps what the dead worker left, then plays the run on
+    ended = wait_for(harness.client(), created.submission_id, timeout=WAIT_S)
+    assert ended.status is SubmissionStatus.finished, ended
+    harness.stop_workers()
+    harness.workers.clear()
+    assert containers(images) == [], containers(images)
+    harness.start_worker()
+
+
+def yardstick(images: Images, *args: str, timeout: float = WAIT_S) -> subprocess.CompletedProcess[str]:
+    env = {
+        **image_helpers.podman_env(),
+        "YARDSTICK_PLATFORM_URL": images.harness.url,
+        "YARDSTICK_API_KEY": images.harness.keys["alice"],
+        "COLUMNS": "200",
+    }
+    command = [str(Path(sys.executable).parent / "yardstick"), *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_the_cli_checks_an_image_and_submits_one(images: Images, tmp_path: Path) -> None:
+    before = len(image_helpers.all_containers())
+    good = yardstick(images, "image", "check", "localhost/yardstick-tests/rows:v1")
+    said = good.stdout + good.stderr
+    assert good.returncode == 0 and "serves:" in said and "10 Hz, chunks of 4" in said, said
+    bad = yardstick(images, "image", "check", "localhost/yardstick-tests/broken:v1", "--start-timeout", "60")
+    assert bad.returncode == 1 and "NoSuchPolicy" in bad.stdout + bad.stderr, bad
+    password = tmp_path / "password"
+    password.write_text(PASSWORD)
+    pulled = yardstick(images, "image", "check", images.private_rows, "--registry", images.private.url,
+                       "--username", "tester", "--password-file", str(password))  # fmt: skip
+    assert pulled.returncode == 0 and "pinned:" in pulled.stdout + pulled.stderr, pulled
+    assert len(image_helpers.all_containers()) == before  # a check leaves nothing running
+
+    submitted = yardstick(images, "eval", "submit", "--policy-image", images.rows, "--eval", "toys.tally",
+                          "--org", "acme", "--wait")  # fmt: skip
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    assert "image pinned to sha256:" in submitted.stdout + submitted.stderr, submitted
+    neither = yardstick(images, "eval", "submit", "--policy-image", images.rows)
+    assert neither.returncode == 2 and "--eval" in neither.stderr + neither.stdout, neither
