@@ -142,10 +142,9 @@ def _pycache(folder: str, names: list[str]) -> list[str]:
     return [name for name in names if name == "__pycache__"]
 
 
-def build_policy_image(where: Path, tag: str, policy_ref: str, files: dict[str, str]) -> str:
-    """An image serving `policy_ref` (a class in `files`, put in /app) on $YARDSTICK_SOCKET, tagged `tag`
-    in podman's local store."""
-    archive = build_rootfs(where, files)
+def import_image(archive: Path, tag: str, policy_ref: str) -> str:
+    """An image of the root filesystem `archive` serving `policy_ref` (a class of its /app) on
+    $YARDSTICK_SOCKET, tagged `tag` in podman's store. Images of one archive share its one layer."""
     python = f"{sys.base_prefix}/bin/python{sys.version_info.major}.{sys.version_info.minor}"
     podman(
         "import",
@@ -157,6 +156,11 @@ def build_policy_image(where: Path, tag: str, policy_ref: str, files: dict[str, 
     return tag
 
 
+def build_policy_image(where: Path, tag: str, policy_ref: str, files: dict[str, str]) -> str:
+    """An image serving `policy_ref` (a class in `files`, put in /app), tagged `tag`."""
+    return import_image(build_rootfs(where, files), tag, policy_ref)
+
+
 def all_containers() -> list[dict[str, object]]:
     found: list[dict[str, object]] = json.loads(podman("ps", "-a", "--format", "json").stdout or "[]")
     return found
@@ -166,10 +170,13 @@ def remove_images(*prefixes: str) -> None:
     """Remove the images whose names start with one of `prefixes` (what a test built or pulled), then the
     dangling layers they leave: podman's store is the machine's, and each image here weighs ~300 MB."""
     listed = json.loads(podman("images", "--format", "json").stdout or "[]")
-    for image in listed:
-        if any(name.startswith(prefixes) for name in image.get("Names") or []):
-            subprocess.run(["podman", "rmi", "--force", image["Id"]], env=podman_env(), capture_output=True)
-    subprocess.run(["podman", "image", "prune", "--force"], env=podman_env(), capture_output=True)
+    # By name, never by id: an image of the same bytes under another name (another run's) stays.
+    names = [name for image in listed for name in image.get("Names") or [] if name.startswith(prefixes)]
+    if names:
+        subprocess.run(["podman", "rmi", *names], env=podman_env(), capture_output=True, check=False)
+    subprocess.run(
+        ["podman", "image", "prune", "--force"], env=podman_env(), capture_output=True, check=False
+    )
 
 
 @dataclass

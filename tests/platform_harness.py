@@ -164,6 +164,7 @@ def running_platform(
     call_timeout_s: float = 60.0,
     sign_in: SignInSettings | None = None,
     allow_remote: tuple[str, ...] = (),
+    port: int | None = None,
     **more: Any,
 ) -> Iterator[Harness]:
     """`allow_remote`: the test's own policy servers on this machine a remote endpoint may name (none by
@@ -181,7 +182,7 @@ def running_platform(
     )
     keys = prepare_install(settings, per_day=per_day)
     services = open_services(settings)
-    port = free_port()
+    port = port or free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(services), host="127.0.0.1", port=port, log_level="warning")
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -26,7 +27,9 @@ from platform_client.policy_images import PolicyImage
 from sqlalchemy import select
 
 import image_helpers
+from conftest import free_port
 from platform_harness import Harness, running_platform, toy_plan, wait_for
+from yardstick.hosted.limits import BoxLimits, GiB
 from yardstick.store.models import Run, RunEpisode
 
 pytestmark = pytest.mark.skipif(
@@ -38,6 +41,58 @@ PASSWORD = "registry-pa55word-8812"
 WAIT_S = 240.0
 
 
+PROBE = """import os, socket
+
+import numpy as np
+import yardstick.sdk as ys
+
+
+def _reach(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        return "connected"
+    except OSError as exc:
+        return f"failed ({type(exc).__name__})"
+
+
+@ys.policy(hz=10)
+class Prober:
+    \"\"\"Tries what a hostile image would, prints what happened, then serves as a harmless policy.\"\"\"
+
+    def __init__(self):
+        print("gateway:", _reach(int(os.environ.get("PROBE_GATEWAY_PORT", "0")) or GATEWAY_PORT), flush=True)
+        print("postgres:", _reach(5432), flush=True)
+        try:
+            print("data:", os.listdir(DATA_DIR), flush=True)
+        except OSError as exc:
+            print(f"data: unreadable ({type(exc).__name__})", flush=True)
+        children = []
+        try:
+            for _ in range(5000):
+                pid = os.fork()
+                if pid == 0:
+                    import time
+                    time.sleep(30)
+                    os._exit(0)
+                children.append(pid)
+            print("forks: never stopped", flush=True)
+        except OSError as exc:
+            print(f"forks: stopped after {len(children)} ({type(exc).__name__})", flush=True)
+        for pid in children:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        try:
+            open("/etc/written", "w").write("x")
+            print("root: written", flush=True)
+        except OSError as exc:
+            print(f"root: read-only ({type(exc).__name__})", flush=True)
+
+    @ys.infer
+    def act(self, obs):
+        return np.zeros((1, 1))
+"""
+
+
 @dataclass
 class Images:
     harness: Harness
@@ -46,30 +101,61 @@ class Images:
     rows: str  # the public image of toys:Rows, by tag
     private_rows: str
     broken: str  # an image whose policy cannot be built
+    faulty: dict[str, str]  # toys' faulty policies as images, by class
+    probe: str  # Prober, which tries to leave its box
 
 
 @pytest.fixture(scope="module")
 def images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Images]:
     where = tmp_path_factory.mktemp("images")
-    image_helpers.build_policy_image(
-        where / "rows", "localhost/yardstick-tests/rows:v1", "toys:Rows", {"toys.py": TOYS}
-    )
-    image_helpers.build_policy_image(
-        where / "broken", "localhost/yardstick-tests/broken:v1", "toys:NoSuchPolicy", {"toys.py": TOYS}
-    )
+    port = free_port()
+    data_dir = where / "platform"
+    probe = PROBE.replace("GATEWAY_PORT", str(port)).replace("DATA_DIR", repr(str(data_dir)))
+    archive = image_helpers.build_rootfs(where / "rootfs", {"toys.py": TOYS, "probe.py": probe})
+    local = "localhost/yardstick-tests"
+    refs = {"rows": "toys:Rows", "broken": "toys:NoSuchPolicy", "probe": "probe:Prober"}
+    refs |= {name: f"toys:{name}" for name in FAULTY}
+    for name, ref in refs.items():
+        image_helpers.import_image(archive, f"{local}/{name.lower()}:v1", ref)
     with (
         image_helpers.registry(where / "public") as public,
         image_helpers.registry(where / "private", ("tester", PASSWORD)) as private,
     ):
-        rows = public.push("localhost/yardstick-tests/rows:v1", "acme/rows:v1")
-        broken = public.push("localhost/yardstick-tests/broken:v1", "acme/broken:v1")
-        private_rows = private.push("localhost/yardstick-tests/rows:v1", "acme/rows:v1")
+        pushed = {name: public.push(f"{local}/{name.lower()}:v1", f"acme/{name.lower()}:v1") for name in refs}
+        private_rows = private.push(f"{local}/rows:v1", "acme/rows:v1")
+        limits = BoxLimits(memory_bytes=1 * GiB, processes=256)
         try:
-            with running_platform(where, None, lease_s=10.0, registries=(public.url, private.url)) as harness:
+            with running_platform(
+                where,
+                None,
+                lease_s=10.0,
+                call_timeout_s=5.0,
+                box_limits=limits,
+                port=port,
+                registries=(public.url, private.url),
+            ) as harness:
                 harness.wait_for_workers()
-                yield Images(harness, public, private, rows, private_rows, broken)
+                yield Images(
+                    harness,
+                    public,
+                    private,
+                    pushed["rows"],
+                    private_rows,
+                    pushed["broken"],
+                    {name: pushed[name] for name in FAULTY},
+                    pushed["probe"],
+                )
         finally:
-            image_helpers.remove_images("localhost/yardstick-tests/", public.host, private.host)
+            image_helpers.remove_images(f"{local}/", public.host, private.host)
+
+
+# Toys' policies that fail on the task "ten", and how each run ends.
+FAULTY = {
+    "CrashOnTen": (ReasonCode.policy_inference_crash, "boom at step 5"),
+    "DieOnTen": (ReasonCode.policy_inference_crash, "dropped the session"),
+    "HangOnTen": (ReasonCode.latency_budget_exceeded, "did not answer within"),
+    "HogOnTen": (ReasonCode.policy_oom, "ran past its memory limit"),
+}
 
 
 def submit(images: Images, reference: str, key: str, credential: RegistryCredential | None = None):  # type: ignore[no-untyped-def]
@@ -152,8 +238,10 @@ def test_a_private_registry_takes_the_right_credential_only(images: Images) -> N
             kept = json.dumps([run.plan, run.resolved, run.endpoints, run.reason])
             assert PASSWORD not in kept
     assert PASSWORD not in right.model_dump_json() and PASSWORD not in ended.model_dump_json()
+    # Nor in a file the platform wrote. (Not the database's, read above through SQL: a file of SQLite's
+    # opened and closed in the process that serves it drops that process's locks on it, and breaks WAL.)
     for path in images.harness.settings.data_dir.rglob("*"):
-        if path.is_file() and path.stat().st_size < 5_000_000 and "containers" not in path.parts:
+        if path.is_file() and not path.name.startswith("yardstick.db") and path.stat().st_size < 5_000_000:
             assert PASSWORD.encode() not in path.read_bytes(), path
 
 
@@ -229,3 +317,36 @@ def test_the_cli_checks_an_image_and_submits_one(images: Images, tmp_path: Path)
     assert "image pinned to sha256:" in submitted.stdout + submitted.stderr, submitted
     neither = yardstick(images, "eval", "submit", "--policy-image", images.rows)
     assert neither.returncode == 2 and "--eval" in neither.stderr + neither.stdout, neither
+
+
+@pytest.mark.parametrize("policy", sorted(FAULTY))
+def test_a_faulty_image_fails_its_run_with_the_reason_and_the_worker_lives(
+    images: Images, policy: str
+) -> None:
+    code, said = FAULTY[policy]
+    created = submit(images, images.faulty[policy], f"faulty-{policy}")
+    ended = wait_for(images.harness.client(), created.submission_id, timeout=WAIT_S)
+    assert ended.status is SubmissionStatus.errored and ended.reason_code is code, ended
+    with images.harness.platform.db.reading() as session:
+        run = session.get(Run, int(created.submission_id))
+        assert run is not None and said in (run.reason or ""), run.reason
+    assert all(worker.is_alive() for worker in images.harness.workers)
+    # The worker goes on: the next run plays.
+    again = submit(images, images.rows, f"after-{policy}")
+    assert (
+        wait_for(images.harness.client(), again.submission_id, timeout=WAIT_S).status
+        is SubmissionStatus.finished
+    )
+
+
+def test_a_boxed_image_reaches_no_network_no_data_and_cannot_exhaust_the_machine(images: Images) -> None:
+    created = submit(images, images.probe, "probe")
+    ended = wait_for(images.harness.client(), created.submission_id, timeout=WAIT_S)
+    assert ended.status is SubmissionStatus.finished, ended
+    assert ended.artifacts is not None and ended.artifacts.policy_log is not None
+    log = httpx.get(ended.artifacts.policy_log).text
+    assert "gateway: failed" in log and "postgres: failed" in log, log
+    assert "data: unreadable" in log, log
+    forks = re.search(r"forks: stopped after (\d+)", log)
+    assert forks is not None and int(forks.group(1)) < 256, log
+    assert "root: read-only" in log, log

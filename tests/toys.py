@@ -303,3 +303,15 @@ class NeedsAbsentSimulator:
     @ys.infer
     def act(self, obs: dict[str, Any]) -> np.ndarray:
         return np.zeros((1, 1))
+
+
+@ys.policy(hz=10)
+class HogOnTen:
+    """Fills 3 GiB on the task "ten": past a box's memory limit, the kernel kills it."""
+
+    @ys.infer
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        if obs["task"] == "ten" and obs["t"] == 5:
+            hog = bytearray(3 << 30)
+            hog[::4096] = b"x" * len(hog[::4096])
+        return np.zeros((1, 1))

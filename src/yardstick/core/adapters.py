@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -309,9 +309,9 @@ class Adapters:
             if adapter is None:
                 raise self._unknown(session, org_id, name)
             versions = _versions(session, adapter.id)
-            for version in versions:
-                session.delete(version)
-            session.delete(adapter)
+            # The versions first, by statement: the unit of work may order two deletes either way.
+            session.execute(delete(AdapterVersion).where(AdapterVersion.adapter_id == adapter.id))
+            session.execute(delete(Adapter).where(Adapter.id == adapter.id))
             return len(versions)
 
     def _unknown(self, session: Session, org_id: int, name: str) -> Refusal:

@@ -110,6 +110,11 @@ class Warm(Generic[Kept]):
     def all(self) -> list[Kept]:
         return [kept for kept, _ in self._kept.values()]
 
+    def get(self, key: str) -> Kept | None:
+        """What is kept under `key`, left kept."""
+        found = self._kept.get(key)
+        return found[0] if found is not None else None
+
     def forget(self, which: Kept) -> None:
         """Close `which` and build afresh next time."""
         for key, (kept, _) in list(self._kept.items()):
@@ -139,8 +144,10 @@ class Masking:
         secrets: tuple[str, ...],
         journals: tuple[tuple[str, Journal], ...] = (),
         started: frozenset[int] = frozenset(),
+        container: ContainerPolicyServer | None = None,
     ) -> None:
         self.inner = inner
+        self.container = container  # the policy's container, whose death by its memory limit is named
         self.secrets = secrets
         self.journals = journals
         # What the boxes printed before this endpoint's batch began is no line of its, but for a box started
@@ -158,6 +165,13 @@ class Masking:
 
     def run(self, episodes: Iterable[EpisodeSpec]) -> Iterator[EpisodeResult]:
         for result in self.inner.run(episodes):
+            if result.failure is not None and self.container is not None and self.container.oom_killed():
+                # The session dropped because the kernel killed the container for its memory: say so.
+                result = replace(
+                    result,
+                    failure=FailureKind.POLICY_OOM,
+                    error=f"the policy image ran past its memory limit and was killed ({result.error})",
+                )
             if self.secrets and (result.error or result.recording_error):
                 result = replace(
                     result,
@@ -246,6 +260,7 @@ class Players:
             (*policy_secrets, *(handed.secrets if handed is not None else ())),
             tuple(journals),
             started,
+            self._images.get(str(target.spec)) if target.kind == TargetKind.IMAGE else None,
         )
 
     def _build(

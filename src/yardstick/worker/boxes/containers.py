@@ -47,6 +47,7 @@ INSTALL_LABEL: Final = "yardstick.install"
 WORKER_LABEL: Final = "yardstick.worker-pid"
 PULL_TIMEOUT_S: Final = 600.0
 CALL_TIMEOUT_S: Final = 60.0
+OOM_WAIT_S: Final = 5.0
 # RLIMIT_NPROC counts the processes of the container's user across the machine: --pids-limit is what bounds
 # the container's own, this only has to be set no higher than the worker's.
 NPROC: Final = 4096
@@ -189,9 +190,16 @@ class ContainerPolicyServer:
         return self._process.poll() is None
 
     def oom_killed(self) -> bool:
-        """Whether the kernel killed it for passing its memory."""
-        shown = self.podman.call("inspect", "--format", "{{.State.OOMKilled}}", self.name)
-        return shown.returncode == 0 and shown.stdout.strip() == "true"
+        """Whether the kernel killed it for passing its memory: once it has exited (a few seconds after
+        the kill at most), podman's word, or its main process killed by SIGKILL (137), which nothing but
+        the kernel sends a container the platform has not stopped."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._process.wait(timeout=OOM_WAIT_S)
+        if self._process.poll() is None:
+            return False
+        shown = self.podman.call("inspect", "--format", "{{.State.OOMKilled}} {{.State.ExitCode}}", self.name)
+        said = shown.stdout.split() if shown.returncode == 0 else []
+        return bool(said) and (said[0] == "true" or said[-1] == "137" or self._process.returncode == 137)
 
     def close(self) -> None:
         """Stop the container (two seconds' grace), remove it and its socket's folder."""
