@@ -31,9 +31,8 @@ __all__ = ["MAX_SOURCE_BYTES", "AdapterCode", "Adapters", "Chosen", "parse_ref"]
 
 # The contract's limit: one file, at most 256 KB.
 MAX_SOURCE_BYTES: Final = 256 * 1024
-NAME: Final = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}")
 HANDLER_REF: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
-REF: Final = re.compile(r"(?P<name>[A-Za-z][A-Za-z0-9._-]{0,63})(@v(?P<version>[1-9][0-9]*))?")
+REF: Final = re.compile(rf"(?P<name>{adapter_pairs.ADAPTER_NAME.pattern})(@v(?P<version>[1-9][0-9]*))?")
 
 
 @dataclass(frozen=True)
@@ -57,9 +56,6 @@ class Chosen:
     version: AdapterVersion
     pair: str
 
-    def label(self) -> str:
-        return f"{self.name}@v{self.version.number}"
-
     def manifest(self) -> dict[str, Any]:
         """What an eval's report keeps of it: enough to run the same again."""
         return {"name": self.name, "version": self.version.number, "sha256": self.version.sha256}
@@ -79,7 +75,7 @@ def parse_ref(ref: str, field: str = "adapter") -> tuple[str, int | None]:
 
 def checked(code: AdapterCode) -> adapter_pairs.Pairs:
     """The registration's pairs, once every rule holds; a refusal naming the field and the rule otherwise."""
-    if not NAME.fullmatch(code.name):
+    if not adapter_pairs.ADAPTER_NAME.fullmatch(code.name):
         raise bad_request(
             f"name: {code.name!r}: 1-64 letters, digits, '.', '_' or '-', starting with a letter",
             field="name",

@@ -21,6 +21,8 @@ TEMPLATE: Final = "template:"
 MAX_PAIRS: Final = 64
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# An adapter's own name (what `@seq.adapter(name=)` and a registration take).
+ADAPTER_NAME: Final = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}")
 _TEMPLATE_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 EXAMPLE: Final = 'pairs=[("my-benchmark", "my-policy"), ("template:gym-benchmark", "*")], or pairs="any"'
 

@@ -165,7 +165,9 @@ class Masking:
 
     def run(self, episodes: Iterable[EpisodeSpec]) -> Iterator[EpisodeResult]:
         for result in self.inner.run(episodes):
-            if result.failure is not None and self.container is not None and self.container.oom_killed():
+            # Only a dropped session can be a container the kernel killed; other failures pay no look.
+            dropped = result.failure == FailureKind.SESSION_DROPPED
+            if dropped and self.container is not None and self.container.oom_killed():
                 # The session dropped because the kernel killed the container for its memory: say so.
                 result = replace(
                     result,

@@ -8,17 +8,17 @@ Here it only records what it read (`registration`): the platform runs the class 
 from __future__ import annotations
 
 import inspect
-import re
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from yardstick.hosted import adapter_pairs
+from yardstick.hosted.adapter_pairs import ADAPTER_NAME as NAME
 from yardstick.hosted.seq_api.errors import AdapterDefinitionError
 from yardstick.hosted.seq_api.marks import bindings, method
+from yardstick.hosted.seq_api.policy import default_name  # an adapter is named as a policy is
 
 _C = TypeVar("_C", bound=type)
 ADAPTER: Final = "__seq_adapter__"
-NAME: Final = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}")
 # Each method's mark, how it is written, and what it is handed.
 METHODS: Final = {
     "observation": ("def to_policy(self, obs)", "the benchmark's observation"),
@@ -32,12 +32,6 @@ class Registration:
     pairs: adapter_pairs.Pairs
     observation: str  # the method that converts an observation
     action: str  # the method that converts an answer
-
-
-def default_name(class_name: str) -> str:
-    """ToyAdapter → toy-adapter, as the SDK names an adapter that gives no name."""
-    kebab = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", class_name.strip("_"))
-    return re.sub(r"[_-]+", "-", kebab).lower()
 
 
 def adapter(cls: Any = None, *, name: str | None = None, pairs: Any = None) -> Any:
