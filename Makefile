@@ -54,11 +54,11 @@ sandbox:
 # Policy images run in Debian's podman with runc (yardstick.worker.boxes.containers); their tests push to
 # Debian's docker-registry on loopback.
 containers:
-	@{ command -v podman && command -v runc && command -v docker-registry; } >/dev/null 2>&1 || { \
-		echo "installing Debian's podman, runc and docker-registry for policy images"; \
+	@{ command -v podman && command -v runc && command -v docker-registry && command -v mmdebstrap; } >/dev/null 2>&1 || { \
+		echo "installing Debian's podman, runc, docker-registry and mmdebstrap for images"; \
 		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
-			podman runc docker-registry; }
+			podman runc docker-registry mmdebstrap; }
 
 # bench/gateway.py loads the gateway with Debian's wrk (it skips that part, saying why, without it).
 wrk:

@@ -239,3 +239,26 @@ def registry(where: Path, credential: tuple[str, str] | None = None) -> Iterator
         process.terminate()
         process.wait(timeout=30)
         log.close()
+
+
+DEBIAN_CACHE = Path.home() / ".cache" / "yardstick-tests"
+# Debian 12's smallest system with python3 (what its standard modules link), from Debian's mirror.
+DEBIAN_SUITE = "bookworm"
+
+
+def debian_base() -> Path:
+    """A tar of Debian 12's minimal root filesystem with python3, made by mmdebstrap from Debian's mirror
+    (~30 s) once per machine and kept in the user's cache: the base a test's registry mirrors."""
+    archive = DEBIAN_CACHE / f"{DEBIAN_SUITE}-python3.tar"
+    if archive.is_file():
+        return archive
+    DEBIAN_CACHE.mkdir(parents=True, exist_ok=True)
+    partial = archive.with_suffix(f".{os.getpid()}.partial")
+    made = subprocess.run(
+        ["mmdebstrap", "--variant=minbase", "--include=python3", "--format=tar", "--quiet",
+         DEBIAN_SUITE, str(partial), "http://deb.debian.org/debian"],
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0, f"mmdebstrap: {made.stdout}{made.stderr}"
+    partial.rename(archive)  # whole, or not there: a run killed halfway leaves only a .partial
+    return archive

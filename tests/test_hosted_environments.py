@@ -1,6 +1,7 @@
 """A registration's image: the default runs on the worker's Python; uv_pip_install steps install into an
 environment of the version's own (once), where yardstick stays importable and the build check runs; every
-step Yardstick cannot honour yet is refused by name."""
+step Yardstick cannot honour is refused by name (a system of its own needs the install's mirror:
+test_sequence_images builds one)."""
 
 from __future__ import annotations
 
@@ -21,30 +22,40 @@ SIX = "six==1.16.0"
 
 
 def test_the_default_image_runs_on_the_workers_python(tmp_path: Path) -> None:
-    for image in (DEFAULT, None, {"steps": []}, {"base": None, "steps": [], "python": worker_python()}):
+    own = {"base": None, "steps": [], "python": worker_python()}
+    variables = {**DEFAULT, "steps": [{"env": {"MUJOCO_GL": "egl"}}]}  # variables alone need no system
+    for image in (DEFAULT, None, {"steps": []}, own, variables):
         environment = prepare(image, tmp_path / "env")
         assert environment.python == sys.executable and environment.folder is None
+        assert environment.root is None
     assert not (tmp_path / "env").exists()
 
 
 REFUSED: list[tuple[dict[str, Any], str, str]] = [
-    ({"base": "nvidia/cuda:12.4.1-runtime-ubuntu22.04", "steps": []}, "image.base", "policy images"),
-    ({"dockerfile": "FROM debian:12\n", "steps": []}, "image.dockerfile", "policy images"),
-    ({"base": "debian:12-slim", "steps": [], "python": "3.13"}, "image.python", "runs Python"),
-    ({"base": "debian:12-slim", "steps": [], "python": "image"}, "image.python", "runs Python"),
+    # A system of its own is built only from the install's registry mirror, which these name none of.
+    ({"base": "nvidia/cuda:12.4.1-runtime-ubuntu22.04", "steps": []}, "image.base", "registry mirror"),
+    ({"dockerfile": "FROM debian:12\n", "steps": []}, "image.dockerfile", "registry mirror"),
+    ({**DEFAULT, "steps": [{"apt_install": ["ffmpeg"]}]}, "image.base", "registry mirror"),
+    ({**DEFAULT, "steps": [{"uv_pip_install": [SIX]}, {"run_commands": ["make"]}]}, "image.base", "mirror"),
+    ({"base": "debian:12-slim", "steps": [], "python": "3.13"}, "image.python", "worker's Python"),
+    ({"base": "debian:12-slim", "steps": [], "python": "image"}, "image.python", "worker's Python"),
+    ({**DEFAULT, "steps": [{"env": {"1A": "1"}}]}, "image.steps[0].env.1A", "variable's name"),
     (
-        {**DEFAULT, "steps": [{"apt_install": ["ffmpeg"]}]},
-        "image.steps[0].apt_install",
-        "cannot be honoured yet",
+        {**DEFAULT, "steps": [{"apt_install": ["rm -rf /"]}]},
+        "image.steps[0].apt_install[0]",
+        "Debian package",
     ),
     (
-        {**DEFAULT, "steps": [{"uv_pip_install": [SIX]}, {"run_commands": ["make"]}]},
-        "image.steps[1].run_commands",
-        "yet",
+        {**DEFAULT, "steps": [{"run_commands": ["make"], "secrets": [{"name": "gh"}]}]},
+        "image.steps[0].secrets",
+        "sees no secret",
     ),
-    ({**DEFAULT, "steps": [{"env": {"A": "1"}}]}, "image.steps[0].env", "yet"),
-    ({**DEFAULT, "steps": [{"add_local": {"src": "a", "dst": "/a"}}]}, "image.steps[0].add_local", "yet"),
-    ({**DEFAULT, "steps": [{"project": {"root": ""}}]}, "image.steps[0].project", "yet"),
+    (
+        {**DEFAULT, "steps": [{"add_local": {"src": "a", "dst": "/a"}}]},
+        "image.steps[0].add_local",
+        "deployed",
+    ),
+    ({**DEFAULT, "steps": [{"project": {"root": ""}}]}, "image.steps[0].project", "deployed folder"),
     (
         {**DEFAULT, "steps": [{"uv_pip_install": ["--index-url=http://evil"]}]},
         "image.steps[0].uv_pip_install[0]",
@@ -61,7 +72,7 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
 
 
 @pytest.mark.parametrize(("image", "field", "rule"), REFUSED)
-def test_what_cannot_be_honoured_yet_is_refused_by_name(
+def test_what_cannot_be_honoured_is_refused_by_name(
     tmp_path: Path, image: dict[str, Any], field: str, rule: str
 ) -> None:
     with pytest.raises(ImageRefused) as refused:

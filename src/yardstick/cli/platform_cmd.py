@@ -43,7 +43,8 @@ Registry = typer.Option(
     [],
     "--registry",
     help="A container registry policy images are pulled from (http://HOST:PORT or https://HOST; "
-    "repeatable). None named: image endpoints are refused.",
+    "repeatable); the first is also the mirror Sequences images' bases are built from. None named: image "
+    "endpoints and images with a system of their own are refused.",
 )
 AllowRemote = typer.Option(
     [],

@@ -31,6 +31,7 @@ from yardstick.core.volumes import AssetRef, Pin, Volumes
 from yardstick.hosted import mounts
 from yardstick.hosted.bundle import pack_bytes, tree_sha256, unpack
 from yardstick.hosted.errors import BundleRefused, ImageRefused
+from yardstick.hosted.images import build_of, environment_of
 from yardstick.hosted.images import plan as image_plan
 from yardstick.store.db import Database
 from yardstick.store.models import Hosted, HostedVersion, utcnow
@@ -76,6 +77,7 @@ class Located:
     secrets: tuple[str, ...]
     checked: Mapping[str, Any]
     assets: tuple[Pin, ...] = ()
+    root: Path | None = None
 
 
 class Builds(Protocol):
@@ -166,8 +168,11 @@ class Hosting:
         secrets: Secrets,
         volumes: Volumes,
         builds: Callable[[Hosting], Builds] = lambda hosting: NoBuilds(),
+        mirror: str | None = None,
     ) -> None:
         self.db = db
+        # The registry an image's base is pulled from (None: images with a system of their own are refused).
+        self.mirror = mirror
         self.root = Path(root)
         self.secrets = secrets
         self.volumes = volumes
@@ -255,6 +260,7 @@ class Hosting:
         """The registration's refusals, met now; the volume versions its assets pin."""
         try:
             image_plan(upload.image)
+            build_of(upload.image, self.mirror)
         except ImageRefused as refused:
             raise bad_request(str(refused), field=refused.field) from None
         missing = self.secrets.missing(org_id, upload.secrets)
@@ -313,7 +319,8 @@ class Hosting:
         """What a version's box is handed, read now (a secret set or removed since the last box is the new
         value, or absent). LookupError naming a volume deleted since."""
         secrets = self.secrets.unsealed(located.org_id, located.secrets)
-        env = dict(secrets)
+        # The image's env steps first: a secret of the same name is the value the org set.
+        env = {**environment_of(located.checked.get("image") or None), **secrets}
         mounted = self.volumes.mounted(located.assets)
         env.update(mounts.environment({pin.name: pin.mount for pin in located.assets}))
         return Handed(env, mounted, tuple(value for value in secrets.values() if value))
@@ -347,6 +354,7 @@ class Hosting:
             secrets=tuple(declared.get("secrets") or ()),
             checked=checked,
             assets=tuple(Pin.from_json(pin) for pin in declared.get("volumes") or ()),
+            root=Path(root) if (root := (version.checked or {}).get("root")) else None,
         )
 
     def current(self, org_id: int, kind: HostedKind, name: str) -> tuple[Hosted, HostedVersion]:

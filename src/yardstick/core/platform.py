@@ -62,7 +62,10 @@ class Platform:
         self.secrets = Secrets(self.db, self.secret)
         self.volumes = Volumes(self.db, volume_store(self.settings))
         self.uploads = Uploads(self.db, self.volumes.store, self.secret)
-        self.hosting = Hosting(self.db, self.settings.hosted_root, self.secrets, self.volumes, builds)
+        mirror = self.settings.registries[0] if self.settings.registries else None
+        self.hosting = Hosting(
+            self.db, self.settings.hosted_root, self.secrets, self.volumes, builds, mirror=mirror
+        )
         self.adapters = Adapters(self.db)
         self.registries = Registries(self.settings.registries, max_image_bytes=self.settings.max_image_bytes)
 

@@ -16,6 +16,8 @@ from yardstick.core.install import open_install
 from yardstick.core.platform import Platform
 from yardstick.core.settings import Settings
 from yardstick.signin.service import SignIn
+from yardstick.worker.boxes.containers import Podman, install_podman
+from yardstick.worker.boxes.image_builds import ImageBuilder
 from yardstick.worker.builds import BoxBuilds
 
 
@@ -37,8 +39,21 @@ def ledger_for(settings: Settings) -> CreditLedger:
 
 
 def builds_for(settings: Settings) -> Callable[[Hosting], BoxBuilds]:
-    """What builds an install's registered versions: boxes held to its limits, hiding its folders."""
-    return lambda hosting: BoxBuilds(hosting, hidden=settings.private_folders, limits=settings.box_limits)
+    """What builds an install's registered versions: boxes held to its limits, hiding its folders; images'
+    systems by podman (where it is installed) from the install's first registry, its mirror."""
+    images = (
+        ImageBuilder(
+            install_podman(settings.data_dir, settings.registries),
+            settings.data_dir / "images",
+            limits=settings.box_limits,
+        )
+        if Podman.available()
+        else None
+    )
+    mirror = settings.registries[0] if settings.registries else None
+    return lambda hosting: BoxBuilds(
+        hosting, hidden=settings.private_folders, limits=settings.box_limits, images=images, mirror=mirror
+    )
 
 
 def open_services(settings: Settings, *, prepare: bool = True) -> Services:

@@ -1,10 +1,11 @@
 """A version's build as the SDK reads it back: `seq benchmark logs NAME[@vN] --build` (GET
 /v1/benchmarks/{name}/logs) and `seq policy logs NAME[@vN] --build` (GET /v1/deployments/{name}/build).
 
-A build here has two steps: `image` (the version's environment: its declared packages installed in a box
-of their own, or nothing to install) and `check` (its code imported, built and tried in a box). What the
-check printed is kept with the version (its last 4 KB, secrets masked when the build ended), and so is how
-long each of its stages took; these read that record, nothing more.
+A build here has two steps: `image` (the version's environment: its system built by podman when the image
+has one, its declared packages installed in a box of their own, or nothing to install) and `check` (its
+code imported, built and tried in a box). What the check printed is kept with the version (its last 4 KB,
+secrets masked when the build ended), and so is how long each of its stages took; these read that record,
+nothing more.
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ def _log(version: HostedVersion) -> str:
     else:
         head = f"build failed: {version.error}"
     printed = str(checked.get("log") or "").strip("\n")
-    return f"{head}\n{printed}" if printed else f"{head}\n(its code printed nothing)"
+    built = str(checked.get("image_log") or "").strip("\n")
+    system = f"{head}\nimage: its system built by podman\n{built}" if built else head
+    return f"{system}\n{printed}" if printed else f"{system}\n(its code printed nothing)"
 
 
 def _lines(version: HostedVersion, stage: str | None = None) -> list[dict[str, Any]]:

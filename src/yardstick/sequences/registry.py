@@ -9,7 +9,7 @@ serves in a box of its own: an eval names it as its `model`, a Positronic plan a
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from fastapi import Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -65,11 +65,29 @@ def _on_cpu(field: str, cards: list[str]) -> None:
         )
 
 
+# A Dockerfile's COPY and ADD context: the build reads its Dockerfile alone.
+NO_CONTEXT: Final = (
+    "an image's build reads its Dockerfile alone here (its COPY and ADD have no context): put the files in "
+    "the deployed folder, which the code reads where it runs"
+)
+
+
+def _no_context(context: object) -> None:
+    if context is not None:
+        raise Refusal(
+            RefusalKind.NOT_OFFERED,
+            f"image_context: {NO_CONTEXT}",
+            field="image_context",
+            feature=Feature("a Dockerfile's build context (image_context)", NO_CONTEXT),
+        )
+
+
 def _benchmark_upload(body: BenchmarkRegisterRequest) -> Upload:
     # A benchmark's card is not refused: the SDK names its default (L4) when the code names none, so a card
     # here says little; every benchmark plays on the install's CPU workers, as `seq benchmark ls` shows.
     if body.code is None:
         raise bad_request("code: a registration sends its code (the deployed folder, a tar.gz bundle)")
+    _no_context(body.image_context)
     declared = body.model_dump(mode="json", exclude={"code", "image_context", "image", "secrets"})
     return Upload(
         kind=HostedKind.BENCHMARK,
@@ -89,6 +107,7 @@ def _policy_upload(body: DeploymentRequest) -> Upload:
     _on_cpu("resources.gpu", body.resources.gpu)
     if body.code is None:
         raise bad_request("code: a deployment sends its code (the deployed folder, a tar.gz bundle)")
+    _no_context(body.image_context)
     declared = body.policy.model_dump(mode="json", exclude={"secrets"}, exclude_none=True)
     return Upload(
         kind=HostedKind.POLICY,

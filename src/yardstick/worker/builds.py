@@ -20,6 +20,7 @@ from yardstick.hosted.limits import BoxLimits
 from yardstick.store.states import HostedKind
 from yardstick.worker.boxes.check import check_benchmark, check_policy
 from yardstick.worker.boxes.environments import PrepareFailed, prepare
+from yardstick.worker.boxes.image_builds import ImageBuilder
 from yardstick.worker.fair import FairPool
 
 BUILDERS: Final = 2
@@ -31,11 +32,19 @@ class BoxBuilds:
     may use."""
 
     def __init__(
-        self, hosting: Hosting, *, hidden: tuple[Path, ...] = (), limits: BoxLimits | None = None
+        self,
+        hosting: Hosting,
+        *,
+        hidden: tuple[Path, ...] = (),
+        limits: BoxLimits | None = None,
+        images: ImageBuilder | None = None,
+        mirror: str | None = None,
     ) -> None:
         self.hosting = hosting
         self.hidden = hidden
         self.limits = limits or BoxLimits()
+        self.images = images
+        self.mirror = mirror
         self._pool = FairPool(BUILDERS, "yardstick-build")
         self._built: dict[int, threading.Event] = {}
         # Set to stop a build's box now: its version was cancelled, or the gateway is closing.
@@ -84,6 +93,8 @@ class BoxBuilds:
                     hidden=self.hidden,
                     limits=self.limits,
                     stop=stop,
+                    builder=self.images,
+                    mirror=self.mirror,
                 )
             except (ImageRefused, PrepareFailed) as exc:
                 hosting.ended(version_id, None, f"image: {exc}")
@@ -100,6 +111,7 @@ class BoxBuilds:
                 env=handed.env,
                 timeout_s=CHECK_TIMEOUT_S,
                 python=environment.python,
+                root=environment.root,
                 mounts=handed.mounted,
                 hidden=self.hidden,
                 limits=self.limits,
@@ -117,9 +129,10 @@ class BoxBuilds:
                 hosting.ended(version_id, handed.masked(checked.to_dict()), mismatch)
                 return
             # What the check printed is kept for `seq benchmark logs --build`: its secrets masked too.
-            hosting.ended(
-                version_id, {**handed.masked(checked.to_dict()), "python": environment.python}, None
-            )
+            made = {"python": environment.python}
+            if environment.root is not None:
+                made |= {"root": str(environment.root), "image_log": environment.build_log[-4096:]}
+            hosting.ended(version_id, {**handed.masked(checked.to_dict()), **made}, None)
         except Exception as exc:  # a build's own fault must end it, not leave it building for ever
             hosting.ended(version_id, None, f"the build itself failed: {type(exc).__name__}: {exc}")
         finally:

@@ -7,7 +7,6 @@ platform knows it (the rate the policy's server told the platform, or its class 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import tempfile
@@ -16,7 +15,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final, Generic, Protocol, TypeVar
-from urllib.parse import urlsplit
 
 from yardstick.catalog import resolve_to_play
 from yardstick.core.adapters import Adapters
@@ -42,7 +40,7 @@ from yardstick.store.models import ServedPolicy
 from yardstick.store.states import TargetKind
 from yardstick.wire.address import endpoint_from_ref, format_url
 from yardstick.worker.boxes.adapter_server import BoxedAdapterServer
-from yardstick.worker.boxes.containers import ContainerPolicyServer, Podman
+from yardstick.worker.boxes.containers import ContainerPolicyServer, Podman, install_podman
 from yardstick.worker.boxes.player import BoxedExecutor
 from yardstick.worker.boxes.sandbox import Journal
 from yardstick.worker.boxes.server import BoxedPolicyServer
@@ -287,6 +285,7 @@ class Players:
             located.folder,
             env=handed.env,
             python=located.python or None,
+            root=located.root,
             mounts=handed.mounted,
             hidden=self.settings.private_folders,
             limits=self.settings.box_limits,
@@ -372,6 +371,7 @@ class Players:
                     self._sockets,
                     params=params,
                     python=located.python or None,
+                    root=located.root,
                     mounts=handed.mounted,
                     hidden=self.settings.private_folders,
                     limits=self.settings.box_limits,
@@ -483,10 +483,7 @@ class Players:
 
 
 def _podman(settings: Settings) -> Podman:
-    """The install's container runtime: its own containers.conf, its containers labelled with the install,
-    those a dead worker left removed; registries named by plain HTTP are reached so (a loopback one)."""
-    insecure = tuple(urlsplit(url).netloc for url in settings.registries if url.startswith("http://"))
-    install = hashlib.sha256(str(settings.data_dir.resolve()).encode()).hexdigest()[:16]
-    podman = Podman(settings.data_dir / "containers", install, insecure=insecure)
+    """The install's container runtime, with the containers a dead worker left removed."""
+    podman = install_podman(settings.data_dir, settings.registries)
     podman.sweep()
     return podman

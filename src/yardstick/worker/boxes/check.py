@@ -71,13 +71,15 @@ def check_benchmark(
     mounts: Sequence[tuple[Path, str]] = (),
     limits: BoxLimits | None = None,
     stop: threading.Event | None = None,
+    root: Path | None = None,
 ) -> Checked:
     """Check a benchmark class of an unpacked bundle (`folder`, its import root). `env` is the box's
     environment (secrets arrive so); `python` the interpreter of its prepared environment (default: this
     one's); `hidden` folders the box must not see; `mounts` the folders it reads at places of its own (its
-    assets: (folder, place)); `limits` what the box may use; `stop`, once set, kills the box (a cancel)."""
+    assets: (folder, place)); `limits` what the box may use; `stop`, once set, kills the box (a cancel);
+    `root` the image's system it runs on (default: the machine's)."""
     return _check(
-        "benchmark", folder, handler_ref, env, timeout_s, python, hidden, tuple(mounts), limits, stop
+        "benchmark", folder, handler_ref, env, timeout_s, python, hidden, tuple(mounts), limits, stop, root
     )
 
 
@@ -92,9 +94,12 @@ def check_policy(
     mounts: Sequence[tuple[Path, str]] = (),
     limits: BoxLimits | None = None,
     stop: threading.Event | None = None,
+    root: Path | None = None,
 ) -> Checked:
     """Check a policy class: import, declaration, build (its constructor)."""
-    return _check("policy", folder, handler_ref, env, timeout_s, python, hidden, tuple(mounts), limits, stop)
+    return _check(
+        "policy", folder, handler_ref, env, timeout_s, python, hidden, tuple(mounts), limits, stop, root
+    )
 
 
 def _check(
@@ -108,6 +113,7 @@ def _check(
     mounts: tuple[tuple[Path, str], ...],
     limits: BoxLimits | None,
     stop: threading.Event | None,
+    system: Path | None,
 ) -> Checked:
     def failed(stage: str, error: str, log: str = "") -> Checked:
         return Checked(status="failed", kind=kind, handler_ref=handler_ref, stage=stage, error=error, log=log)
@@ -123,6 +129,7 @@ def _check(
         env={**(env or {}), "PYTHONPATH": inbox.python_path(root)},
         mounts=mounts,
         limits=held,
+        root=system,
     )
     argv = [
         python or sys.executable,

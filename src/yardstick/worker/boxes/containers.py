@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import json
 import os
 import resource
@@ -32,6 +33,7 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Final
+from urllib.parse import urlsplit
 
 from yardstick.engine.failures import Failed, FailureKind
 from yardstick.hosted.limits import BoxLimits
@@ -113,6 +115,14 @@ class Podman:
                 self.call("rm", "--force", "--time", "0", str(row.get("Id")))
                 gone += 1
         return gone
+
+
+def install_podman(data_dir: Path, registries: tuple[str, ...]) -> Podman:
+    """The podman of the install at `data_dir`: its own containers.conf, its containers labelled with the
+    install; `registries` named by plain HTTP are reached so (a registry on loopback)."""
+    insecure = tuple(urlsplit(url).netloc for url in registries if url.startswith("http://"))
+    install = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
+    return Podman(data_dir / "containers", install, insecure=insecure)
 
 
 def _containers_conf() -> str:

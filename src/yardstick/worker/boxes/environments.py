@@ -14,8 +14,6 @@ nothing the install wrote can stand in for it.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
@@ -25,14 +23,17 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from yardstick.hosted.images import plan, worker_python
+from yardstick.hosted.errors import ImageRefused
+from yardstick.hosted.images import build_of, plan, worker_python
 from yardstick.hosted.limits import BoxLimits
 from yardstick.worker.boxes import sandbox
+from yardstick.worker.boxes.image_builds import BuildFailed, ImageBuilder
+from yardstick.worker.boxes.image_builds import locked as _locked
 
 INSTALL_TIMEOUT_S: Final = 900.0
 # The machine's own package-index settings, handed to the install (its box's environment is otherwise empty).
@@ -62,11 +63,14 @@ NO_WHEEL: Final = re.compile(r"Could not find a version that satisfies the requi
 @dataclass(frozen=True)
 class Environment:
     """The Python a version runs with: `python` the interpreter, `folder` its virtual environment (None:
-    the worker's own Python), `requirements` what was installed into it."""
+    the worker's own Python), `requirements` what was installed into it; `root` the image's system its box
+    runs on (None: the machine's) and `build_log` what building that printed."""
 
     python: str
     folder: Path | None = None
     requirements: tuple[str, ...] = ()
+    root: Path | None = None
+    build_log: str = ""
 
 
 class PrepareFailed(RuntimeError):
@@ -83,21 +87,26 @@ def prepare(
     hidden: tuple[Path, ...] = (),
     limits: BoxLimits | None = None,
     stop: threading.Event | None = None,
+    builder: ImageBuilder | None = None,
+    mirror: str | None = None,
 ) -> Environment:
     """The Environment `image` runs in, made in `dest` (the version's environment folder) when it installs
     anything. Idempotent: a folder already made for the same requirements is returned as it is; one left
     half-made (a crash, a failed install) is made again. `hidden`: folders the download's box must not see
     (the platform's data folder); `limits` what each box may use; `stop`, once set, kills the install's box.
+    An image with a system of its own is built by `builder` from the install's registry `mirror` first.
     Raises ImageRefused, or PrepareFailed."""
     requirements = plan(image)
+    system = _system(image, builder, mirror, stop)
     if not requirements:
-        return Environment(python=sys.executable)
+        return replace(Environment(python=sys.executable), **system)
     dest = Path(dest).resolve()
     dest.parent.mkdir(parents=True, exist_ok=True)
     wanted = {"python": worker_python(), "requirements": list(requirements)}
     with _locked(dest):
         if _made(dest) == wanted and dest.is_dir():
-            return Environment(python=str(_python_of(dest)), folder=dest, requirements=requirements)
+            made = Environment(python=str(_python_of(dest)), folder=dest, requirements=requirements)
+            return replace(made, **system)
         marker(dest).unlink(missing_ok=True)
         shutil.rmtree(dest, ignore_errors=True)
         try:
@@ -108,7 +117,30 @@ def prepare(
             raise
         # Written last: a folder with its record is a folder whose install finished.
         marker(dest).write_text(json.dumps(wanted))
-    return Environment(python=str(_python_of(dest)), folder=dest, requirements=requirements)
+    return replace(
+        Environment(python=str(_python_of(dest)), folder=dest, requirements=requirements), **system
+    )
+
+
+def _system(
+    image: Mapping[str, Any] | None,
+    builder: ImageBuilder | None,
+    mirror: str | None,
+    stop: threading.Event | None,
+) -> dict[str, Any]:
+    """The root and build log of `image`'s own system, when it has one ({} when it runs on the machine's)."""
+    build = build_of(image, mirror)
+    if build is None:
+        return {}
+    if builder is None:
+        raise ImageRefused(
+            "image.base", "this worker builds no image's system: install podman and runc (make containers)"
+        )
+    try:
+        root, log = builder.root(build, stop)
+    except BuildFailed as failed:
+        raise PrepareFailed(f"the image's system was not built: {failed}") from None
+    return {"root": root, "build_log": log}
 
 
 def _python_of(venv: Path) -> Path:
@@ -125,18 +157,6 @@ def _made(dest: Path) -> Any:
         return json.loads(marker(dest).read_text())
     except (OSError, ValueError):
         return None
-
-
-@contextlib.contextmanager
-def _locked(dest: Path) -> Iterator[None]:
-    """One prepare of a folder at a time, across processes."""
-    lock = dest.with_name(dest.name + ".lock")
-    with open(lock, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @dataclass(frozen=True)

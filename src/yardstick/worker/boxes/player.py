@@ -167,7 +167,7 @@ class BoxedExecutor:
     limit a box stuck in it is given before it is killed; `episode_timeout_s` how long an episode may take on
     the wall clock; `policy_hz` the policy's rate as the platform knows it (robot time is steps at it;
     None: the box's figure stands, for a caller that runs its own code in the box); `limits` what the box
-    may use."""
+    may use; `root` the image's system it runs on (None: the machine's)."""
 
     name = "box"
     workers = 1
@@ -187,8 +187,10 @@ class BoxedExecutor:
         episode_timeout_s: float = EPISODE_TIMEOUT_S,
         policy_hz: float | None = None,
         limits: BoxLimits | None = None,
+        root: Path | None = None,
     ) -> None:
         self.folder = Path(folder).resolve()
+        self.root = root
         self.env = dict(env or {})
         self.python = python or sys.executable
         self.readable = tuple(Path(p).resolve() for p in readable)
@@ -318,6 +320,7 @@ class BoxedExecutor:
             env={**self.env, "PYTHONPATH": inbox.python_path(self.folder)},
             mounts=self.mounts,
             limits=self.limits,
+            root=self.root,
         )
         spawned = time.monotonic()
         process = sandbox.start(

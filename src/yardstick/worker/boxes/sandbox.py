@@ -111,7 +111,8 @@ class Box:
     /tmp); `devices` are device files it may use (a GPU's /dev/dri/renderD128); `mounts` are folders bound
     read-only each at its own place ((folder, place): a place that need not exist on the machine); `python`
     is the interpreter a Python box runs, shown read-only with what it needs (`python_folders`); `limits`
-    what it may use; `view` what its root is; `keep_fds` descriptors it inherits (a listening socket)."""
+    what it may use; `view` what its root is; `keep_fds` descriptors it inherits (a listening socket);
+    `root` an image's system (its root filesystem, `image_builds`) shown in place of the machine's."""
 
     readable: tuple[Path, ...] = ()
     writable: tuple[Path, ...] = ()
@@ -125,6 +126,7 @@ class Box:
     limits: BoxLimits = field(default_factory=BoxLimits)
     view: View = "own"
     keep_fds: tuple[int, ...] = ()
+    root: Path | None = None
 
     def shown(self) -> tuple[Path, ...]:
         """What the box reads beside the system: what it was given, and its interpreter's folders."""
@@ -202,15 +204,17 @@ def arguments(box: Box, data: Mapping[str, int]) -> list[str]:
 
 def _root(box: Box, data: Mapping[str, int]) -> list[str]:
     """The box's root: the machine's whole root read-only (`view="machine"`), or a fresh one holding the
-    system's folders, a few files of /etc, and the box's own passwd and group."""
+    system's folders (the machine's, or those of the image's `root`), a few files of /etc, and the box's own
+    passwd and group."""
     if box.view == "machine":
         return ["--ro-bind", "/", "/"]
+    system = box.root or Path("/")
     args: list[str] = []
-    for name in SYSTEM:
-        args += _shown(Path("/") / name)
+    for name in SYSTEM if box.root is None else _image_entries(box):
+        args += _shown(system / name, Path("/") / name)
     args += ["--dir", "/etc"]
     for name in ETC:
-        args += _shown(Path("/etc") / name)
+        args += _shown(system / "etc" / name, Path("/etc") / name)
     for path, fd in data.items():
         args += ["--perms", "0644", "--ro-bind-data", str(fd), path]
     if CPU_INFO.is_dir():
@@ -218,13 +222,24 @@ def _root(box: Box, data: Mapping[str, int]) -> list[str]:
     return args
 
 
-def _shown(entry: Path) -> list[str]:
-    """One of the machine's entries as the box sees it: a link as a link, a file or folder bound read-only,
-    nothing where the machine has nothing."""
+def _image_entries(box: Box) -> list[str]:
+    """The top entries of an image's root a box shows: all its files (what the image's build put in /opt or
+    /srv is its own), but for those the box makes itself (/dev, /proc, /tmp, /etc's few files), and any the
+    box's own folders are bound inside (the interpreter's, the code's), which must stay writable to bwrap."""
+    assert box.root is not None
+    taken = {Path(p).parts[1] for p in (*box.shown(), *box.writable) if len(Path(p).parts) > 1}
+    taken |= {Path(place).parts[1] for _, place in box.mounts if len(Path(place).parts) > 1}
+    made = {"dev", "proc", "sys", "tmp", "run", "etc", *taken}
+    return sorted(entry.name for entry in box.root.iterdir() if entry.name not in made)
+
+
+def _shown(entry: Path, place: Path) -> list[str]:
+    """One of the system's entries as the box sees it at `place`: a link as a link, a file or folder bound
+    read-only, nothing where the system has nothing (an image's link is read as the image means it)."""
     if entry.is_symlink():
-        return ["--symlink", os.readlink(entry), str(entry)]
+        return ["--symlink", os.readlink(entry), str(place)]
     if entry.exists():
-        return ["--ro-bind", str(entry), str(entry)]
+        return ["--ro-bind", str(entry), str(place)]
     return []
 
 

@@ -48,7 +48,8 @@ class BoxedPolicyServer:
     """Serve `handler_ref` ("module:Class") of the unpacked bundle `folder` on a unix socket in
     `socket_dir`. `env` is the box's environment (secrets arrive so), `params` laid over the policy's
     constructor arguments, `python` the interpreter of its prepared environment, `mounts` the folders it
-    reads at places of its own (its weights: (folder, place)), `limits` what its box may use."""
+    reads at places of its own (its weights: (folder, place)), `limits` what its box may use, `root` the
+    image's system it runs on (None: the machine's)."""
 
     def __init__(
         self,
@@ -65,6 +66,7 @@ class BoxedPolicyServer:
         start_timeout_s: float = START_TIMEOUT_S,
         limits: BoxLimits | None = None,
         readable: Sequence[Path] = (),
+        root: Path | None = None,
     ) -> None:
         if not inbox.HANDLER_REF.fullmatch(handler_ref):
             raise ValueError(f"handler_ref: {handler_ref!r} is not {inbox.HANDLER_RULE}")
@@ -101,6 +103,7 @@ class BoxedPolicyServer:
             cwd=self.folder,
             limits=limits or BoxLimits(),
             keep_fds=(listening.fileno(),),
+            root=root,
         )
         try:
             self._process = sandbox.start(box, argv)
