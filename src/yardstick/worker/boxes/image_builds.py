@@ -5,7 +5,8 @@ then its apt_install and run_commands steps) with `podman build` under the insta
 network of its own (podman's bridge: the package mirrors outside are reachable, the machine's loopback — the
 gateway, the database — is not, being the build's own), limited in memory and time. What it printed is the
 build's log. The image is then exported once into `<images>/<key>/root` and kept: every version whose image
-builds the same Containerfile shares it, and a second build finds it made (the record that it is made is
+builds the same Containerfile shares it (that is the cache: podman keeps no layer of a build's steps, so
+its store holds the base and the built image alone), and a second build finds it made (the record that it is made is
 written last, beside it). A box shows that root's /usr, /bin, /lib and a few files of /etc in place of the
 machine's (`sandbox.Box.root`); the box's limits and isolation are the same as on the machine's system.
 """
@@ -77,7 +78,7 @@ class ImageBuilder:
             # The mirror named by plain HTTP (a registry on loopback) is reached so.
             plain = any(f" {host}/" in build.containerfile for host in self.podman.insecure)
             argv = [
-                "podman", "build", "--network=private", "--pull=missing", "--layers=true",
+                "podman", "build", "--network=private", "--pull=missing", "--layers=false",
                 f"--tls-verify={'false' if plain else 'true'}",
                 f"--memory={self.limits.memory_bytes}", f"--memory-swap={self.limits.memory_bytes}",
                 "--label", f"yardstick.install={self.podman.install}",
