@@ -5,9 +5,9 @@ then its apt_install and run_commands steps) with `podman build` under the insta
 network of its own (podman's bridge: the package mirrors outside are reachable, the machine's loopback — the
 gateway, the database — is not, being the build's own), limited in memory and time. What it printed is the
 build's log. The image is then exported once into `<images>/<key>/root` and kept: every version whose image
-builds the same Containerfile shares it (that is the cache: podman keeps no layer of a build's steps, so
-its store holds the base and the built image alone), and a second build finds it made (the record that it is made is
-written last, beside it). A box shows that root's /usr, /bin, /lib and a few files of /etc in place of the
+builds the same Containerfile shares it, and a second build finds it made (the record that it is made is
+written last, beside it). That folder is the cache: podman keeps no layer of a build's steps, so its store
+holds the bases and the built images alone. A box shows that root's /usr, /bin, /lib and a few files of /etc in place of the
 machine's (`sandbox.Box.root`); the box's limits and isolation are the same as on the machine's system.
 """
 
