@@ -7,8 +7,9 @@ gateway, the database — is not, being the build's own), limited in memory and 
 build's log. The image is then exported once into `<images>/<key>/root` and kept: every version whose image
 builds the same Containerfile shares it, and a second build finds it made (the record that it is made is
 written last, beside it). That folder is the cache: podman keeps no layer of a build's steps, so its store
-holds the bases and the built images alone. A box shows that root's /usr, /bin, /lib and a few files of /etc in place of the
-machine's (`sandbox.Box.root`); the box's limits and isolation are the same as on the machine's system.
+holds the bases and the built images alone. A box shows that root's /usr, /bin, /lib, /opt, ... and a few
+files of its /etc in place of the machine's (`sandbox.Box.root`); the box's limits and isolation are the
+same as on the machine's system.
 """
 
 from __future__ import annotations
