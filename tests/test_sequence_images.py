@@ -71,6 +71,24 @@ class FigletBench:
         return {"x": self.x, "target": self.target}, reached, reached, {}
 """
 
+POLICY = """
+import shutil
+
+import seq
+
+IMAGE_OF_THE_BENCHMARK
+
+
+@seq.policy(name="figlet-policy", gpu="cpu", hz=10, action_chunk_valid_len=1, action_chunk_replan_at=1,
+            image=IMAGE)
+class FigletPolicy(seq.Policy):
+    @seq.infer
+    def infer(self, obs, *, seed=None):
+        if obs["x"] == 0.0:
+            print(f"the policy's figlet at {shutil.which('figlet')}", flush=True)
+        return [[max(-0.1, min(0.1, obs["target"] - obs["x"]))]]
+"""
+
 
 @dataclass
 class Mirrored:
@@ -86,7 +104,13 @@ def mirrored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mirrored]:
     code = where / "code"
     (code / "figlet-bench").mkdir(parents=True)
     (code / "figlet-bench" / "benchmark.py").write_text(BENCH.replace("GATEWAY_PORT", str(port)))
-    shutil.copytree(EXAMPLES / "reach-policy", code / "reach-policy")
+    bench = BENCH.replace("GATEWAY_PORT", str(port))
+    (code / "figlet-policy").mkdir()
+    image = re.search(r"IMAGE = \(.*?\n\)\n", bench, flags=re.S)
+    assert image is not None
+    (code / "figlet-policy" / "policy.py").write_text(
+        POLICY.replace("IMAGE_OF_THE_BENCHMARK", image.group(0))
+    )
     with image_helpers.registry(where / "mirror") as mirror:
         mirror.push(BASE, "debian:12-slim")
         try:
@@ -125,7 +149,8 @@ def ready(mirrored: Mirrored, name: str) -> dict[str, object]:
 
 def test_a_benchmarks_apt_and_run_steps_build_its_system_and_it_plays_there(mirrored: Mirrored) -> None:
     assert shutil.which("figlet") is None, "the machine has figlet: the test could not tell the image's"
-    ok(mirrored, "deploy", str(mirrored.code / "reach-policy"))
+    # The policy's image is the benchmark's: one build serves both.
+    ok(mirrored, "deploy", str(mirrored.code / "figlet-policy"))
     ok(mirrored, "deploy", str(mirrored.code / "figlet-bench"))
     state = ready(mirrored, "figlet-bench")
     assert state["status"] == "ready", state
@@ -137,12 +162,13 @@ def test_a_benchmarks_apt_and_run_steps_build_its_system_and_it_plays_there(mirr
     assert "the build reached the gateway: unreachable" in built, built
     assert "BENCH_MARK=from-image" in built, built
 
-    ran = seq(mirrored, "eval", "run", "reach-policy", "--benchmark", "figlet-bench", "--trials", "2")
+    ran = seq(mirrored, "eval", "run", "figlet-policy", "--benchmark", "figlet-bench", "--trials", "2")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     eval_id = re.search(r"(ev-[0-9a-f]+)", ran.stdout)
     assert eval_id, ran.stdout
     logs = ok(mirrored, "eval", "logs", eval_id.group(1))
     assert "figlet at /usr/bin/figlet" in logs, logs
+    assert "the policy's figlet at /usr/bin/figlet" in logs, logs
     with api(mirrored) as client:
         report = client.get(f"/v1/eval/{eval_id.group(1)}").json()
     assert report["status"] == "completed", report
