@@ -22,8 +22,9 @@ from pathlib import Path
 import httpx
 import pytest
 from platform_client.enums import ReasonCode, SubmissionStatus
-from platform_client.eval_plan import RegistryCredential, plan_of_image
+from platform_client.eval_plan import EvalPlan, RegistryCredential, plan_of_image
 from platform_client.policy_images import PolicyImage
+from platform_client.requests import CancelRequest
 from sqlalchemy import select
 
 import image_helpers
@@ -215,6 +216,58 @@ def test_an_image_plays_the_episodes_its_policy_plays_served(images: Images) -> 
     assert ended.artifacts is not None and ended.artifacts.policy_log is not None
     log = httpx.get(ended.artifacts.policy_log).text
     assert "serving toys:Rows on /yardstick/policy.sock" in log, log
+
+
+def test_an_image_and_a_served_policy_in_one_blind_sample_play_the_same_trials(images: Images) -> None:
+    plan = EvalPlan.model_validate(
+        {
+            "request_type": {"type": "private_eval", "org": "acme"},
+            "eval": "toys.tally",
+            "endpoints": [
+                {"name": "as-image", "kind": "image", "wire": "websocket", "image": images.rows},
+                {"name": "as-served", "kind": "served", "wire": "websocket", "spec": "rows"},
+            ],
+            "episodes_per_endpoint": 3,
+            "transaction_key": "mixed-sample",
+        }
+    )
+    created = images.harness.client().create_submission(plan)
+    ended = wait_for(images.harness.client(), created.submission_id, timeout=WAIT_S)
+    assert ended.status is SubmissionStatus.finished, ended
+    with images.harness.platform.db.reading() as session:
+        rows = session.execute(
+            select(RunEpisode).where(RunEpisode.submission_id == int(created.submission_id))
+        ).scalars()
+        by_endpoint: dict[str, list[tuple[str, int, int, object, object]]] = {}
+        for e in sorted(rows, key=lambda e: e.index):
+            result = e.result or {}
+            played = (e.task_id, e.trial, e.seed, result.get("success"), result.get("steps"))
+            by_endpoint.setdefault(e.endpoint, []).append(played)
+    assert set(by_endpoint) == {"as-image", "as-served"}
+    assert by_endpoint["as-image"] and by_endpoint["as-image"] == by_endpoint["as-served"]
+
+
+def test_a_runs_container_is_gone_once_its_worker_has_nothing_to_play(images: Images) -> None:
+    client = images.harness.client()
+    ended = wait_for(client, submit(images, images.rows, "ended-run").submission_id, timeout=WAIT_S)
+    assert ended.status is SubmissionStatus.finished, ended
+    gone_within(images, WAIT_S)
+
+    created = submit(images, images.faulty["HangOnTen"], "cancelled-run")
+    deadline = time.monotonic() + WAIT_S
+    while not containers(images):
+        assert time.monotonic() < deadline, "no container started"
+        time.sleep(0.1)
+    client.cancel_submission(CancelRequest(id=created.submission_id))
+    assert wait_for(client, created.submission_id, timeout=WAIT_S).status is SubmissionStatus.cancelled
+    gone_within(images, WAIT_S)
+
+
+def gone_within(images: Images, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while left := containers(images):
+        assert time.monotonic() < deadline, f"containers outlived their run: {left}"
+        time.sleep(0.2)
 
 
 def test_a_private_registry_takes_the_right_credential_only(images: Images) -> None:

@@ -163,7 +163,9 @@ class PlatformWorker:
 
     def _idle(self) -> None:
         """Wait up to `poll_s` for the next round, or until the count of queued episodes changes (a run
-        filed, episodes handed back), looking every `IDLE_LOOK_S` (also for a stop a signal asked for)."""
+        filed, episodes handed back), looking every `IDLE_LOOK_S` (also for a stop a signal asked for).
+        Nothing to play: its policy containers go first."""
+        self.players.rest()
         deadline = time.monotonic() + self.poll_s
         try:
             before = self.queue.queued()

@@ -471,6 +471,11 @@ class Players:
         """Close `player` and build afresh next time: it failed in a way that may have left it broken."""
         self._players.forget(player.inner if isinstance(player, Masking) else player)
 
+    def rest(self) -> None:
+        """The worker has nothing to play: stop and remove its policy containers (kept warm only while
+        there is work, as each holds its memory; a run's container does not outlive the run's work)."""
+        self._images.close()
+
     def close(self) -> None:
         self._players.close()
         self._adapters.close()
