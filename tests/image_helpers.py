@@ -65,6 +65,13 @@ def podman(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]
     return done
 
 
+def podman_call(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """podman, whatever it answers (the caller reads its status)."""
+    return subprocess.run(
+        ["podman", *args], env=podman_env(), capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
 def available() -> bool:
     return all(shutil.which(tool) for tool in ("podman", "runc", "docker-registry"))
 

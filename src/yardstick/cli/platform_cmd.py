@@ -46,6 +46,13 @@ Registry = typer.Option(
     "repeatable); the first is also the mirror Sequences images' bases are built from. None named: image "
     "endpoints and images with a system of their own are refused.",
 )
+ImageCacheSize = typer.Option(
+    None,
+    "--image-cache",
+    min=1.0,
+    help="GiB the images pulled from the registries (and bases of builds) may take in podman's store before "
+    "those used longest ago are removed (default 32).",
+)
 AllowRemote = typer.Option(
     [],
     "--allow-remote",
@@ -81,6 +88,7 @@ def _platform_settings(
     box_processes: int | None,
     episode_timeout: float | None,
     registries: list[str] = [],  # noqa: B006 -- read only
+    image_cache: float | None = None,
 ) -> Settings:
     """The settings of a server or a worker: what boxes may use, which local addresses may be dialled."""
     from yardstick.hosted.limits import GiB
@@ -105,6 +113,7 @@ def _platform_settings(
         settings,
         allow_remote=tuple(allowed.strip() for allowed in allow_remote),
         registries=tuple(registry.rstrip("/") for registry in registries),
+        image_cache_bytes=int(image_cache * GiB) if image_cache else settings.image_cache_bytes,
         box_limits=limits,
         episode_timeout_s=episode_timeout or settings.episode_timeout_s,
     )
@@ -204,6 +213,7 @@ def server(
     call_timeout: float | None = CallTimeout,
     allow_remote: list[str] = AllowRemote,
     registry: list[str] = Registry,
+    image_cache: float | None = ImageCacheSize,
     box_memory: float | None = BoxMemory,
     box_processes: int | None = BoxProcesses,
     episode_timeout: float | None = EpisodeTimeout,
@@ -217,7 +227,15 @@ def server(
     from yardstick.worker.supervisor import Supervisor
 
     settings = _platform_settings(
-        data_dir, database, call_timeout, allow_remote, box_memory, box_processes, episode_timeout, registry
+        data_dir,
+        database,
+        call_timeout,
+        allow_remote,
+        box_memory,
+        box_processes,
+        episode_timeout,
+        registry,
+        image_cache,
     )
     supervisor = Supervisor(settings, 0 if no_worker else workers, run_worker)
     with _stopped_by_signals() as held:
@@ -250,6 +268,7 @@ def worker(
     call_timeout: float | None = CallTimeout,
     allow_remote: list[str] = AllowRemote,
     registry: list[str] = Registry,
+    image_cache: float | None = ImageCacheSize,
     box_memory: float | None = BoxMemory,
     box_processes: int | None = BoxProcesses,
     episode_timeout: float | None = EpisodeTimeout,
@@ -260,7 +279,15 @@ def worker(
     from yardstick.worker.supervisor import Supervisor
 
     settings = _platform_settings(
-        data_dir, database, call_timeout, allow_remote, box_memory, box_processes, episode_timeout, registry
+        data_dir,
+        database,
+        call_timeout,
+        allow_remote,
+        box_memory,
+        box_processes,
+        episode_timeout,
+        registry,
+        image_cache,
     )
     supervisor = Supervisor(settings, concurrency, run_worker)
     with _stopped_by_signals() as held:

@@ -77,6 +77,8 @@ class Settings:
     # unless an administrator names them (`--registry`); and the largest image played (its layers' sum).
     registries: tuple[str, ...] = ()
     max_image_bytes: int = 4 << 30
+    # What the images a worker pulled or built may take in podman's store before those used longest ago go.
+    image_cache_bytes: int = 32 << 30
 
     @classmethod
     def from_env(cls, data_dir: str | Path | None = None, database_url: str | None = None) -> Settings:

@@ -5,8 +5,9 @@ the ledger (`ledger_for`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from yardstick.billing.credits import CreditLedger
 from yardstick.billing.purchases import AdminSettles, Purchases
@@ -18,6 +19,7 @@ from yardstick.core.settings import Settings
 from yardstick.signin.service import SignIn
 from yardstick.worker.boxes.containers import Podman, install_podman
 from yardstick.worker.boxes.image_builds import ImageBuilder
+from yardstick.worker.boxes.image_cache import ImageCache
 from yardstick.worker.builds import BoxBuilds
 
 
@@ -41,15 +43,18 @@ def ledger_for(settings: Settings) -> CreditLedger:
 def builds_for(settings: Settings) -> Callable[[Hosting], BoxBuilds]:
     """What builds an install's registered versions: boxes held to its limits, hiding its folders; images'
     systems by podman (where it is installed) from the install's first registry, its mirror."""
-    images = (
-        ImageBuilder(
-            install_podman(settings.data_dir, settings.registries),
-            settings.data_dir / "images",
-            limits=settings.box_limits,
-        )
-        if Podman.available()
-        else None
-    )
+    images = None
+    if Podman.available():
+        podman = install_podman(settings.data_dir, settings.registries)
+        hosts = [urlsplit(url).netloc for url in settings.registries]
+        cache = ImageCache(podman, hosts, settings.image_cache_bytes)
+
+        def kept(bases: Iterable[str]) -> None:
+            for base in bases:
+                cache.used(base)
+            cache.collect()
+
+        images = ImageBuilder(podman, settings.data_dir / "images", limits=settings.box_limits, kept=kept)
     mirror = settings.registries[0] if settings.registries else None
     return lambda hosting: BoxBuilds(
         hosting, hidden=settings.private_folders, limits=settings.box_limits, images=images, mirror=mirror

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final, Generic, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 from yardstick.catalog import resolve_to_play
 from yardstick.core.adapters import Adapters
@@ -41,6 +42,7 @@ from yardstick.store.states import TargetKind
 from yardstick.wire.address import endpoint_from_ref, format_url
 from yardstick.worker.boxes.adapter_server import BoxedAdapterServer
 from yardstick.worker.boxes.containers import ContainerPolicyServer, Podman, install_podman
+from yardstick.worker.boxes.image_cache import ImageCache
 from yardstick.worker.boxes.player import BoxedExecutor
 from yardstick.worker.boxes.sandbox import Journal
 from yardstick.worker.boxes.server import BoxedPolicyServer
@@ -208,6 +210,7 @@ class Players:
         self._images: Warm[ContainerPolicyServer] = Warm()
         self._started: set[int] = set()  # the journals of the servers started for the endpoint in hand
         self.podman = _podman(settings) if Podman.available() else None
+        self.images = _image_cache(settings, self.podman) if self.podman is not None else None
         self._adapter_files = Path(tempfile.mkdtemp(prefix="ys-adapters-"))
         self.adapters = Adapters(db)
         # Unix socket paths are short (~100 bytes): the servers' sockets live in a short folder of their own.
@@ -443,6 +446,9 @@ class Players:
                 credential = self.secrets.unseal(target.credential)
             try:
                 self.podman.pull(target.spec, credential)
+                assert self.images is not None
+                self.images.used(target.spec)
+                self.images.collect()
                 found = ContainerPolicyServer(
                     self.podman, target.spec, self._sockets, limits=self.settings.box_limits
                 )
@@ -485,6 +491,11 @@ class Players:
             self.hosting.close()
         shutil.rmtree(self._sockets, ignore_errors=True)
         shutil.rmtree(self._adapter_files, ignore_errors=True)
+
+
+def _image_cache(settings: Settings, podman: Podman) -> ImageCache:
+    hosts = [urlsplit(url).netloc for url in settings.registries]
+    return ImageCache(podman, hosts, settings.image_cache_bytes)
 
 
 def _podman(settings: Settings) -> Podman:

@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Final
 
@@ -47,10 +47,19 @@ class BuildFailed(RuntimeError):
 class ImageBuilder:
     """Builds images' systems with `podman` into `folder` (one root filesystem per Containerfile)."""
 
-    def __init__(self, podman: Podman, folder: Path, *, limits: BoxLimits | None = None) -> None:
+    def __init__(
+        self,
+        podman: Podman,
+        folder: Path,
+        *,
+        limits: BoxLimits | None = None,
+        kept: Callable[[Iterable[str]], None] = lambda bases: None,
+    ) -> None:
         self.podman = podman
         self.folder = Path(folder)
         self.limits = limits or BoxLimits()
+        # Told the bases each build pulled: the image cache records their use and keeps its size.
+        self.kept = kept
 
     def root(self, build: Build, stop: threading.Event | None = None) -> tuple[Path, str]:
         """The root filesystem `build` makes, and what its build printed (kept from the first build)."""
@@ -69,6 +78,10 @@ class ImageBuilder:
             except BaseException:
                 shutil.rmtree(place, ignore_errors=True)
                 raise
+            finally:
+                # The unpacked root is what is kept; the built image would only double it.
+                self.podman.call("rmi", "--force", f"{TAG}:{build.key}")
+                self.kept(_bases(build.containerfile))
             done.write_text(json.dumps({"containerfile": build.containerfile, "log": log[-LOG_BYTES:]}))
             return place / "root", log[-LOG_BYTES:]
 
@@ -125,6 +138,20 @@ class ImageBuilder:
                     raise BuildFailed(f"the image could not be unpacked: {unpacked.stderr[-600:]}", "")
         finally:
             self.podman.call("rm", "--force", name)
+
+
+def _bases(containerfile: str) -> list[str]:
+    """The images a Containerfile's FROM lines pull (a stage named earlier is none)."""
+    stages: set[str] = set()
+    bases: list[str] = []
+    for line in containerfile.splitlines():
+        words = [w for w in line.split() if not w.startswith("--")]
+        if len(words) >= 2 and words[0].upper() == "FROM":
+            if words[1] not in stages:
+                bases.append(words[1])
+            if len(words) >= 4 and words[2].upper() == "AS":
+                stages.add(words[3])
+    return bases
 
 
 def _stop_on(stop: threading.Event | None, process: subprocess.Popen[str]) -> None:
