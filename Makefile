@@ -73,13 +73,14 @@ test: $(STAMP) $(SEQ_STAMP) browser sandbox containers
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/pytest -q --durations=15 --numprocesses=$(TEST_WORKERS) --dist=loadfile
 
-bench: $(STAMP) wrk sandbox
+bench: $(STAMP) wrk sandbox containers
 	$(PY) bench/engine.py
 	$(PY) bench/wire.py
 	$(PY) bench/gateway.py
 	$(PY) bench/benchmarks.py
 	$(PY) bench/render.py
 	$(PY) bench/sandbox.py
+	$(PY) bench/images.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

@@ -91,9 +91,9 @@ def _libraries(files: list[Path]) -> set[Path]:
     return found
 
 
-def build_rootfs(where: Path, extra: dict[str, str]) -> Path:
-    """A root filesystem holding this interpreter, the packages in PACKAGES, Yardstick, `extra` files under
-    /app ({name: text}) and every system library they link: a tar ready for `podman import`."""
+def build_rootfs(where: Path, extra: dict[str, str], packages: tuple[str, ...] = PACKAGES) -> Path:
+    """A root filesystem holding this interpreter, `packages` (names in site-packages), Yardstick, `extra`
+    files under /app ({name: text}) and every system library they link: a tar ready for `podman import`."""
     rootfs = where / "rootfs"
     prefix = Path(sys.base_prefix)
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
@@ -114,16 +114,16 @@ def build_rootfs(where: Path, extra: dict[str, str]) -> Path:
         if entry.name not in SKIPPED:
             copy(entry)
     site = Path(next(p for p in sys.path if p.endswith("site-packages")))
-    packages = rootfs / "site"
-    for name in PACKAGES:
+    into = rootfs / "site"
+    for name in packages:
         if (site / name).exists():
-            target = packages / name
+            target = into / name
             if (site / name).is_dir():
                 shutil.copytree(site / name, target, symlinks=True, ignore=_pycache)
             else:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(site / name, target)
-    shutil.copytree(ROOT / "src" / "yardstick", packages / "yardstick", ignore=_pycache)
+    shutil.copytree(ROOT / "src" / "yardstick", into / "yardstick", ignore=_pycache)
     app = rootfs / "app"
     app.mkdir()
     (app / "serve.py").write_text(SERVE)
@@ -149,15 +149,17 @@ def _pycache(folder: str, names: list[str]) -> list[str]:
     return [name for name in names if name == "__pycache__"]
 
 
-def import_image(archive: Path, tag: str, policy_ref: str) -> str:
+def import_image(archive: Path, tag: str, policy_ref: str, env: dict[str, str] | None = None) -> str:
     """An image of the root filesystem `archive` serving `policy_ref` (a class of its /app) on
-    $YARDSTICK_SOCKET, tagged `tag` in podman's store. Images of one archive share its one layer."""
+    $YARDSTICK_SOCKET with `env`, tagged `tag` in podman's store. Images of one archive share its layer."""
     python = f"{sys.base_prefix}/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+    more = [arg for name, value in (env or {}).items() for arg in ("--change", f"ENV {name}={value}")]
     podman(
         "import",
         "--change", f'CMD ["{python}", "-u", "/app/serve.py", "{policy_ref}"]',
         "--change", "ENV PYTHONPATH=/app:/site",
         "--change", "WORKDIR /app",
+        *more,
         str(archive), tag,
     )  # fmt: skip
     return tag
