@@ -50,6 +50,21 @@ print(f"serving {reference} on {socket}", flush=True)
 server.wait()
 """
 
+# The same policy as an openpi server would serve it: TCP inside the container (no socket of the platform's),
+# the dialect at the root of the port the platform names.
+SERVE_OPENPI = """import os, sys
+from yardstick.catalog import resolve_to_play
+from yardstick.wire.server.host import PolicyHost
+from yardstick.wire.server.serve import PolicyServer, ServeOptions
+
+reference = sys.argv[1]
+port = int(os.environ["YARDSTICK_OPENPI_PORT"])
+host = PolicyHost(resolve_to_play("policy", reference), model_id="policy", reference=reference, params={})
+server = PolicyServer({"policy": host}, ServeOptions(port=port, host="127.0.0.1")).start()
+print(f"serving {reference} (openpi at the root) on 127.0.0.1:{port}", flush=True)
+server.wait()
+"""
+
 
 def podman_env() -> dict[str, str]:
     conf = Path(os.environ.get("TMPDIR", "/tmp")) / "yardstick-tests-containers.conf"
@@ -127,6 +142,7 @@ def build_rootfs(where: Path, extra: dict[str, str], packages: tuple[str, ...] =
     app = rootfs / "app"
     app.mkdir()
     (app / "serve.py").write_text(SERVE)
+    (app / "serve_openpi.py").write_text(SERVE_OPENPI)
     for name, text in extra.items():
         (app / name).write_text(text)
     objects = [rootfs / (prefix / "bin" / version).relative_to("/")]
@@ -137,6 +153,9 @@ def build_rootfs(where: Path, extra: dict[str, str], packages: tuple[str, ...] =
     for loader in Path("/lib64").glob("ld-linux*"):
         copy(loader)
         copy(loader.resolve())
+    # As any Python image has it: `python3` on the PATH (the platform's openpi relay runs with it).
+    (rootfs / "usr" / "bin").mkdir(parents=True, exist_ok=True)
+    (rootfs / "usr" / "bin" / "python3").symlink_to(prefix / "bin" / version)
     (rootfs / "tmp").mkdir(exist_ok=True)
     (rootfs / "yardstick").mkdir(exist_ok=True)
     archive = where / "rootfs.tar"
@@ -149,14 +168,18 @@ def _pycache(folder: str, names: list[str]) -> list[str]:
     return [name for name in names if name == "__pycache__"]
 
 
-def import_image(archive: Path, tag: str, policy_ref: str, env: dict[str, str] | None = None) -> str:
-    """An image of the root filesystem `archive` serving `policy_ref` (a class of its /app) on
-    $YARDSTICK_SOCKET with `env`, tagged `tag` in podman's store. Images of one archive share its layer."""
+def import_image(
+    archive: Path, tag: str, policy_ref: str, env: dict[str, str] | None = None, script: str = "serve.py"
+) -> str:
+    """An image of the root filesystem `archive` serving `policy_ref` (a class of its /app) with /app's
+    `script` (serve.py: on $YARDSTICK_SOCKET; serve_openpi.py: openpi's dialect on TCP inside, at
+    $YARDSTICK_OPENPI_PORT) with `env`, tagged `tag` in podman's store. Images of one archive share its
+    layer."""
     python = f"{sys.base_prefix}/bin/python{sys.version_info.major}.{sys.version_info.minor}"
     more = [arg for name, value in (env or {}).items() for arg in ("--change", f"ENV {name}={value}")]
     podman(
         "import",
-        "--change", f'CMD ["{python}", "-u", "/app/serve.py", "{policy_ref}"]',
+        "--change", f'CMD ["{python}", "-u", "/app/{script}", "{policy_ref}"]',
         "--change", "ENV PYTHONPATH=/app:/site",
         "--change", "WORKDIR /app",
         *more,

@@ -104,6 +104,7 @@ class Images:
     broken: str  # an image whose policy cannot be built
     faulty: dict[str, str]  # toys' faulty policies as images, by class
     probe: str  # Prober, which tries to leave its box
+    openpi: str  # toys:Rows served by the openpi dialect on TCP inside its container
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +119,8 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Images]:
     refs |= {name: f"toys:{name}" for name in FAULTY}
     for name, ref in refs.items():
         image_helpers.import_image(archive, f"{local}/{name.lower()}:v1", ref)
+    image_helpers.import_image(archive, f"{local}/openpi:v1", "toys:Rows", script="serve_openpi.py")
+    refs["openpi"] = "toys:Rows"
     with (
         image_helpers.registry(where / "public") as public,
         image_helpers.registry(where / "private", ("tester", PASSWORD)) as private,
@@ -145,6 +148,7 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Images]:
                     pushed["broken"],
                     {name: pushed[name] for name in FAULTY},
                     pushed["probe"],
+                    pushed["openpi"],
                 )
         finally:
             image_helpers.remove_images(f"{local}/", public.host, private.host)
@@ -216,6 +220,22 @@ def test_an_image_plays_the_episodes_its_policy_plays_served(images: Images) -> 
     assert ended.artifacts is not None and ended.artifacts.policy_log is not None
     log = httpx.get(ended.artifacts.policy_log).text
     assert "serving toys:Rows on /yardstick/policy.sock" in log, log
+
+
+def test_an_openpi_server_in_an_image_is_reached_through_the_relay_and_plays_the_same(images: Images) -> None:
+    created = submit(images, images.openpi, "image-openpi")
+    ended = wait_for(images.harness.client(), created.submission_id, timeout=WAIT_S)
+    assert ended.status is SubmissionStatus.finished, ended
+    served = images.harness.client().create_submission(toy_plan("served-rows-2", spec="rows", episodes=4))
+    assert (
+        wait_for(images.harness.client(), served.submission_id, timeout=WAIT_S).status
+        is SubmissionStatus.finished
+    )
+    as_openpi = episodes_of(images.harness, int(created.submission_id))
+    assert as_openpi and as_openpi == episodes_of(images.harness, int(served.submission_id))
+    assert ended.artifacts is not None and ended.artifacts.policy_log is not None
+    log = httpx.get(ended.artifacts.policy_log).text
+    assert "serving toys:Rows (openpi at the root) on 127.0.0.1:8000" in log, log
 
 
 def test_an_image_and_a_served_policy_in_one_blind_sample_play_the_same_trials(images: Images) -> None:

@@ -9,13 +9,15 @@ cgroupfs, file events, explicit ulimits), never a daemon of ours. What a policy 
                   more than Docker's 64 MB), and /yardstick, a folder of its own holding nothing but the
                   socket it serves on
     limits        the install's box limits: memory (no swap past it), processes, CPUs, open files
-    environment   YARDSTICK_SOCKET=/yardstick/policy.sock, where it serves the session protocol (or the
-                  openpi dialect at the socket's root); nothing else of the platform's
+    environment   YARDSTICK_SOCKET=/yardstick/policy.sock, where it serves the session protocol, and
+                  YARDSTICK_OPENPI_PORT=8000: an openpi server listens there instead, on TCP inside, and
+                  the platform reaches it through `relay` (its image has a python3 to run the relay with);
+                  nothing else of the platform's
 
-It must serve within the start-up deadline; what it prints (stdout and stderr) is the run's `policy_log`.
-Every container is labelled with the install and the worker's pid: `close()` stops and removes it, and a
-worker that starts removes those a dead worker of its install left (`Podman.sweep`), so a SIGKILLed worker
-leaves none behind for long.
+It must serve within the start-up deadline, one way or the other (the first to answer a session is used);
+what it prints (stdout and stderr) is the run's `policy_log`. Every container is labelled with the install
+and the worker's pid: `close()` stops and removes it, and a worker that starts removes those a dead worker
+of its install left (`Podman.sweep`), so a SIGKILLed worker leaves none behind for long.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import resource
 import shutil
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
@@ -38,9 +41,10 @@ from urllib.parse import urlsplit
 from yardstick.engine.failures import Failed, FailureKind
 from yardstick.hosted.limits import BoxLimits
 from yardstick.sdk.specs import PolicySpec
-from yardstick.wire.address import RemoteEndpoint, UnixSocket
+from yardstick.wire.address import RemoteEndpoint, Root, UnixSocket
 from yardstick.worker.boxes import sandbox
-from yardstick.worker.boxes.server import MAX_SOCKET_PATH, START_TIMEOUT_S, wait_serving
+from yardstick.worker.boxes.relay import OPENPI_PORT, PORT_ENV, RELAY, SOCKET_NAME, Forward
+from yardstick.worker.boxes.server import MAX_SOCKET_PATH, START_TIMEOUT_S, wait_any_serving
 from yardstick.worker.processes import alive
 
 SOCKET_FOLDER: Final = "/yardstick"
@@ -50,6 +54,8 @@ WORKER_LABEL: Final = "yardstick.worker-pid"
 PULL_TIMEOUT_S: Final = 600.0
 CALL_TIMEOUT_S: Final = 60.0
 OOM_WAIT_S: Final = 5.0
+PODMAN_NOT_RUNNING: Final = 125
+RELAY_RETRY_S: Final = 0.2
 # RLIMIT_NPROC counts the processes of the container's user across the machine: --pids-limit is what bounds
 # the container's own, this only has to be set no higher than the worker's.
 NPROC: Final = 4096
@@ -175,6 +181,7 @@ class ContainerPolicyServer:
             f"--ulimit=nofile={files}:{files}", f"--ulimit=nproc={tasks}:{tasks}",
             f"--shm-size={limits.shm_bytes}", f"--tmpfs=/tmp:rw,size={limits.scratch_bytes},mode=1777",
             f"--volume={self.folder}:{SOCKET_FOLDER}:rw", f"--env={SOCKET_ENV}={SOCKET_FOLDER}/policy.sock",
+            f"--env={PORT_ENV}={OPENPI_PORT}",
             *([f"--cpus={limits.cpus}"] if limits.cpus else []),
             reference,
         ]  # fmt: skip
@@ -184,13 +191,16 @@ class ContainerPolicyServer:
         self.journal = sandbox.Journal()
         self._out = sandbox.Tail(self._process.stdout, self.journal)
         self._log = sandbox.Tail(self._process.stderr, self.journal)
+        self._forward: Forward | None = None
+        self._relay: subprocess.Popen[bytes] | None = None
         try:
-            self.spec: PolicySpec = wait_serving(
-                self.alive, self.socket, self.endpoint, start_timeout_s, self._said
-            )
+            self.spec: PolicySpec
+            self.spec, self.endpoint = wait_any_serving(self.alive, self._places, start_timeout_s, self._said)
         except BaseException:
             self.close()
             raise
+        if self.endpoint.wire == "websocket_unix":
+            self._close_relay()  # the session protocol answered: no openpi server to reach
 
     @property
     def url(self) -> str:
@@ -211,6 +221,41 @@ class ContainerPolicyServer:
         said = shown.stdout.split() if shown.returncode == 0 else []
         return bool(said) and (said[0] == "true" or said[-1] == "137" or self._process.returncode == 137)
 
+    def _places(self) -> list[tuple[Path, RemoteEndpoint]]:
+        """Where the container may answer: its socket (the session protocol) and, once the relay runs in
+        it, the openpi server behind it (started at the first look after the container is up)."""
+        places = [(self.socket, self.endpoint)]
+        # podman's 125: the container is not running yet (an image without python3 answers 127, once).
+        if self.alive() and (self._relay is None or self._relay.poll() == PODMAN_NOT_RUNNING):
+            self._start_relay()
+        if self._forward is not None:
+            openpi = RemoteEndpoint(wire="openpi", address=Root(host="127.0.0.1", port=self._forward.port))
+            places.append((self._forward.target, openpi))
+        return places
+
+    def _start_relay(self) -> None:
+        """`podman exec` the relay with the image's python3 (an image without one serves the session
+        protocol only; the exec fails and nothing is tried again)."""
+        target = self.folder / SOCKET_NAME
+        if self._relay is not None:
+            time.sleep(RELAY_RETRY_S)  # the container is starting: a moment before asking again
+        self._relay = subprocess.Popen(
+            ["podman", "exec", self.name, "python3", "-c", RELAY, f"{SOCKET_FOLDER}/{SOCKET_NAME}",
+             str(OPENPI_PORT)],
+            env=self.podman.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        if self._forward is None:
+            self._forward = Forward(target)
+
+    def _close_relay(self) -> None:
+        if self._forward is not None:
+            self._forward.close()
+            self._forward = None
+        if self._relay is not None and self._relay.poll() is None:
+            self._relay.kill()
+            self._relay.wait()
+
     def close(self) -> None:
         """Stop the container (two seconds' grace), remove it and its socket's folder."""
         with contextlib.suppress(subprocess.TimeoutExpired, OSError):
@@ -220,6 +265,7 @@ class ContainerPolicyServer:
         if self._process.poll() is None:
             self._process.kill()
             self._process.wait()
+        self._close_relay()
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def _said(self, what: str) -> str:

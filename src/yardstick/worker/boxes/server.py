@@ -176,15 +176,30 @@ def wait_serving(
 ) -> PolicySpec:
     """The policy's declaration, once a server (alive while `alive()`) answers a session on `socket`;
     ServerFailed with what it said (`said(what happened)`) when it exits, refuses or stays silent."""
+    return wait_any_serving(alive, lambda: [(socket, endpoint)], timeout_s, said)[0]
+
+
+def wait_any_serving(
+    alive: Callable[[], bool],
+    places: Callable[[], Sequence[tuple[Path, RemoteEndpoint]]],
+    timeout_s: float,
+    said: Callable[[str], str],
+) -> tuple[PolicySpec, RemoteEndpoint]:
+    """The declaration of the first of `places` (asked anew each round: (a socket that appears once its
+    server listens, the endpoint that dials it)) to answer a session, and that endpoint; ServerFailed as
+    `wait_serving`'s."""
     deadline = time.monotonic() + timeout_s
     while True:
         if not alive():
             raise ServerFailed(said("exited"), FailureKind.POLICY_SETUP_CRASH)
-        if socket.exists():
+        for listening, endpoint in places():
+            if not listening.exists():
+                continue
             try:
-                return probe_spec(
+                spec = probe_spec(
                     endpoint, {}, startup_timeout=min(2.0, max(0.1, deadline - time.monotonic()))
                 )
+                return spec, endpoint
             except RemotePolicyError as refused:
                 cause = refused.__cause__
                 if isinstance(cause, ConnectRefused) and cause.refusal is ConnectRefusal.FINAL:
