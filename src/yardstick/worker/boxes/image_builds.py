@@ -17,8 +17,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import os
 import shutil
 import subprocess
+import tarfile
 import tempfile
 import threading
 import uuid
@@ -115,7 +117,8 @@ class ImageBuilder:
             return said
 
     def _export(self, build: Build, root: Path) -> None:
-        """The image's files unpacked into `root` (its /dev left empty: a box makes its own)."""
+        """The image's files unpacked into `root` as plain files (`_plain_files`; its /dev left empty: a box
+    makes its own)."""
         name = f"ys-export-{uuid.uuid4().hex[:12]}"
         made = self.podman.call("create", "--name", name, f"{TAG}:{build.key}", "true")
         if made.returncode != 0:
@@ -127,17 +130,23 @@ class ImageBuilder:
                 exported = self.podman.call("export", "-o", str(tar), name, timeout=EXPORT_TIMEOUT_S)
                 if exported.returncode != 0:
                     raise BuildFailed(f"the image could not be exported: {exported.stderr[-600:]}", "")
-                unpacked = subprocess.run(
-                    ["tar", "-xf", str(tar), "-C", str(root), "--exclude=dev/*", "--no-same-owner"],
-                    capture_output=True,
-                    text=True,
-                    timeout=EXPORT_TIMEOUT_S,
-                    check=False,
-                )
-                if unpacked.returncode != 0:
-                    raise BuildFailed(f"the image could not be unpacked: {unpacked.stderr[-600:]}", "")
+                try:
+                    with tarfile.open(tar) as archive:
+                        archive.extractall(root, filter=_plain_files)
+                except (OSError, tarfile.TarError) as exc:
+                    raise BuildFailed(f"the image could not be unpacked: {exc}", "") from None
         finally:
             self.podman.call("rm", "--force", name)
+
+
+def _plain_files(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """What of an image lands on the machine's disk: files, folders and links inside the root, owned by
+    the platform, with no setuid, setgid or sticky bit and no write for group or others (`tar_filter`);
+    never a device node or a FIFO (an image's /dev/mem would be the machine's), nor anything in /dev."""
+    if member.ischr() or member.isblk() or member.isfifo() or member.name.lstrip("./").startswith("dev/"):
+        return None
+    kept = tarfile.tar_filter(member, dest)
+    return kept.replace(uid=os.getuid(), gid=os.getgid(), uname="", gname="", deep=False)
 
 
 def _bases(containerfile: str) -> list[str]:
