@@ -118,7 +118,7 @@ class ImageBuilder:
 
     def _export(self, build: Build, root: Path) -> None:
         """The image's files unpacked into `root` as plain files (`_plain_files`; its /dev left empty: a box
-    makes its own)."""
+        makes its own)."""
         name = f"ys-export-{uuid.uuid4().hex[:12]}"
         made = self.podman.call("create", "--name", name, f"{TAG}:{build.key}", "true")
         if made.returncode != 0:
