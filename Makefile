@@ -81,6 +81,7 @@ bench: $(STAMP) wrk sandbox containers
 	$(PY) bench/render.py
 	$(PY) bench/sandbox.py
 	$(PY) bench/images.py
+	$(PY) bench/coverage.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

@@ -118,6 +118,20 @@ def test_usage_errors_exit_2(tmp_path: Path, args: list[str]) -> None:
     assert status == 2, output
 
 
+def test_the_interval_of_a_rate_is_chosen_and_named(tmp_path: Path) -> None:
+    status, output = run_toy(tmp_path, "--trials", "4", "--interval", "jeffreys")
+    assert status == 0, output
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["config"]["interval"] == "jeffreys"
+    assert report["summary"]["overall"]["success"]["interval"] == "stratified jeffreys 95%"
+    assert {t["metrics"]["success"]["interval"] for t in report["summary"]["tasks"].values()} == {
+        "jeffreys 95%"
+    }
+
+    status, output = run_toy(tmp_path, "--interval", "agresti-coull")
+    assert status == 2 and "--interval" in output and "clopper-pearson" in output, output
+
+
 @pytest.mark.parametrize(
     ("benchmark", "policy", "says"),
     [

@@ -17,6 +17,7 @@ from yardstick.scoring import (
     summarize,
     wilson,
 )
+from yardstick.scoring.rates import clopper_pearson, jeffreys
 
 # --- intervals -------------------------------------------------------------------------------------------
 
@@ -131,15 +132,42 @@ def test_mean_of_task_means_differs_from_pooled_on_unbalanced_tasks() -> None:
     overall = summary.overall
     assert overall["success"].value == pytest.approx((1.0 + 0.25) / 2)
     assert overall["success"].method == "mean of task means"
-    assert overall["success"].interval == "stratified wilson 95%"
+    assert overall["success"].interval == "stratified clopper-pearson 95%"
     assert overall["success"].n == 24
     assert overall["success_pooled"].value == pytest.approx(21 / 24)
     assert overall["success_pooled"].method == "pooled"
-    assert overall["success_pooled"].interval == "wilson 95%"
-    assert (overall["success_pooled"].low, overall["success_pooled"].high) == pytest.approx(wilson(21, 24))
+    assert overall["success_pooled"].interval == "clopper-pearson 95%"
+    pooled = (overall["success_pooled"].low, overall["success_pooled"].high)
+    assert pooled == pytest.approx(clopper_pearson(21, 24))
     hard = summary.tasks["hard"].metrics["success"]
-    assert (hard.value, hard.n, hard.interval, hard.method) == (0.25, 4, "wilson 95%", None)
-    assert (hard.low, hard.high) == pytest.approx(wilson(1, 4))
+    assert (hard.value, hard.n, hard.interval, hard.method) == (0.25, 4, "clopper-pearson 95%", None)
+    assert (hard.low, hard.high) == pytest.approx(clopper_pearson(1, 4))
+    # Named, another rate interval is used and named everywhere a rate is.
+    named = summarize(_unbalanced_rows(), {}, interval="wilson")
+    assert named.overall["success"].interval == "stratified wilson 95%"
+    assert (named.tasks["hard"].metrics["success"].low, named.tasks["hard"].metrics["success"].high) == (
+        pytest.approx(wilson(1, 4))
+    )
+    with pytest.raises(
+        ValueError, match="interval: 'agresti' is not one of wilson, clopper-pearson, jeffreys"
+    ):
+        summarize(_unbalanced_rows(), {}, interval="agresti")
+
+
+@pytest.mark.parametrize(("k", "n"), [(0, 10), (3, 10), (10, 10), (46, 50), (49, 50), (1, 4), (199, 200)])
+def test_clopper_pearson_and_jeffreys_are_the_beta_quantiles(k: int, n: int) -> None:
+    beta = pytest.importorskip(
+        "scipy.stats"
+    ).beta  # SciPy comes with the simulators; the platform has its own
+    tail = 0.025
+    exact = (beta.ppf(tail, k, n - k + 1) if k else 0.0, beta.ppf(1 - tail, k + 1, n - k) if k < n else 1.0)
+    assert clopper_pearson(k, n) == pytest.approx(exact, abs=1e-10)
+    a, b = k + 0.5, n - k + 0.5
+    bayes = (beta.ppf(tail, a, b) if k else 0.0, beta.ppf(1 - tail, a, b) if k < n else 1.0)
+    assert jeffreys(k, n) == pytest.approx(bayes, abs=1e-10)
+    # Jeffreys' is the exact one's Bayesian neighbour: inside it.
+    low, high = clopper_pearson(k, n)
+    assert low <= jeffreys(k, n)[0] + 1e-12 and jeffreys(k, n)[1] <= high + 1e-12
 
 
 def test_errored_episodes_are_counted_not_scored() -> None:

@@ -11,9 +11,12 @@ from yardstick.engine.recording import VIDEO_SUFFIX
 from yardstick.engine.results import Timing
 from yardstick.engine.run import RunOutcome
 from yardstick.scoring import summarize
+from yardstick.scoring.rates import DEFAULT_INTERVAL
 
 
-def build_report(outcome: RunOutcome) -> dict[str, Any]:
+def build_report(outcome: RunOutcome, *, interval: str = DEFAULT_INTERVAL) -> dict[str, Any]:
+    """`interval`: the confidence interval of a success rate (`scoring.rates.INTERVALS`), named in the
+    report beside every estimate and in its config."""
     request = outcome.request
     work = request.work
     finished = [r for r in outcome.results if r.finished]
@@ -32,6 +35,7 @@ def build_report(outcome: RunOutcome) -> dict[str, Any]:
             for r in outcome.results
         ],
         {task: outcome.benchmark.tasks[task] for task in tasks},
+        interval=interval,
     ).to_dict()
     policy = outcome.policy
     return {
@@ -58,6 +62,7 @@ def build_report(outcome: RunOutcome) -> dict[str, Any]:
             "trials": request.trials,
             "seeds": list(request.seeds or []) or None,
             "episodes": len(outcome.planned),
+            "interval": interval,
             "executor": outcome.executor,
             "workers": outcome.workers,
             "charge_inference": work.playback.charge_inference,

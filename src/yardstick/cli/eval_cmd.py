@@ -18,6 +18,7 @@ from yardstick.engine import BuildError, Component, Playback, RunRequest, Work, 
 from yardstick.engine.recording import NO_IMAGES, Recording
 from yardstick.report import build_report
 from yardstick.scoring import Gate, parse_gate
+from yardstick.scoring.rates import DEFAULT_INTERVAL, INTERVALS
 from yardstick.sdk.errors import AuthoringError
 from yardstick.web.run_folder import write_run_folder
 
@@ -81,6 +82,12 @@ def run(
         help='A condition the run must meet, e.g. "success>=0.9", '
         '"success.low>=0.8", "success[reach-v3]>0.5". Repeatable; exit 8 if not met.',
     ),
+    interval: str = typer.Option(
+        DEFAULT_INTERVAL,
+        "--interval",
+        help="The confidence interval of a success rate: clopper-pearson (exact: its coverage holds at every "
+        "rate), jeffreys or wilson (narrower, below 95% near 0 and 1; see bench/coverage.py).",
+    ),
 ) -> None:
     """Evaluate a policy on a benchmark: a progress bar, a table per task, and a run folder with
     report.json, episodes.csv and report.html."""
@@ -88,6 +95,10 @@ def run(
         gates: list[Gate] = [parse_gate(text) for text in gate]
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--gate") from None
+    if interval not in INTERVALS:
+        raise typer.BadParameter(
+            f"{interval!r} is not one of {', '.join(INTERVALS)}", param_hint="--interval"
+        )
     benchmark_params, policy_params = parse_params(param)
     recorded = _parse_record(record)
     folder = out or Path("runs") / f"{dt.datetime.now():%Y%m%d-%H%M%S}-{_slug(benchmark)}-{_slug(policy)}"
@@ -126,7 +137,7 @@ def run(
     except Exception as exc:
         fail(Exit.PLATFORM, f"internal error: {type(exc).__name__}: {exc}")
 
-    report = build_report(outcome)
+    report = build_report(outcome, interval=interval)
     files = write_run_folder(folder, report, outcome.results)
     verdicts = [g.check(report["summary"]) for g in gates]
     if as_json:

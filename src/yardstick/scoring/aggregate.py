@@ -11,12 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from yardstick.scoring.intervals import (
-    bootstrap_mean,
-    stratified_bootstrap_mean_of_means,
-    stratified_wilson,
-    wilson,
-)
+from yardstick.scoring.intervals import bootstrap_mean, stratified_bootstrap_mean_of_means, stratified_rate
+from yardstick.scoring.rates import DEFAULT_INTERVAL, rate_interval
 
 SUCCESS = "success"
 SUCCESS_POOLED = "success_pooled"
@@ -131,14 +127,17 @@ def summarize(
     confidence: float = 0.95,
     resamples: int = 2000,
     seed: int = 0,
+    interval: str = DEFAULT_INTERVAL,
 ) -> Summary:
     """Score the finished rows (error None) per task and overall; errored rows are only counted.
 
-    Per task, a 0/1 "success" gets a Wilson interval and every other metric a bootstrap one. Overall, each
-    metric is the mean of task means (each task weighs the same, however many episodes it ran) with a
-    stratified interval (Wilson for a 0/1 "success", bootstrap otherwise); "success_pooled" adds the pooled
-    rate over all episodes beside it.
+    Per task, a 0/1 "success" gets the rate interval `interval` names (`rates.INTERVALS`) and every other
+    metric a bootstrap one. Overall, each metric is the mean of task means (each task weighs the same,
+    however many episodes it ran) with a stratified interval (`interval` at the effective sample size for a
+    0/1 "success", bootstrap otherwise); "success_pooled" adds the pooled rate over all episodes beside it.
+    Each estimate names its interval ("jeffreys 95%", "stratified jeffreys 95%").
     """
+    rate = rate_interval(interval)
     by_task = _collect(rows, task_descriptions)
     pct = f"{confidence * 100:g}%"
     success_values = [v for bucket in by_task.values() for v in bucket.metrics.get(SUCCESS, [])]
@@ -147,12 +146,12 @@ def summarize(
     def estimate(name: str, values: list[float], method: str | None = None) -> Estimate:
         value = math.fsum(values) / len(values)
         if name == SUCCESS and binary_success:
-            low, high = wilson(round(math.fsum(values)), len(values), confidence)
-            interval = f"wilson {pct}"
+            low, high = rate(round(math.fsum(values)), len(values), confidence)
+            kind = f"{interval} {pct}"
         else:
             low, high = bootstrap_mean(values, confidence, resamples, seed)
-            interval = f"bootstrap {pct}"
-        return Estimate(value, low, high, len(values), interval, method)
+            kind = f"bootstrap {pct}"
+        return Estimate(value, low, high, len(values), kind, method)
 
     tasks: dict[str, TaskSummary] = {}
     for task, bucket in by_task.items():
@@ -169,8 +168,8 @@ def summarize(
     for name in _ordered({name for bucket in by_task.values() for name in bucket.metrics}):
         groups = [bucket.metrics[name] for bucket in by_task.values() if bucket.metrics.get(name)]
         if name == SUCCESS and binary_success:
-            low, high = stratified_wilson(groups, confidence)
-            kind = f"stratified wilson {pct}"
+            low, high = stratified_rate(groups, rate, confidence)
+            kind = f"stratified {interval} {pct}"
         else:
             low, high = stratified_bootstrap_mean_of_means(groups, confidence, resamples, seed)
             kind = f"stratified bootstrap {pct}"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from statistics import NormalDist
 
 import numpy as np
@@ -28,12 +28,34 @@ def _z(confidence: float) -> float:
 def wilson(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """The Wilson score interval of a success rate. Unlike the normal approximation it stays inside [0, 1]
     and does not collapse to a point at 0/n or n/n, which is where robot policies often sit."""
+    return wilson_of_counts(successes, n, confidence)
+
+
+def wilson_of_counts(successes: float, n: float, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson's interval of possibly fractional counts (an effective sample size)."""
     if n < 0 or not 0 <= successes <= n:
         raise ValueError(f"successes must lie in 0..n, not {successes} of {n}")
     if n == 0:
         _check_confidence(confidence)
         return (0.0, 1.0)
     return _wilson_of(successes / n, n, confidence)
+
+
+def stratified_rate(
+    groups: Sequence[Sequence[float]],
+    interval: Callable[[float, float, float], tuple[float, float]],
+    confidence: float = 0.95,
+) -> tuple[float, float]:
+    """`interval` (f(successes, n, confidence)) for the mean of per-group success rates, each group one
+    task weighing the same, taken at the estimate's effective sample size as `stratified_wilson` is."""
+    rates = [(math.fsum(g) / len(g), len(g)) for g in groups if len(g)]
+    if not rates:
+        raise ValueError("a stratified interval needs at least one group with values")
+    total = sum(n for _, n in rates)
+    p = math.fsum(rate for rate, _ in rates) / len(rates)
+    variance = math.fsum(rate * (1 - rate) / n for rate, n in rates) / len(rates) ** 2
+    effective = min(max(p * (1 - p) / variance if variance > 0 else float(total), 1.0), float(total))
+    return interval(p * effective, effective, confidence)
 
 
 def stratified_wilson(groups: Sequence[Sequence[float]], confidence: float = 0.95) -> tuple[float, float]:
@@ -43,14 +65,7 @@ def stratified_wilson(groups: Sequence[Sequence[float]], confidence: float = 0.9
     variance of the mean of group rates (Kish). A bootstrap of 0/1 outcomes collapses to a point when every
     task is all success or all failure; this does not, so 10 tasks at 10/10 read 100% with a lower bound
     below it, as a researcher expects. With no variance to measure, every episode counts once."""
-    rates = [(math.fsum(g) / len(g), len(g)) for g in groups if len(g)]
-    if not rates:
-        raise ValueError("stratified_wilson needs at least one group with values")
-    total = sum(n for _, n in rates)
-    p = math.fsum(rate for rate, _ in rates) / len(rates)
-    variance = math.fsum(rate * (1 - rate) / n for rate, n in rates) / len(rates) ** 2
-    effective = p * (1 - p) / variance if variance > 0 else float(total)
-    return _wilson_of(p, min(max(effective, 1.0), float(total)), confidence)
+    return stratified_rate(groups, wilson_of_counts, confidence)
 
 
 def _wilson_of(p: float, n: float, confidence: float) -> tuple[float, float]:
