@@ -4,6 +4,7 @@ touched, with a reason that says so."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import threading
@@ -192,6 +193,8 @@ def test_a_server_killed_mid_run_fails_only_the_episodes_in_flight(tmp_path: Pat
         done.append(run(f"ws://127.0.0.1:{port}/api/v1/session", trials=4, timeout=10.0, on_result=count))
 
     try:
+        # Its interpreter starting on a loaded machine can take longer than a run's start-up deadline.
+        _wait_listening(port, 120.0)
         evaluation = threading.Thread(target=evaluate_in_background)
         evaluation.start()
         assert two_landed.wait(60), "two episodes did not land within 60 s"  # a few played, one in flight
@@ -245,3 +248,14 @@ def test_meta_world_through_yardstick_policy_serve_plays_the_in_process_episodes
     )
     assert remote.complete and plain(remote) == plain(local)
     assert remote.policy.hz == 80
+
+
+def _wait_listening(port: int, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, f"nothing listened on {port} within {seconds:g} s"
+            time.sleep(0.1)

@@ -119,7 +119,7 @@ def mirrored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mirrored]:
                 yield Mirrored(harness, code)
         finally:
             image_helpers.remove_images(
-                "localhost/yardstick-tests-base/", "localhost/yardstick-image:", mirror.host
+                "localhost/yardstick-tests-base/", "localhost/yardstick-image-", mirror.host
             )
 
 

@@ -38,6 +38,12 @@ LOG_BYTES: Final = 16 * 1024
 TAG: Final = "localhost/yardstick-image"
 
 
+def tag_of(install: str) -> str:
+    """The name an install's built images are tagged under (each install's own: the store is the
+    machine's, and one install's cache must not count another's builds)."""
+    return f"{TAG}-{install}"
+
+
 class BuildFailed(RuntimeError):
     """A build that did not finish: the message ends with what podman said last; `log` is all it said."""
 
@@ -82,13 +88,16 @@ class ImageBuilder:
                 raise
             finally:
                 # The unpacked root is what is kept; the built image would only double it.
-                self.podman.call("rmi", "--force", f"{TAG}:{build.key}")
+                self.podman.call("rmi", "--force", self._tag(build))
                 self.kept(_bases(build.containerfile))
             done.write_text(json.dumps({"containerfile": build.containerfile, "log": log[-LOG_BYTES:]}))
             return place / "root", log[-LOG_BYTES:]
 
+    def _tag(self, build: Build) -> str:
+        return f"{tag_of(self.podman.install)}:{build.key}"
+
     def _build(self, build: Build, stop: threading.Event | None) -> str:
-        tag = f"{TAG}:{build.key}"
+        tag = self._tag(build)
         with tempfile.TemporaryDirectory(prefix="ys-build-") as context:
             (Path(context) / "Containerfile").write_text(build.containerfile)
             # The mirror named by plain HTTP (a registry on loopback) is reached so.
@@ -120,7 +129,7 @@ class ImageBuilder:
         """The image's files unpacked into `root` as plain files (`_plain_files`; its /dev left empty: a box
         makes its own)."""
         name = f"ys-export-{uuid.uuid4().hex[:12]}"
-        made = self.podman.call("create", "--name", name, f"{TAG}:{build.key}", "true")
+        made = self.podman.call("create", "--name", name, self._tag(build), "true")
         if made.returncode != 0:
             raise BuildFailed(f"the built image could not be opened: {made.stderr.strip()[-600:]}", "")
         try:

@@ -5,8 +5,8 @@ base is pulled from the mirror once and kept for the next build. Past the instal
 longest ago goes first (its last use is recorded here as the worker starts a container of it or a build
 pulls it; an image never recorded counts from its creation); an image a container still runs is never
 removed. Only the install's own are counted or removed: those of its registries (by name or digest) and
-its builds (`image_builds.TAG`) — podman's store is the machine's, and what else it holds is someone
-else's.
+its builds (`image_builds.tag_of`) — podman's store is the machine's, and what else it holds is someone
+else's. Uses are recorded by the image's id, whatever name it was used by.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from yardstick.worker.boxes.containers import Podman
-from yardstick.worker.boxes.image_builds import TAG, locked
+from yardstick.worker.boxes.image_builds import locked, tag_of
 
 DEFAULT_LIMIT_BYTES: Final = 32 << 30
 
@@ -28,15 +28,18 @@ class ImageCache:
 
     def __init__(self, podman: Podman, registries: Iterable[str], limit_bytes: int = DEFAULT_LIMIT_BYTES):
         self.podman = podman
-        self.prefixes = (*(f"{host}/" for host in registries), f"{TAG}:")
+        self.prefixes = (*(f"{host}/" for host in registries), f"{tag_of(podman.install)}:")
         self.limit_bytes = limit_bytes
         self.record = podman.config.with_name("images-used.json")
 
     def used(self, reference: str) -> None:
-        """Record that `reference` (a name or name@digest) was used now."""
+        """Record that the image `reference` (a name or name@digest) names was used now."""
+        found = self.podman.call("image", "inspect", "--format", "{{.Id}}", reference)
+        if found.returncode != 0 or not found.stdout.strip():
+            return  # not in the store: nothing to keep
         with locked(self.record):
             seen = self._seen()
-            seen[reference] = time.time()
+            seen[found.stdout.strip()] = time.time()
             self.record.write_text(json.dumps(seen))
 
     def collect(self) -> list[str]:
@@ -79,8 +82,8 @@ def _names(image: Mapping[str, Any]) -> list[str]:
 
 
 def _last_use(image: Mapping[str, Any], seen: Mapping[str, float]) -> float:
-    uses = [seen[name] for name in _names(image) if name in seen]
-    return max(uses) if uses else float(image.get("Created") or 0)
+    used = seen.get(str(image.get("Id")))
+    return used if used is not None else float(image.get("Created") or 0)
 
 
 __all__ = ["DEFAULT_LIMIT_BYTES", "ImageCache"]
