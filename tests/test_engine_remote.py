@@ -65,12 +65,13 @@ def run(
     params: dict[str, Any] | None = None,
     tasks: list[str] | None = None,
     on_result: Callable[[EpisodeResult], None] | None = None,
+    startup_timeout: float = 5.0,
 ) -> RunOutcome:
     work = Work(
         Component(toy(benchmark)),
         Component(policy, params or {}),
         call_timeout_s=timeout,
-        startup_timeout_s=5.0,
+        startup_timeout_s=startup_timeout,
     )
     return evaluate(RunRequest(work=work, trials=trials, workers=workers, tasks=tasks), on_result=on_result)
 
@@ -190,7 +191,9 @@ def test_a_server_killed_mid_run_fails_only_the_episodes_in_flight(tmp_path: Pat
             two_landed.set()
 
     def evaluate_in_background() -> None:
-        done.append(run(f"ws://127.0.0.1:{port}/api/v1/session", trials=4, timeout=10.0, on_result=count))
+        # The restarted server's interpreter may take a while on a loaded machine: the run waits for it.
+        url = f"ws://127.0.0.1:{port}/api/v1/session"
+        done.append(run(url, trials=4, timeout=10.0, on_result=count, startup_timeout=120.0))
 
     try:
         # Its interpreter starting on a loaded machine can take longer than a run's start-up deadline.
@@ -202,7 +205,7 @@ def test_a_server_killed_mid_run_fails_only_the_episodes_in_flight(tmp_path: Pat
         server.wait()
         time.sleep(0.5)
         server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        evaluation.join(timeout=120)
+        evaluation.join(timeout=240)
     finally:
         server.kill()
         server.wait()

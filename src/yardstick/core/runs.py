@@ -7,9 +7,10 @@ from __future__ import annotations
 import secrets
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import or_, select
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from yardstick.core import admission, limits
@@ -41,6 +42,10 @@ __all__ = [
 
 # A benchmark reference that names a hosted version (an org's registered benchmark), as a run's row keeps it.
 _HOSTED = "hosted:"
+
+# PostgreSQL's code for a transaction ended as a deadlock's victim, and how often a cancel is tried.
+DEADLOCK: Final = "40P01"
+DEADLOCK_TRIES: Final = 3
 
 
 def hosted_ref(version_id: int) -> str:
@@ -381,7 +386,21 @@ class Runs:
 
     def cancel(self, caller: Caller, run_id: int) -> tuple[RunStatus, bool]:
         """Cancel a run that has not ended: its quota is given back only if nothing had started; what
-        landed is charged and the rest of its hold released (an episode in play now is not charged)."""
+        landed is charged and the rest of its hold released (an episode in play now is not charged).
+
+        The cancel locks the run and then its episodes, and a worker landing an episode of the same run at
+        that moment may hold them in the other order: PostgreSQL then ends one transaction as a deadlock's
+        victim. That one is this cancel, done again once the worker's transaction has gone (its answer
+        then reads the run as it is)."""
+        for attempt in range(DEADLOCK_TRIES):
+            try:
+                return self._cancel(caller, run_id)
+            except OperationalError as exc:
+                if getattr(exc.orig, "sqlstate", None) != DEADLOCK or attempt == DEADLOCK_TRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _cancel(self, caller: Caller, run_id: int) -> tuple[RunStatus, bool]:
         with self.db.writing() as session:
             row = session.get(Run, run_id)
             if row is None or not caller.may_see(row.org_id, row.user_id):
