@@ -445,10 +445,11 @@ class Players:
                     )
                 credential = self.secrets.unseal(target.credential)
             try:
-                self.podman.pull(target.spec, credential)
+                pulled = self.podman.pull(target.spec, credential)
                 assert self.images is not None
                 self.images.used(target.spec)
-                self.images.collect()
+                if pulled:  # only a pull grows the store past its limit
+                    self.images.collect()
                 found = ContainerPolicyServer(
                     self.podman, target.spec, self._sockets, limits=self.settings.box_limits
                 )

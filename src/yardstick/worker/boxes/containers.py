@@ -82,12 +82,12 @@ class Podman:
             ["podman", *args], env=self.env, capture_output=True, text=True, timeout=timeout, check=False
         )
 
-    def pull(self, reference: str, credential: Mapping[str, str] | None) -> None:
-        """Pull `reference` (pinned to its digest) unless it is here already; Failed IMAGE_UNPULLABLE with
-        the registry's word otherwise. A credential goes through an auth file only this process reads,
-        never a command line."""
+    def pull(self, reference: str, credential: Mapping[str, str] | None) -> bool:
+        """Pull `reference` (pinned to its digest) unless it is here already (then False); Failed
+        IMAGE_UNPULLABLE with the registry's word otherwise. A credential goes through an auth file only
+        this process reads, never a command line."""
         if self.call("image", "exists", reference).returncode == 0:
-            return
+            return False
         registry = reference.split("/", 1)[0]
         with tempfile.TemporaryDirectory(prefix="ys-auth-") as folder:
             args = ["pull", "--quiet", f"--tls-verify={'false' if registry in self.insecure else 'true'}"]
@@ -106,6 +106,7 @@ class Podman:
         if done.returncode != 0:
             said = " ".join(done.stderr.split())[-600:]
             raise Failed(f"{reference} could not be pulled: {said}", FailureKind.IMAGE_UNPULLABLE)
+        return True
 
     def sweep(self) -> int:
         """Remove this install's containers whose worker is dead (one SIGKILLed left them running)."""
