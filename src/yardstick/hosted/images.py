@@ -64,9 +64,11 @@ MAX_DOCKERFILE_BYTES: Final = 64 * 1024
 @dataclass(frozen=True)
 class Build:
     """An image's system, as podman builds it: `containerfile` whole (its bases qualified with the mirror's
-    registry); `key` names what it builds (the same key, the same root filesystem, shared by versions)."""
+    registry), `bases` the images its FROM lines pull; `key` names what it builds (the same key, the same
+    root filesystem, shared by versions)."""
 
     containerfile: str
+    bases: tuple[str, ...]
     key: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -117,8 +119,9 @@ def build_of(image: Mapping[str, Any] | None, mirror: str | None) -> Build | Non
     host = urlsplit(mirror).netloc
     dockerfile = image.get("dockerfile")
     if dockerfile is not None:
-        return Build(_qualified_dockerfile(str(dockerfile), host))
-    lines = [f"FROM {_qualified(str(image.get('base') or DEFAULT_BASE), host, 'image.base')}"]
+        return Build(*_qualified_dockerfile(str(dockerfile), host))
+    base = _qualified(str(image.get("base") or DEFAULT_BASE), host, "image.base")
+    lines = [f"FROM {base}"]
     for _, kind, value in _checked(image):
         if kind == "apt_install":
             packages = " ".join(value)
@@ -137,7 +140,7 @@ def build_of(image: Mapping[str, Any] | None, mirror: str | None) -> Build | Non
             lines += ["RUN " + json.dumps(["/bin/sh", "-c", command]) for command in value]
         elif kind == "env":
             lines += [f"ENV {name}={json.dumps(text)}" for name, text in value.items()]
-    return Build("\n".join(lines) + "\n")
+    return Build("\n".join(lines) + "\n", (base,))
 
 
 def environment_of(image: Mapping[str, Any] | None) -> dict[str, str]:
@@ -251,9 +254,11 @@ def _qualified(reference: str, host: str, field_name: str) -> str:
     return reference
 
 
-def _qualified_dockerfile(text: str, host: str) -> str:
-    """The Dockerfile with each FROM's image on the mirror (a stage named earlier is left as it is)."""
+def _qualified_dockerfile(text: str, host: str) -> tuple[str, tuple[str, ...]]:
+    """The Dockerfile with each FROM's image on the mirror (a stage named earlier is left as it is), and
+    the images it pulls."""
     stages: set[str] = set()
+    bases: list[str] = []
     out: list[str] = []
     for line in text.splitlines():
         words = line.split()
@@ -265,11 +270,13 @@ def _qualified_dockerfile(text: str, host: str) -> str:
             if not rest:
                 raise ImageRefused("image.dockerfile", f"{line.strip()!r} names no image")
             image = rest[0] if rest[0] in stages else _qualified(rest[0], host, "image.dockerfile")
+            if rest[0] not in stages:
+                bases.append(image)
             if len(rest) >= 3 and rest[1].upper() == "AS":
                 stages.add(rest[2])
             line = " ".join(["FROM", image, *rest[1:]])
         out.append(line)
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n", tuple(bases)
 
 
 def _requirement(text: Any, field_name: str) -> str:

@@ -89,7 +89,7 @@ class ImageBuilder:
             finally:
                 # The unpacked root is what is kept; the built image would only double it.
                 self.podman.call("rmi", "--force", self._tag(build))
-                self.kept(_bases(build.containerfile))
+                self.kept(build.bases)
             done.write_text(json.dumps({"containerfile": build.containerfile, "log": log[-LOG_BYTES:]}))
             return place / "root", log[-LOG_BYTES:]
 
@@ -156,20 +156,6 @@ def _plain_files(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
         return None
     kept = tarfile.tar_filter(member, dest)
     return kept.replace(uid=os.getuid(), gid=os.getgid(), uname="", gname="", deep=False)
-
-
-def _bases(containerfile: str) -> list[str]:
-    """The images a Containerfile's FROM lines pull (a stage named earlier is none)."""
-    stages: set[str] = set()
-    bases: list[str] = []
-    for line in containerfile.splitlines():
-        words = [w for w in line.split() if not w.startswith("--")]
-        if len(words) >= 2 and words[0].upper() == "FROM":
-            if words[1] not in stages:
-                bases.append(words[1])
-            if len(words) >= 4 and words[2].upper() == "AS":
-                stages.add(words[3])
-    return bases
 
 
 def _stop_on(stop: threading.Event | None, process: subprocess.Popen[str]) -> None:
