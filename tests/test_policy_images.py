@@ -181,6 +181,14 @@ def episodes_of(harness: Harness, run_id: int) -> list[tuple[str, int, int, obje
         ]
 
 
+def served_rows(images: Images, key: str) -> list[tuple[str, int, int, object, object]]:
+    """The episodes of toys:Rows served by the platform (no image), to hold an image's against."""
+    served = images.harness.client().create_submission(toy_plan(key, spec="rows", episodes=4))
+    ended = wait_for(images.harness.client(), served.submission_id, timeout=WAIT_S)
+    assert ended.status is SubmissionStatus.finished, ended
+    return episodes_of(images.harness, int(served.submission_id))
+
+
 def manifest_digest(registry: image_helpers.Registry, repository: str, tag: str) -> str:
     auth = registry.credential
     answer = httpx.get(
@@ -204,13 +212,8 @@ def test_an_image_plays_the_episodes_its_policy_plays_served(images: Images) -> 
     ended = wait_for(images.harness.client(), created.submission_id, timeout=WAIT_S)
     assert ended.status is SubmissionStatus.finished, ended
 
-    served = images.harness.client().create_submission(toy_plan("served-rows", spec="rows", episodes=4))
-    assert (
-        wait_for(images.harness.client(), served.submission_id, timeout=WAIT_S).status
-        is SubmissionStatus.finished
-    )
     as_image = episodes_of(images.harness, int(created.submission_id))
-    assert as_image and as_image == episodes_of(images.harness, int(served.submission_id))
+    assert as_image and as_image == served_rows(images, "served-rows")
 
     # The run keeps the pinned reference, and what the container printed is its policy_log.
     with images.harness.platform.db.reading() as session:
@@ -226,13 +229,8 @@ def test_an_openpi_server_in_an_image_is_reached_through_the_relay_and_plays_the
     created = submit(images, images.openpi, "image-openpi")
     ended = wait_for(images.harness.client(), created.submission_id, timeout=WAIT_S)
     assert ended.status is SubmissionStatus.finished, ended
-    served = images.harness.client().create_submission(toy_plan("served-rows-2", spec="rows", episodes=4))
-    assert (
-        wait_for(images.harness.client(), served.submission_id, timeout=WAIT_S).status
-        is SubmissionStatus.finished
-    )
     as_openpi = episodes_of(images.harness, int(created.submission_id))
-    assert as_openpi and as_openpi == episodes_of(images.harness, int(served.submission_id))
+    assert as_openpi and as_openpi == served_rows(images, "served-rows-2")
     assert ended.artifacts is not None and ended.artifacts.policy_log is not None
     log = httpx.get(ended.artifacts.policy_log).text
     assert "serving toys:Rows (openpi at the root) on 127.0.0.1:8000" in log, log
