@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml
 
 $(SEQ_STAMP):
 	@test -x $(SEQ_VENV)/bin/python || $(PYTHON) -m venv $(SEQ_VENV)
-	$(SEQ_VENV)/bin/python -m pip install --quiet --disable-pip-version-check sequence-ai==0.51.5
+	$(SEQ_VENV)/bin/python -m pip install --quiet --disable-pip-version-check "sequence-ai[data]==0.51.5"
 	@touch $(SEQ_STAMP)
 
 demo: $(STAMP)
@@ -73,7 +73,7 @@ test: $(STAMP) $(SEQ_STAMP) browser sandbox containers
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/pytest -q --durations=15 --numprocesses=$(TEST_WORKERS) --dist=loadfile
 
-bench: $(STAMP) wrk sandbox containers
+bench: $(STAMP) $(SEQ_STAMP) wrk sandbox containers
 	$(PY) bench/engine.py
 	$(PY) bench/wire.py
 	$(PY) bench/gateway.py
@@ -82,6 +82,9 @@ bench: $(STAMP) wrk sandbox containers
 	$(PY) bench/sandbox.py
 	$(PY) bench/images.py
 	$(PY) bench/coverage.py
+	$(PY) bench/sequential.py
+	$(PY) bench/rig_stop.py
+	$(PY) bench/connect.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

@@ -234,3 +234,16 @@ def test_a_table_too_wide_for_the_terminal_shows_every_cell_whole(monkeypatch: p
     assert "┃" in shown[200] and "┃" not in shown[80]
     for out in shown.values():
         assert "button-press-topdown-wall-v3" in out and out.count("72.2-100.0") == 4 and "…" not in out
+
+
+@pytest.mark.parametrize("command", ["server", "worker"])
+def test_where_robots_reach_act_workers_is_checked_and_kept(command: str, tmp_path: Path) -> None:
+    from yardstick.cli.platform_cmd import _platform_settings
+
+    refused = runner.invoke(app, [command, "--data-dir", str(tmp_path), "--robots-host", "no such host!"])
+    assert refused.exit_code == 2 and "--robots-host" in refused.output, refused.output
+    assert not (tmp_path / "yardstick.db").exists()  # refused before anything was made
+    kept = _platform_settings(
+        tmp_path, None, None, [], None, None, None, robots_host="10.0.0.5", robot_idle=7.0
+    )
+    assert (kept.act_host, kept.act_idle_s) == ("10.0.0.5", 7.0)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import shutil
 import subprocess
 import sys
 import threading
@@ -18,24 +17,14 @@ import httpx
 import pytest
 from platform_client.eval_plan import EvalPlan
 
+import chromium
 from conftest import free_port
 from platform_harness import TOYS, Harness, running_platform
 from yardstick.core import admin
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SHOTS = Path(__file__).resolve().parent.parent / "test-output" / "pages"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--autoplay-policy=no-user-gesture-required",
-]
 
 
 @dataclass
@@ -44,19 +33,29 @@ class Site:
     compared: dict[str, Any]  # a private run of two endpoints on the same tasks and seeds
     ranked: dict[str, Any]  # a competition run, ranked on the public board
     baseline: dict[str, Any]  # a competition run by another user, made a baseline
+    blind: dict[str, Any]  # a blind sample of three endpoints: on no board, on the pairwise ranking
+    checkpoints: dict[str, Any]  # two checkpoints of one policy on toys.curves, the later one worse
 
 
-def canvas_plan(key: str, endpoints: list[tuple[str, str]], *, competition: bool) -> EvalPlan:
+def canvas_plan(
+    key: str,
+    endpoints: list[tuple[str, str]],
+    *,
+    competition: bool,
+    sample: dict[str, int] | None = None,
+    eval_slug: str = "toys.canvas",
+    episodes: int = 4,
+) -> EvalPlan:
     request = {"type": "nebius_competition"} if competition else {"type": "private_eval", "org": "acme"}
     return EvalPlan.model_validate(
         {
             "request_type": request,
-            "eval": "toys.canvas",
+            "eval": eval_slug,
             "endpoints": [
                 {"name": name, "kind": "served", "wire": "websocket", "spec": spec}
                 for name, spec in endpoints
             ],
-            "episodes_per_endpoint": 4,
+            **({"sample": sample} if sample else {"episodes_per_endpoint": episodes}),
             "transaction_key": key,
         }
     )
@@ -65,6 +64,15 @@ def canvas_plan(key: str, endpoints: list[tuple[str, str]], *, competition: bool
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     with running_platform(tmp_path_factory.mktemp("site"), None, workers=1) as harness:
+        with harness.platform.db.writing() as session:
+            # Canvas at 8 trials a task (each seed twice): enough paired trials for a regression to show.
+            admin.create_eval(
+                session,
+                "toys.curves",
+                f"{TOYS}:Canvas",
+                title="Curves",
+                choice=admin.EvalTasks(["left", "right"], trials=8),
+            )
         alice = harness.client("alice")
         gina = harness.client("gina")
         runs = [
@@ -73,9 +81,26 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             ),
             alice.create_submission(canvas_plan("ranked", [("policy", "sampler")], competition=True)),
             gina.create_submission(canvas_plan("reference", [("policy", "rows")], competition=True)),
+            alice.create_submission(
+                canvas_plan(
+                    "blind",
+                    [("rows", "rows"), ("sampler", "sampler"), ("slow", "slow")],
+                    competition=True,
+                    sample={"percent": 100, "seed": 1},
+                )
+            ),
+            alice.create_submission(
+                canvas_plan(
+                    "checkpoints",
+                    [("pol@1000", "rows"), ("pol@2000", "sampler")],
+                    competition=True,
+                    eval_slug="toys.curves",
+                    episodes=16,
+                )
+            ),
         ]
         finished = []
-        for created, client in zip(runs, (alice, alice, gina), strict=True):
+        for created, client in zip(runs, (alice, alice, gina, alice, alice), strict=True):
             view = harness.wait(client, created.submission_id)
             assert view.status.name == "finished", view
             finished.append(view.model_dump(mode="json"))
@@ -88,15 +113,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if CHROMIUM is None:
-        pytest.fail(
-            "the pages' tests need Debian's chromium: `make test` installs it (apt-get install chromium)"
-        )
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with playwright_sync.sync_playwright() as driver:
-        launched = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with chromium.launched("the pages") as launched:
         yield launched
-        launched.close()
 
 
 @pytest.fixture
@@ -327,3 +346,124 @@ def test_report_html_plays_a_recorded_run_offline(page: Any, tmp_path: Path) -> 
     assert page.locator("video").count() == 4  # two tasks × one trial × two cameras
     assert plays(page, "video") > 0.2
     page.screenshot(path=str(SHOTS / "report.png"), full_page=True)
+
+
+def test_the_pairwise_ranking_ranks_the_blind_samples_policies_from_their_head_to_head_trials(
+    site: Site, page: Any
+) -> None:
+    """The blind sample's three endpoints on the same four trials: rows and slow (Rows, thinking slowly)
+    succeed everywhere, the sampler on even seeds only, so each beats it on the odd ones and ties the rest."""
+    page.goto(f"{site.harness.url}/boards/toys.canvas")
+    page.click("#pairwise-link")
+    page.wait_for_selector("#pairwise tbody tr[data-policy]")
+    rows = page.eval_on_selector_all("#pairwise tbody tr", "rows => rows.map(r => ({...r.dataset}))")
+    names = [r["policy"].split(" (")[0] for r in rows]
+    assert sorted(names[:2]) == ["rows", "slow"] and names[2] == "sampler"
+    assert all(r["policy"].endswith("(alice#" + r["policy"].rsplit("#", 1)[1]) for r in rows)
+    assert float(rows[2]["score"]) < float(rows[1]["score"]) == pytest.approx(float(rows[0]["score"]))
+    table = {
+        (r["a"].split(" (")[0], r["b"].split(" (")[0]): r
+        for r in page.eval_on_selector_all(
+            "#head-to-head tbody tr",
+            "rows => rows.map(r => ({...r.dataset, cells: [...r.cells].map(c => c.innerText)}))",
+        )
+    }
+    # (a, b, wins, ties, losses) from the first named: two odd-seed trials won over the sampler.
+    assert table[("rows", "sampler")]["cells"][2:] == ["2", "2", "0"]
+    assert table[("rows", "slow")]["cells"][2:] == ["0", "4", "0"]
+    assert table[("sampler", "slow")]["cells"][2:] == ["0", "2", "2"]
+    # rows and slow cannot be told apart: theirs is the pair to play next, and they share ranks 1-2.
+    assert "rows" in page.locator("#next-pairs li").first.inner_text()
+    assert "slow" in page.locator("#next-pairs li").first.inner_text()
+    assert page.locator("#chart svg").count() == 1
+    page.screenshot(path=str(SHOTS / "pairwise.png"), full_page=True)
+    data = httpx.get(f"{site.harness.url}/boards/toys.canvas/pairwise.json", timeout=30).json()
+    assert [s["policy"] for s in data["standings"]] == [r["policy"] for r in rows]
+    assert data["games"] == 12 and data["runs"] == 1
+    # Four trials decide little: a resample of the even seeds alone ties all three, so every rank is in doubt.
+    assert all(s["rank_low"] <= s["rank"] <= s["rank_high"] for s in data["standings"])
+    assert data["standings"][0]["rank_low"] == 1 and data["standings"][0]["rank_high"] >= 2
+
+
+def test_a_blind_sample_ranks_on_no_board(site: Site, page: Any) -> None:
+    page.goto(f"{site.harness.url}/boards/toys.canvas")
+    ids = page.eval_on_selector_all("#board tbody tr", "rows => rows.length")
+    assert site.blind["status"] == "finished" and ids == 2  # the ranked run and the baseline only
+
+
+def test_a_policys_checkpoint_curve_flags_the_checkpoint_that_regressed(site: Site, page: Any) -> None:
+    """pol@1000 is Rows (every trial), pol@2000 the sampler (even seeds only): of the 32 trials both played
+    (16 a task, each seed four times), the 16 on odd seeds went to the earlier alone and none to the later,
+    an exact paired p of 2/2^16."""
+    page.goto(f"{site.harness.url}/boards/toys.curves")
+    page.click("#curves-link")
+    section = page.locator("section.curve")
+    assert section.count() == 1 and section.get_attribute("data-policy").startswith("pol (alice#")
+    rows = page.eval_on_selector_all(
+        "section.curve tbody tr",
+        "rows => rows.map(r => ({...r.dataset, cells: [...r.cells].map(c => c.innerText)}))",
+    )
+    assert [(r["checkpoint"], r["regressed"]) for r in rows] == [("1000", "no"), ("2000", "yes")]
+    assert rows[0]["cells"][1] == "100.0%" and rows[1]["cells"][1] == "50.0%"
+    assert "regressed against 1000" in rows[1]["cells"][4] and "p = 3.05e-05" in rows[1]["cells"][4]
+    assert "regressed" in section.locator(".chart svg").inner_html()
+    page.screenshot(path=str(SHOTS / "curves.png"), full_page=True)
+    data = httpx.get(f"{site.harness.url}/boards/toys.curves/curves.json", timeout=30).json()
+    points = data["curves"][0]["points"]
+    assert points[1]["regression"] == {
+        "against": "1000",
+        "earlier_only": 16,
+        "this_only": 0,
+        "pairs": 32,
+        "p_value": 2 / 2**16,
+    }
+
+
+def test_eval_status_json_says_where_a_run_stands_on_its_checkpoint_curves(site: Site) -> None:
+    from typer.testing import CliRunner
+
+    from yardstick.cli.main import app
+
+    env = {
+        "YARDSTICK_PLATFORM_URL": site.harness.url,
+        "YARDSTICK_API_KEY": site.harness.keys["alice"],
+        "POSITRONIC_PLATFORM_URL": None,
+        "POSITRONIC_PLATFORM_API_KEY": None,
+        "COLUMNS": "200",
+    }
+    ran = CliRunner().invoke(app, ["eval", "status", site.checkpoints["id"], "--json"], env=env)
+    assert ran.exit_code == 0, ran.output
+    view = json.loads(ran.stdout)
+    assert view["status"] == "finished" and view["id"] == site.checkpoints["id"]
+    by_endpoint = {p["endpoint"]: p for p in view["yardstick"]["checkpoints"]}
+    assert by_endpoint["pol@1000"]["regression"] is None
+    assert by_endpoint["pol@2000"]["regression"]["against"] == "1000"
+    human = CliRunner().invoke(app, ["eval", "status", site.checkpoints["id"]], env=env)
+    assert "pol@2000" in human.output and "regressed against 1000" in " ".join(human.output.split())
+    # A run naming no checkpoint stands on no curve.
+    other = CliRunner().invoke(app, ["eval", "status", site.ranked["id"], "--json"], env=env)
+    assert json.loads(other.stdout)["yardstick"] == {"checkpoints": [], "stopping": None}
+
+
+def test_a_member_reads_a_public_boards_pairwise_ranking_with_their_orgs_private_runs(site: Site) -> None:
+    """alice's private comparison (rows against the sampler, acme's) stands on no public page, but her key
+    reads it beside the public blind sample; gina (another org) reads only the public one."""
+
+    def pairwise(key: str | None) -> Any:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        answer = httpx.get(
+            f"{site.harness.url}/yardstick/v1/boards/pairwise",
+            params={"board": "toys.canvas"},
+            headers=headers,
+            timeout=30,
+        )
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    public = pairwise(None)
+    assert public["runs"] == 1 and public["games"] == 12
+    assert pairwise(site.harness.keys["gina"]) == public
+    member = pairwise(site.harness.keys["alice"])
+    assert member["runs"] == 2 and member["games"] == 12 + 8  # the comparison: 2 tasks x 4 trials, one pair
+    page = httpx.get(f"{site.harness.url}/boards/toys.canvas/pairwise.json", timeout=30).json()
+    assert page["runs"] == 1

@@ -32,6 +32,7 @@ from conftest import free_port
 from platform_harness import Harness, running_platform, toy_plan, wait_for
 from yardstick.hosted.limits import BoxLimits, GiB
 from yardstick.store.models import Run, RunEpisode
+from yardstick.worker.boxes.containers import INSTALL_LABEL, install_label
 
 pytestmark = pytest.mark.skipif(
     not image_helpers.available(), reason="podman, runc or docker-registry missing"
@@ -105,6 +106,7 @@ class Images:
     faulty: dict[str, str]  # toys' faulty policies as images, by class
     probe: str  # Prober, which tries to leave its box
     openpi: str  # toys:Rows served by the openpi dialect on TCP inside its container
+    local: str  # its images' names in podman's store, its own: another run on this machine shares the store
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +116,7 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Images]:
     data_dir = where / "platform"
     probe = PROBE.replace("GATEWAY_PORT", str(port)).replace("DATA_DIR", repr(str(data_dir)))
     archive = image_helpers.build_rootfs(where / "rootfs", {"toys.py": TOYS, "probe.py": probe})
-    local = "localhost/yardstick-tests"
+    local = f"localhost/yardstick-tests-{os.getpid()}"
     refs = {"rows": "toys:Rows", "broken": "toys:NoSuchPolicy", "probe": "probe:Prober"}
     refs |= {name: f"toys:{name}" for name in FAULTY}
     for name, ref in refs.items():
@@ -149,6 +151,7 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Images]:
                     {name: pushed[name] for name in FAULTY},
                     pushed["probe"],
                     pushed["openpi"],
+                    local,
                 )
         finally:
             image_helpers.remove_images(f"{local}/", public.host, private.host)
@@ -200,10 +203,11 @@ def manifest_digest(registry: image_helpers.Registry, repository: str, tag: str)
 
 
 def containers(images: Images) -> list[dict[str, object]]:
-    listed = image_helpers.podman("ps", "-a", "--format", "json")
-    return [
-        row for row in json.loads(listed.stdout or "[]") if "yardstick.install" in (row.get("Labels") or {})
-    ]
+    """This install's containers: podman's store is the machine's, and another install (another test run on
+    this machine) may hold containers of its own."""
+    mine = install_label(images.harness.settings.data_dir)
+    listed = image_helpers.podman("ps", "-a", "--filter", f"label={INSTALL_LABEL}={mine}", "--format", "json")
+    return list(json.loads(listed.stdout or "[]"))
 
 
 def test_an_image_plays_the_episodes_its_policy_plays_served(images: Images) -> None:
@@ -346,15 +350,29 @@ def test_no_container_outlives_its_worker_even_killed(images: Images) -> None:
     worker = harness.workers[0]
     os.kill(worker.pid, signal.SIGKILL)
     worker.join(timeout=30)
-    assert containers(images), "the container outlived its killed worker, as nothing stopped it yet"
     harness.workers.remove(worker)
-    harness.start_worker()  # sweeps what the dead worker left, then plays the run on
-    ended = wait_for(harness.client(), created.submission_id, timeout=WAIT_S)
-    assert ended.status is SubmissionStatus.finished, ended
-    harness.stop_workers()
-    harness.workers.clear()
-    assert containers(images) == [], containers(images)
-    harness.start_worker()
+    try:
+        assert containers(images), "the container outlived its killed worker, as nothing stopped it yet"
+        harness.start_worker()  # sweeps what the dead worker left, then plays the run on
+        ended = wait_for(harness.client(), created.submission_id, timeout=WAIT_S)
+        assert ended.status is SubmissionStatus.finished, ended
+        harness.stop_workers()
+        harness.workers.clear()
+        assert containers(images) == [], containers(images)
+    finally:  # the module's other tests need a worker, whatever became of this one
+        if not harness.workers:
+            harness.start_worker()
+
+
+def checks_left(images: Images) -> set[str]:
+    """The containers of this module's images that no worker of its install started: what a check left."""
+    mine = install_label(images.harness.settings.data_dir)
+    return {
+        str(row["Id"])
+        for row in image_helpers.all_containers()
+        if str(row.get("Image", "")).startswith((images.local, images.private.host))
+        and (row.get("Labels") or {}).get(INSTALL_LABEL) != mine
+    }
 
 
 def yardstick(images: Images, *args: str, timeout: float = WAIT_S) -> subprocess.CompletedProcess[str]:
@@ -369,18 +387,18 @@ def yardstick(images: Images, *args: str, timeout: float = WAIT_S) -> subprocess
 
 
 def test_the_cli_checks_an_image_and_submits_one(images: Images, tmp_path: Path) -> None:
-    before = len(image_helpers.all_containers())
-    good = yardstick(images, "image", "check", "localhost/yardstick-tests/rows:v1")
+    before = checks_left(images)
+    good = yardstick(images, "image", "check", f"{images.local}/rows:v1")
     said = good.stdout + good.stderr
     assert good.returncode == 0 and "serves:" in said and "10 Hz, chunks of 4" in said, said
-    bad = yardstick(images, "image", "check", "localhost/yardstick-tests/broken:v1", "--start-timeout", "60")
+    bad = yardstick(images, "image", "check", f"{images.local}/broken:v1", "--start-timeout", "60")
     assert bad.returncode == 1 and "NoSuchPolicy" in bad.stdout + bad.stderr, bad
     password = tmp_path / "password"
     password.write_text(PASSWORD)
     pulled = yardstick(images, "image", "check", images.private_rows, "--registry", images.private.url,
                        "--username", "tester", "--password-file", str(password))  # fmt: skip
     assert pulled.returncode == 0 and "pinned:" in pulled.stdout + pulled.stderr, pulled
-    assert len(image_helpers.all_containers()) == before  # a check leaves nothing running
+    assert checks_left(images) == before  # a check leaves nothing running
 
     submitted = yardstick(images, "eval", "submit", "--policy-image", images.rows, "--eval", "toys.tally",
                           "--org", "acme", "--wait")  # fmt: skip

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 from sqlalchemy import Engine, event
@@ -140,18 +141,35 @@ def test_a_remembered_caller_is_read_anew_in_the_background_while_its_requests_g
     busy key's requests never wait on its expiry. Each lookup is held in the database here: a request that
     waited on one would not be answered."""
     with running_platform(tmp_path, database_url, workers=0) as platform:
-        headers = {"Authorization": f"Bearer {platform.keys['bob']}"}
-        assert httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code == 200
-        read_at = time.monotonic()
-        with key_reads_held(platform.platform.db.engine, "before_cursor_execute", count=2) as held:
-            time.sleep(AUTH_REFRESH_AFTER_S + 0.05)
-            assert httpx.get(f"{platform.url}/v1/users.me", headers=headers, timeout=5).status_code == 200
-            assert held.began[0].wait(5), "no lookup began in the background"
-            assert time.monotonic() - read_at < AUTH_CACHE_S, "too slow a machine to tell: it expired"
-            held.released[0].set()
-            # Past the first reading's expiry the renewed caller answers, while the next renewal is held.
-            time.sleep(max(0.0, read_at + AUTH_CACHE_S + 0.05 - time.monotonic()))
-            assert httpx.get(f"{platform.url}/v1/users.me", headers=headers, timeout=5).status_code == 200
+        assert any(_renewed_in_the_background(platform, attempt) for attempt in range(TRIES)), SLOW
+
+
+# A scenario timed against the caller's memory (`AUTH_CACHE_S`) proves nothing when a loaded machine outran
+# that second: it is played again with a new key, up to this many times, before the machine is called slow.
+TRIES = 4
+SLOW = f"too slow a machine to tell, {TRIES} times: each reading expired before the scenario was over"
+
+
+def _fresh_key(platform: Any, attempt: int) -> str:
+    return str(platform.keys["bob"] if attempt == 0 else platform.user(f"bob{attempt}", "acme"))
+
+
+def _renewed_in_the_background(platform: Any, attempt: int) -> bool:
+    """One play of the renewal scenario; False when the machine was too slow for it to tell anything."""
+    headers = {"Authorization": f"Bearer {_fresh_key(platform, attempt)}"}
+    assert httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code == 200
+    read_at = time.monotonic()
+    with key_reads_held(platform.platform.db.engine, "before_cursor_execute", count=2) as held:
+        time.sleep(AUTH_REFRESH_AFTER_S + 0.05)
+        assert httpx.get(f"{platform.url}/v1/users.me", headers=headers, timeout=5).status_code == 200
+        assert held.began[0].wait(5), "no lookup began in the background"
+        if time.monotonic() - read_at >= AUTH_CACHE_S:
+            return False  # its reading expired already: the holds are released on the way out
+        held.released[0].set()
+        # Past the first reading's expiry the renewed caller answers, while the next renewal is held.
+        time.sleep(max(0.0, read_at + AUTH_CACHE_S + 0.05 - time.monotonic()))
+        assert httpx.get(f"{platform.url}/v1/users.me", headers=headers, timeout=5).status_code == 200
+    return True
 
 
 def test_a_lookup_that_read_a_key_before_its_revocation_does_not_keep_it_alive(
@@ -162,28 +180,33 @@ def test_a_lookup_that_read_a_key_before_its_revocation_does_not_keep_it_alive(
     the same, for a request that waits on that lookup and every one after (it worked a second more: a CI
     failure)."""
     with running_platform(tmp_path, database_url, workers=0) as platform:
-        key = platform.keys["bob"]
-        headers = {"Authorization": f"Bearer {key}"}
+        assert any(_revoked_while_renewing(platform, attempt) for attempt in range(TRIES)), SLOW
+
+
+def _revoked_while_renewing(platform: Any, attempt: int) -> bool:
+    """One play of the revocation scenario; False when the machine was too slow for it to tell anything."""
+    key = _fresh_key(platform, attempt)
+    headers = {"Authorization": f"Bearer {key}"}
+    assert httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code == 200
+    read_at = time.monotonic()
+    with key_reads_held(platform.platform.db.engine, "after_cursor_execute") as held:
+        time.sleep(AUTH_REFRESH_AFTER_S + 0.05)
         assert httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code == 200
-        read_at = time.monotonic()
-        with key_reads_held(platform.platform.db.engine, "after_cursor_execute") as held:
-            time.sleep(AUTH_REFRESH_AFTER_S + 0.05)
-            assert httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code == 200
-            assert held.began[0].wait(5), "no renewal began in the background"
-            revoked = httpx.post(
-                f"{platform.url}/v1/keys.revoke", json={"prefix": key[: keys.PREFIX_LEN]}, headers=headers
-            )
-            assert revoked.status_code == 200, revoked.text
-            answers: list[int] = []
+        assert held.began[0].wait(5), "no renewal began in the background"
+        revoked = httpx.post(
+            f"{platform.url}/v1/keys.revoke", json={"prefix": key[: keys.PREFIX_LEN]}, headers=headers
+        )
+        assert revoked.status_code == 200, revoked.text
+        answers: list[int] = []
 
-            def ask() -> None:
-                answers.append(httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code)
+        def ask() -> None:
+            answers.append(httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code)
 
-            waiting = threading.Thread(target=ask)
-            waiting.start()
-            time.sleep(0.1)  # that request now waits on the held lookup
-            held.released[0].set()
-            waiting.join(10)
-            assert answers == [401]
-            assert httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code == 401
-            assert time.monotonic() - read_at < AUTH_CACHE_S, "too slow a machine to tell: it expired"
+        waiting = threading.Thread(target=ask)
+        waiting.start()
+        time.sleep(0.1)  # that request now waits on the held lookup
+        held.released[0].set()
+        waiting.join(10)
+        assert answers == [401]
+        assert httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code == 401
+        return time.monotonic() - read_at < AUTH_CACHE_S

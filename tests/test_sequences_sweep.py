@@ -350,10 +350,10 @@ ROWS: tuple[Row, ...] = (
     Row(
         "policy doctor {P}",
         "probes the direct-connect chain",
-        "refused: no robots here",
+        "refused: no per-act diagnostics kept",
         "refused",
         NOT_OFFERED,
-        "robots",
+        "diagnostics",
     ),
     Row(
         "policy freeze {P}@v1", "keeps a version's environment", "kept already: its size said", shows="frozen"
@@ -399,18 +399,14 @@ ROWS: tuple[Row, ...] = (
     Row(
         "policy data export {P} -o {T}/data --format jsonl",
         "its captured robot data",
-        "refused: no robots here",
-        "refused",
-        NOT_OFFERED,
-        "captures",
+        "its files (none: no robot played it)",
+        shows="wrote 0 file",
     ),
     Row(
         "policy data export {P} --out {T}/data2",
         "its captured robot data (--out)",
-        "refused: no robots here",
-        "refused",
-        NOT_OFFERED,
-        "captures",
+        "nothing captured yet, said",
+        shows="nothing captured yet",
     ),
     Row("policy stop {P}", "stops it", "stopped", shows="stopped"),
     Row("policy start {P}", "starts it", "started", shows="started"),
@@ -431,16 +427,9 @@ ROWS: tuple[Row, ...] = (
         "production",
     ),
     # --- robots and planners ---------------------------------------------------------------------------
-    Row(
-        "robot add --policy {P}",
-        "a robot key",
-        "refused: no robots here",
-        "refused",
-        NOT_OFFERED,
-        "robot keys",
-    ),
-    Row("robot list", "the robot keys", "refused: no robots here", "refused", NOT_OFFERED, "robot keys"),
-    Row("robot revoke rk_1", "revokes one", "refused: no robots here", "refused", NOT_OFFERED, "robot keys"),
+    Row("robot add --policy {P}", "a robot key", "a key, shown once", shows="seq_robot_"),
+    Row("robot list", "the robot keys", "the key just added, no connection", shows="0 connections"),
+    Row("robot revoke rk_1", "revokes one", "not found by name", "refused", "not_found", "rk_1"),
     Row(
         "planner key add site --member {P} --name ipad",
         "a planner's key",
@@ -853,7 +842,7 @@ SDK_ANSWERS = {
     "chat": "VLM models",
     "decide": "VLM models",
     "fleet": "serving fleet",
-    "connect": "robots on a deployment",
+    "connect": "no observation before it",
     "planner": "planners",
 }
 

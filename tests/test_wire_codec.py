@@ -326,6 +326,7 @@ def test_malformed_markers_are_refused_with_where() -> None:
         ({"data": "text"}, ["data must be bytes, not str"]),
         ({"data": None}, ["data must be bytes"]),
         ({"dtype": "<zz"}, ["'<zz' is not a numpy dtype"]),
+        ({"dtype": "f,02"}, ["'f,02' is not a numpy dtype"]),  # numpy's parser raises SyntaxError here
         ({"dtype": 4}, ["dtype must be a string"]),
         ({"dtype": "<c16"}, ["complex128 is refused"]),
         ({"dtype": "|O"}, ["object is refused"]),

@@ -315,3 +315,87 @@ class HogOnTen:
             hog = bytearray(3 << 30)
             hog[::4096] = b"x" * len(hog[::4096])
         return np.zeros((1, 1))
+
+
+def coin(task: str, seed: int) -> float:
+    """The uniform draw fixed for a task at a seed: a policy of skill s succeeds there exactly if it is
+    below s, so the rate of a skill over any seeds is known before anything plays."""
+    return float(np.random.default_rng([seed, sum(map(ord, task))]).random())
+
+
+@ys.benchmark(
+    tasks={"heads": "a coin per seed", "tails": "another coin per seed"},
+    seeds=range(1000),
+    max_seconds=1.0,
+    action_space=([0.0], [1.0]),
+)
+class Coins:
+    """One step an episode: success where the policy's action (its skill) beats the seed's coin."""
+
+    @ys.reset
+    def start(self, task: str, seed: int) -> dict[str, Any]:
+        self.task, self.seed = task, seed
+        return {"t": 0}
+
+    @ys.step
+    def play(self, action: Any) -> tuple[Any, bool, bool, dict[str, float]]:
+        skill = float(np.asarray(action).ravel()[0])
+        return {"t": 1}, True, coin(self.task, self.seed) < skill, {}
+
+
+@ys.policy(hz=10)
+class Skill:
+    """Plays its skill as its action: with Coins, succeeds on the seeds whose coin is below it. `delay`: the
+    seconds it thinks (for a run slow enough to interrupt)."""
+
+    def __init__(self, skill: float = 0.5, delay: float = 0.0) -> None:
+        self.skill, self.delay = skill, delay
+
+    @ys.infer
+    def act(self, obs: Any) -> np.ndarray:
+        time.sleep(self.delay)
+        return np.array([[self.skill]])
+
+
+@ys.policy(hz=10)
+class Steady(Skill):
+    """Skill at 0.95 unless told otherwise: the better policy of a comparison."""
+
+    def __init__(self, skill: float = 0.95) -> None:
+        super().__init__(skill)
+
+
+@ys.policy(hz=15, action_chunk_len=4)
+class NudgeArm:
+    """A Franka policy for the rig's tests: every joint a little past where the arm is, the gripper open."""
+
+    @ys.infer
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        joints = np.asarray(obs["state"]["joints"], dtype=np.float64)
+        return np.stack([np.append(joints + 0.01 * (i + 1), 0.0) for i in range(4)])
+
+
+@ys.policy(hz=15, action_chunk_len=4)
+class HoldArm:
+    """A Franka policy that holds the arm where it is and closes the gripper."""
+
+    @ys.infer
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        joints = np.asarray(obs["state"]["joints"], dtype=np.float64)
+        return np.stack([np.append(joints, 1.0) for _ in range(4)])
+
+
+@ys.policy(hz=15, action_chunk_len=4)
+class CrashingArm(HoldArm):
+    """HoldArm that raises on its fourth answer of an episode: a policy failing mid-episode on a robot."""
+
+    @ys.on_episode
+    def begin(self, episode: Any) -> None:
+        self.answers = 0
+
+    @ys.infer
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        self.answers += 1
+        if self.answers >= 4:
+            raise RuntimeError("the arm policy broke on its fourth answer")
+        return super().act(obs)

@@ -12,11 +12,15 @@ from yardstick.engine.results import Timing
 from yardstick.engine.run import RunOutcome
 from yardstick.scoring import summarize
 from yardstick.scoring.rates import DEFAULT_INTERVAL
+from yardstick.scoring.sequential import ANYTIME, SequentialEval, anytime_summary
 
 
-def build_report(outcome: RunOutcome, *, interval: str = DEFAULT_INTERVAL) -> dict[str, Any]:
+def build_report(
+    outcome: RunOutcome, *, interval: str = DEFAULT_INTERVAL, stopping: SequentialEval | None = None
+) -> dict[str, Any]:
     """`interval`: the confidence interval of a success rate (`scoring.rates.INTERVALS`), named in the
-    report beside every estimate and in its config."""
+    report beside every estimate and in its config. A run that stopped by a rule (`stopping`) reports its
+    confidence sequence's intervals instead: a fixed-n interval read at a time the data chose is not valid."""
     request = outcome.request
     work = request.work
     finished = [r for r in outcome.results if r.finished]
@@ -37,8 +41,11 @@ def build_report(outcome: RunOutcome, *, interval: str = DEFAULT_INTERVAL) -> di
         {task: outcome.benchmark.tasks[task] for task in tasks},
         interval=interval,
     ).to_dict()
+    if stopping is not None:
+        anytime_summary(summary, stopping.to_dict())
+        interval = ANYTIME
     policy = outcome.policy
-    return {
+    report: dict[str, Any] = {
         "yardstick": __version__,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "status": "complete" if outcome.complete else "incomplete",
@@ -91,6 +98,9 @@ def build_report(outcome: RunOutcome, *, interval: str = DEFAULT_INTERVAL) -> di
         ],
         "timing": _timing(outcome),
     }
+    if stopping is not None:
+        report["stopping"] = stopping.to_dict()
+    return report
 
 
 def _records(outcome: RunOutcome) -> bool:

@@ -38,6 +38,7 @@ from platform_client.client import PlatformClient
 from platform_client.enums import TERMINAL_STATUSES, ErrorCode, SubmissionStatus
 from platform_client.errors import PlatformError
 from platform_client.eval_plan import (
+    REVEAL_REGISTRY_PASSWORD,
     EvalPlan,
     RegistryCredential,
     RegistryCredentialFile,
@@ -58,6 +59,7 @@ from platform_client.responses import (
     ResolvedEndpoint,
     ResolvedPlan,
     RunningSubmissionView,
+    SubmissionCreateResponse,
     SubmissionListRow,
     SubmissionView,
 )
@@ -73,6 +75,13 @@ from yardstick.cli.credentials import DEFAULT_PLATFORM_URL, KEY_ENVS
 from yardstick.cli.display import console, fail, print_table
 from yardstick.cli.exits import Exit
 from yardstick.cli.money import describe_quote
+from yardstick.cli.own_calls import call, http_to
+from yardstick.positronic.own_routes import (
+    BOARD_CURVES,
+    BOARD_PAIRWISE,
+    SUBMISSION_DETAILS,
+    SUBMISSIONS_UNTIL,
+)
 
 URL_ENVS = ["YARDSTICK_PLATFORM_URL", "POSITRONIC_PLATFORM_URL"]
 POLL_S = 1.0
@@ -309,6 +318,20 @@ def submit(
     as_json: bool = typer.Option(
         False, "--json", help="Print the answer as JSON on stdout (with --wait, the ended run's status)."
     ),
+    until: str | None = typer.Option(
+        None,
+        "--until",
+        help='Grow the run in rounds until "decided" (every --gate decided) or "width<=W"; the plan\'s '
+        "trials a task are the cap (Yardstick's own; a plan of one endpoint).",
+    ),
+    gate: list[str] = typer.Option([], "--gate", help='With --until decided: "success>=0.8". Repeatable.'),
+    alpha: float = typer.Option(0.05, "--alpha", min=1e-6, max=0.5, help="With --until: the error allowed."),
+    checkpoint: str | None = typer.Option(
+        None,
+        "--checkpoint",
+        help="The policy's checkpoint (a step, 20000, or a label): its endpoint is named NAME@CHECKPOINT, "
+        "and its runs line up on the board's checkpoint curve (a plan of one endpoint).",
+    ),
     platform_url: str | None = PlatformUrl,
 ) -> None:
     """File a plan (submissions.create) and print its id; --wait follows the run and prints its score.
@@ -317,8 +340,21 @@ def submit(
     the platform.
     """
     plan = _submitted_plan(from_file, policy_image, eval_name, org, registry_user, registry_password_file)
+    if until is None and (gate or alpha != 0.05):
+        fail(Exit.USAGE, "--gate and --alpha decide a stopping rule: give --until too")
+    if checkpoint is not None:
+        plan = _with_checkpoint(plan, checkpoint)
     with connected_client(platform_url, as_json) as client:
-        created = client.create_submission(plan)
+        if until is None:
+            created = client.create_submission(plan)
+        else:
+            # As the contract's client sends a plan (the registry password revealed to the platform only).
+            sent = {
+                "plan": plan.model_dump(mode="json", context={REVEAL_REGISTRY_PASSWORD: True}),
+                "stopping": {"until": until, "gates": gate, "alpha": alpha},
+            }
+            answered = own_call(client, "POST", SUBMISSIONS_UNTIL, body=sent)
+            created = SubmissionCreateResponse.model_validate(answered)
         ident = created.submission_id
         if not as_json:
             print(ident, flush=True)
@@ -349,6 +385,26 @@ def submit(
     else:
         _describe(view)
     raise typer.Exit(_run_status(view))
+
+
+def _with_checkpoint(plan: EvalPlan, checkpoint: str) -> EvalPlan:
+    """The plan with its one endpoint named `name@checkpoint` (`core.checkpoints` reads it back)."""
+    label = checkpoint.strip()
+    if not label or "@" in label:
+        fail(Exit.USAGE, f"--checkpoint {checkpoint!r}: a step or a label, not empty and without '@'")
+    body = plan.model_dump(mode="json", context={REVEAL_REGISTRY_PASSWORD: True})
+    nodes = [node for node in body.get("tasks") or [] if isinstance(node, dict)]
+    if len(body["endpoints"]) != 1 or any(node.get("endpoints") for node in nodes):
+        fail(
+            Exit.USAGE,
+            "--checkpoint names the checkpoint of a plan's one endpoint; in a plan of several, name each "
+            "endpoint policy@checkpoint in the plan itself",
+        )
+    body["endpoints"][0]["name"] = f"{body['endpoints'][0]['name']}@{label}"
+    try:
+        return EvalPlan.model_validate(body)
+    except ValidationError as exc:
+        fail(Exit.USAGE, f"--checkpoint {checkpoint!r}: the endpoint's name would be refused: {exc}")
 
 
 def _submitted_plan(
@@ -487,10 +543,110 @@ def status(ident: str = IdArgument, as_json: bool = AsJson, platform_url: str | 
     submission = _submission_id(ident)
     with connected_client(platform_url, as_json) as client:
         view = client.get_submission(submission)
+        details = _details(client, submission)
     if as_json:
-        print_json(view)
+        # The contract's view as its CLI prints it, and Yardstick's own beside it.
+        print_json({**view.model_dump(mode="json"), "yardstick": details})
     else:
         _describe(view)
+        if details.get("stopping"):
+            _stopping_line(details["stopping"])
+        for point in details.get("checkpoints") or []:
+            _checkpoint_line(point)
+
+
+def own_call(client: PlatformClient, method: str, path: str, **sent: Any) -> Any:
+    """One of Yardstick's own routes beside the contract's, with the client's key."""
+    with http_to(client.base_url) as http:
+        return call(http, method, path, key=client.api_key, **sent)
+
+
+def _pairwise_tables(read: dict[str, Any]) -> None:
+    if not read["standings"]:
+        console.print(f"{read['board']}: no run you can read has played two policies on the same trials")
+        return
+    table = Table(
+        title=f"{read['board']}: pairwise, {read['games']} games in {read['runs']} runs", title_justify="left"
+    )
+    for column in ("rank", "rank 95%", "policy", "score", "95% interval", "games"):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for s in read["standings"]:
+        spread = (
+            f"{s['rank_low']}" if s["rank_low"] == s["rank_high"] else f"{s['rank_low']}-{s['rank_high']}"
+        )
+        table.add_row(
+            str(s["rank"]),
+            spread,
+            Text(s["policy"]),
+            f"{100 * s['chance']:.1f}%",
+            f"{100 * s['low']:.1f}-{100 * s['high']:.1f}%",
+            str(s["games"]),
+        )
+    print_table(table)
+    duels = Table(title="head to head", title_justify="left")
+    for column in ("policy", "against", "wins", "ties", "losses"):
+        duels.add_column(column, justify="left" if column in ("policy", "against") else "right")
+    for h in read["head_to_head"]:
+        duels.add_row(Text(h["a"]), Text(h["b"]), str(h["wins"]), str(h["ties"]), str(h["losses"]))
+    print_table(duels)
+    for a, b in read["next_pairs"]:
+        console.print(f"to play next: {escape(a)} against {escape(b)}", soft_wrap=True)
+
+
+def _curve_tables(read: dict[str, Any]) -> None:
+    if not read["curves"]:
+        console.print(f"{read['board']}: no run names a checkpoint (an endpoint named policy@checkpoint)")
+    for curve in read["curves"]:
+        table = Table(title=curve["policy"], title_justify="left")
+        for column in ("checkpoint", "success", "95% interval", "episodes", "against earlier"):
+            table.add_column(
+                column, justify="left" if column in ("checkpoint", "against earlier") else "right"
+            )
+        for p in curve["points"]:
+            regression = p["regression"]
+            against = (
+                "-"
+                if regression is None
+                else f"regressed against {regression['against']} (p = {regression['p_value']:.3g})"
+            )
+            shown = "-" if p["low"] is None else f"{100 * p['low']:.1f}-{100 * p['high']:.1f}%"
+            table.add_row(
+                Text(p["checkpoint"]), _score(p["success"]), shown, str(p["episodes"]), Text(against)
+            )
+        print_table(table)
+
+
+def _details(client: PlatformClient, submission: SubmissionId) -> dict[str, Any]:
+    """Yardstick's own of a run: its checkpoints and, for a run stopped by a rule, its rounds."""
+    return dict(own_call(client, "GET", SUBMISSION_DETAILS, params={"id": str(submission)}))
+
+
+def _stopping_line(stopping: dict[str, Any]) -> None:
+    state = stopping.get("state") or {}
+    rounds = ", ".join(str(r) for r in stopping.get("rounds") or [])
+    played = ", ".join(f"{t} {trace['episodes']}" for t, trace in (state.get("tasks") or {}).items())
+    verdict = "decided" if stopping.get("decided") else "open" if stopping.get("open") else "at the cap"
+    console.print(
+        f"until {escape(str(stopping['until']))} (alpha {stopping['alpha']:g}): rounds to {rounds} trials; "
+        f"{verdict}" + (f"; played {escape(played)}" if played else ""),
+        soft_wrap=True,
+    )
+    for gate in state.get("gates") or []:
+        console.print(f"gate {escape(gate['gate'])}: {gate['decision'] or 'undecided'}")
+
+
+def _checkpoint_line(point: dict[str, Any]) -> None:
+    regression = point["regression"]
+    shown = f"checkpoint {escape(point['endpoint'])}: success {_score(point['success'])}"
+    if regression is None:
+        console.print(shown, soft_wrap=True)
+        return
+    console.print(
+        f"{shown} [red]regressed[/red] against {escape(regression['against'])}: "
+        f"{regression['earlier_only']} trials only it succeeded at, {regression['this_only']} only this one "
+        f"(of {regression['pairs']}; exact paired p = {regression['p_value']:.3g})",
+        soft_wrap=True,
+    )
 
 
 def _status_cell(row: SubmissionListRow) -> Text:
@@ -728,13 +884,36 @@ def catalog(as_json: bool = AsJson, platform_url: str | None = PlatformUrl) -> N
 
 def boards(
     board: str | None = typer.Option(None, "--board", help="One board's rankings, by its slug."),
+    pairwise: bool = typer.Option(
+        False, "--pairwise", help="With --board: its pairwise (Bradley–Terry) ranking, head to head."
+    ),
+    curves: bool = typer.Option(
+        False, "--curves", help="With --board: each policy's success by checkpoint, regressions flagged."
+    ),
     as_json: bool = AsJson,
     platform_url: str | None = PlatformUrl,
 ) -> None:
-    """The boards you can read (rankings.list), or one board's rankings (rankings.get).
+    """The boards you can read (rankings.list), or one board's rankings (rankings.get), its pairwise
+    ranking (--pairwise) or its checkpoint curves (--curves): Yardstick's own.
 
     A public board needs no key.
     """
+    if (pairwise or curves) and board is None:
+        fail(Exit.USAGE, f"--{'pairwise' if pairwise else 'curves'} reads one board: give --board SLUG")
+    if pairwise and curves:
+        fail(Exit.USAGE, "--pairwise and --curves are two views: ask for one at a time")
+    if board is not None and (pairwise or curves):
+        with connected_client(platform_url, as_json, key_required=False) as client:
+            read = own_call(
+                client, "GET", BOARD_PAIRWISE if pairwise else BOARD_CURVES, params={"board": board}
+            )
+        if as_json:
+            print(json.dumps(read, indent=2))
+        elif pairwise:
+            _pairwise_tables(read)
+        else:
+            _curve_tables(read)
+        return
     ref: BoardRef | None = None
     if board is not None:
         try:

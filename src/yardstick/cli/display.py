@@ -131,7 +131,9 @@ def results_table(report: dict[str, Any]) -> Table:
     )
     table.add_column("task", no_wrap=True)
     # Numbers never wrap; headers do, so the table fits an 80-column terminal with MT50's long names.
-    for header in ("episodes", "success\n%", "95%\ninterval", "mean\nsteps", "mean\nrobot s"):
+    stopping = report.get("stopping")
+    level = f"{1 - stopping['alpha']:.0%}\nanytime" if stopping else "95%\ninterval"
+    for header in ("episodes", "success\n%", level, "mean\nsteps", "mean\nrobot s"):
         table.add_column(header, justify="right", no_wrap=True)
     for name, task in summary["tasks"].items():
         value, interval = _pct(task["metrics"].get("success"))
@@ -144,10 +146,22 @@ def results_table(report: dict[str, Any]) -> Table:
     overall = summary["overall"]
     table.add_section()
     for key, label in (("success", "overall"), ("success_pooled", "pooled")):
+        if key == "success_pooled" and key not in overall and report.get("stopping"):
+            continue  # a run that stopped by a rule has no sound pooled interval (report._anytime)
         value, interval = _pct(overall.get(key))
         n = overall.get(key, {}).get("n", 0) if overall.get(key) else 0
         table.add_row(f"[bold]{label}[/bold]", str(n), f"[bold]{value}[/bold]", interval, "", "")
     return table
+
+
+def stopping_line(report: dict[str, Any]) -> str:
+    """Where each task of a run that stopped by a rule stopped, and why."""
+    stopping = report["stopping"]
+    parts = []
+    for name, task in stopping["tasks"].items():
+        where = "at the cap" if task["stopped_at"] is None else "rule met"
+        parts.append(f"{name} {task['episodes']} ({where})")
+    return f"until {stopping['until']} (alpha {stopping['alpha']:g}): " + ", ".join(parts)
 
 
 def timing_line(report: dict[str, Any]) -> str:

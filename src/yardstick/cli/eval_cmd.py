@@ -11,18 +11,31 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from yardstick.cli.display import console, fail, print_table, results_table, run_progress, timing_line
+from yardstick.cli.compare_cmd import compare
+from yardstick.cli.display import (
+    console,
+    fail,
+    print_table,
+    results_table,
+    run_progress,
+    stopping_line,
+    timing_line,
+)
 from yardstick.cli.exits import Exit
 from yardstick.cli.options import parse_params, parse_seeds, split_list
 from yardstick.engine import BuildError, Component, Playback, RunRequest, Work, evaluate, prepare
 from yardstick.engine.recording import NO_IMAGES, Recording
+from yardstick.engine.results import EpisodeSpec
+from yardstick.engine.rounds import evaluate_until, planned_at_cap
 from yardstick.report import build_report
 from yardstick.scoring import Gate, parse_gate
 from yardstick.scoring.rates import DEFAULT_INTERVAL, INTERVALS
+from yardstick.scoring.sequential import ALPHA, MAX_TRIALS, SequentialEval, Until, parse_until
 from yardstick.sdk.errors import AuthoringError
 from yardstick.web.run_folder import write_run_folder
 
 eval_app = typer.Typer(help="Evaluations.", no_args_is_help=True)
+eval_app.command("compare")(compare)
 
 
 @eval_app.command("run")
@@ -88,6 +101,19 @@ def run(
         help="The confidence interval of a success rate: clopper-pearson (exact: its coverage holds at every "
         "rate), jeffreys or wilson (narrower, below 95% near 0 and 1; see bench/coverage.py).",
     ),
+    until: str | None = typer.Option(
+        None,
+        "--until",
+        help='Play in rounds until "width<=W" (each task\'s interval at most W wide) or "decided" (every '
+        "--gate decided either way), up to --max-trials a task. Intervals are then anytime-valid "
+        "confidence sequences; exit 9 if a gate is still undecided at the cap.",
+    ),
+    max_trials: int | None = typer.Option(
+        None, "--max-trials", min=1, help="With --until: the most episodes a task plays (default 200)."
+    ),
+    alpha: float = typer.Option(
+        ALPHA, "--alpha", min=1e-6, max=0.5, help="With --until: the error the rule allows (0.05: 95%)."
+    ),
 ) -> None:
     """Evaluate a policy on a benchmark: a progress bar, a table per task, and a run folder with
     report.json, episodes.csv and report.html."""
@@ -98,6 +124,11 @@ def run(
     if interval not in INTERVALS:
         raise typer.BadParameter(
             f"{interval!r} is not one of {', '.join(INTERVALS)}", param_hint="--interval"
+        )
+    rule = _parse_until(until, trials, max_trials)
+    if rule is None and alpha != ALPHA:
+        raise typer.BadParameter(
+            "--alpha is the error of a stopping rule: give --until too", param_hint="--alpha"
         )
     benchmark_params, policy_params = parse_params(param)
     recorded = _parse_record(record)
@@ -128,22 +159,38 @@ def run(
         seeds=parse_seeds(seeds),
         workers=0 if in_process else workers,
     )
+    cap = max_trials or MAX_TRIALS
+    stopping: SequentialEval | None = None
     try:
-        _, _, planned = prepare(request)
+        if rule is None:
+            _, _, planned = prepare(request)
+        else:
+            planned = planned_at_cap(request, cap)
+            stopping = _sequential(planned, rule, gates, alpha)
         with run_progress(len(planned), quiet=False) as progress:
-            outcome = evaluate(request, on_result=progress)
+            if stopping is None:
+                outcome = evaluate(request, on_result=progress)
+            else:
+                outcome = evaluate_until(request, stopping, cap, on_result=progress)
     except (AuthoringError, BuildError) as exc:
         fail(Exit.CALLER, str(exc))
+    except typer.BadParameter:
+        raise
     except Exception as exc:
         fail(Exit.PLATFORM, f"internal error: {type(exc).__name__}: {exc}")
 
-    report = build_report(outcome, interval=interval)
+    report = build_report(outcome, interval=interval, stopping=stopping)
     files = write_run_folder(folder, report, outcome.results)
-    verdicts = [g.check(report["summary"]) for g in gates]
+    if stopping is not None and stopping.until.kind == "decided":
+        verdicts = [_decided(g, stopping) for g in gates]
+    else:
+        verdicts = [g.check(report["summary"]) for g in gates]
     if as_json:
         print(json.dumps(report, indent=2))
     else:
         print_table(results_table(report))
+        if stopping is not None:
+            console.print(stopping_line(report), soft_wrap=True)
         console.print(timing_line(report), style="dim")
     for error in report["errors"][:10]:
         console.print(
@@ -156,7 +203,8 @@ def run(
         )
     _recording_warnings(report)
     for met, line in verdicts:
-        console.print(f"gate {'[green]met' if met else '[red]not met'}[/]: {line}")
+        shown = "[yellow]undecided" if met is None else "[green]met" if met else "[red]not met"
+        console.print(f"gate {shown}[/]: {line}")
     # Where to look, last: a path to open, and a file:// link a terminal makes clickable.
     console.print(
         f"report: {files['html']}  (open {Path(files['html']).resolve().as_uri()} in a browser)",
@@ -168,8 +216,48 @@ def run(
         raise typer.Exit(Exit.INTERRUPTED)
     if report["errors"]:
         raise typer.Exit(Exit.CALLER)
-    if not all(met for met, _ in verdicts):
+    if any(met is False for met, _ in verdicts):
         raise typer.Exit(Exit.GATE)
+    if any(met is None for met, _ in verdicts):
+        raise typer.Exit(Exit.UNDECIDED)
+
+
+def _parse_until(until: str | None, trials: int | None, max_trials: int | None) -> Until | None:
+    if until is None:
+        if max_trials is not None:
+            raise typer.BadParameter(
+                "--max-trials caps a stopping rule: give --until too", param_hint="--max-trials"
+            )
+        return None
+    if trials is not None:
+        raise typer.BadParameter(
+            "--trials fixes the episodes a task plays; --until grows them up to --max-trials",
+            param_hint="--trials",
+        )
+    try:
+        return parse_until(until)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--until") from None
+
+
+def _sequential(planned: list[EpisodeSpec], rule: Until, gates: list[Gate], alpha: float) -> SequentialEval:
+    tasks = list(dict.fromkeys(e.task for e in planned))
+    try:
+        return SequentialEval(tasks, rule, gates, alpha)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--gate") from None
+
+
+def _decided(gate: Gate, stopping: SequentialEval) -> tuple[bool | None, str]:
+    """A gate's verdict from the confidence sequence: met, missed, or None while its interval straddles
+    the threshold."""
+    low, high = stopping.bounds(gate)
+    scope = "the mean of task rates" if gate.task is None else f"task {gate.task!r}'s rate"
+    decision = stopping.verdict(gate)
+    bounds = f"{scope} lies in [{low:.3f}, {high:.3f}] (at {1 - stopping.alpha:.0%}, anytime-valid)"
+    if decision is None:
+        return None, f"{gate}: {bounds}: undecided at the cap"
+    return decision == "met", f"{gate}: {bounds}: {'met' if decision == 'met' else 'not met'}"
 
 
 RECORDABLE = ("video", "trajectory")

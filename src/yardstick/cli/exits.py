@@ -11,4 +11,5 @@ class Exit(IntEnum):
     USAGE = 2  # the arguments are wrong before anything runs
     PLATFORM = 3  # our own fault: an internal error, a worker lost
     GATE = 8  # the run finished and a --gate was not met
+    UNDECIDED = 9  # --until decided reached --max-trials with a --gate (or a comparison) still undecided
     INTERRUPTED = 130  # Ctrl-C, as shells report it

@@ -18,7 +18,6 @@ import contextlib
 import json
 import socket
 import sys
-from typing import Any
 
 import httpx
 import typer
@@ -29,7 +28,7 @@ from platform_client.device_flow import (
     require_allowed_platform_url,
 )
 from platform_client.errors import PlatformError
-from platform_client.identity_providers import REQUEST_TIMEOUT, IdentityProvider
+from platform_client.identity_providers import IdentityProvider
 from rich.markup import escape
 from rich.table import Table
 
@@ -37,6 +36,7 @@ from yardstick.cli import credentials
 from yardstick.cli.client_cmd import URL_ENVS, explained_calls, platform_and_key
 from yardstick.cli.display import console, fail, print_table
 from yardstick.cli.exits import Exit
+from yardstick.cli.own_calls import call, http_to
 from yardstick.core.keys import PREFIX_LEN  # as the platform cuts a key's prefix
 
 CLIENT_ID = "yardstick-cli"
@@ -50,24 +50,6 @@ LoginUrl = typer.Option(
     help="The platform to sign in to [default: the one saved, else http://127.0.0.1:8080].",
 )
 AsJson = typer.Option(False, "--json", help="Print the answer as JSON on stdout.")
-
-
-def _http(url: str) -> httpx.Client:
-    # An environment proxy would carry a plain-http key or token off the machine (as PlatformClient decides).
-    return httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT, trust_env=url.startswith("https:"))
-
-
-def _call(http: httpx.Client, method: str, path: str, *, key: str | None = None, body: Any = None) -> Any:
-    """One call to a route of ours; a refusal raises the contract's `PlatformError` like the client's do."""
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    response = http.request(method, path, json=body, headers=headers)
-    if response.status_code >= 400:
-        try:
-            payload: object = response.json()
-        except ValueError:
-            payload = response.text
-        raise PlatformError.from_payload(response.status_code, payload)
-    return response.json()
 
 
 def _saved() -> credentials.Credentials | None:
@@ -144,10 +126,10 @@ def login(
         token_url=f"{url}/oauth/token",
         scope=None,
     )
-    with _http(url) as http:
+    with http_to(url) as http:
         token = _sign_in(DeviceFlow(provider, CLIENT_ID, http), url)
         with explained_calls(url, False):
-            minted = _call(
+            minted = call(
                 http,
                 "POST",
                 "/v1/keys.create",
@@ -158,7 +140,7 @@ def login(
         if replaced and previous is not None and previous.api_key != minted["api_key"]:
             # The key this machine held before: its own to end (if it is still live).
             with contextlib.suppress(PlatformError, httpx.HTTPError):
-                _call(
+                call(
                     http,
                     "POST",
                     "/v1/keys.revoke",
@@ -189,8 +171,8 @@ def logout() -> None:
         return
     prefix = record.api_key[:PREFIX_LEN]
     try:
-        with _http(record.platform_url) as http:
-            _call(http, "POST", "/v1/keys.revoke", key=record.api_key, body={"prefix": prefix})
+        with http_to(record.platform_url) as http:
+            call(http, "POST", "/v1/keys.revoke", key=record.api_key, body={"prefix": prefix})
     except PlatformError as exc:
         if exc.http_status >= 500:
             credentials.remove()
@@ -225,8 +207,8 @@ def _key_for(given_url: str | None) -> tuple[str, str]:
 def keys_list(platform_url: str | None = LoginUrl, as_json: bool = AsJson) -> None:
     """Your live keys: prefix, label, when made and last used (a key's plaintext is never kept)."""
     url, key = _key_for(platform_url)
-    with _http(url) as http, explained_calls(url, as_json):
-        listed = _call(http, "GET", "/v1/keys.list", key=key)
+    with http_to(url) as http, explained_calls(url, as_json):
+        listed = call(http, "GET", "/v1/keys.list", key=key)
     if as_json:
         print(json.dumps(listed, indent=2))
         return
@@ -252,8 +234,8 @@ def keys_revoke(
     """Revoke one of your keys (a lost machine's, say)."""
     url, key = _key_for(platform_url)
     prefix = prefix.strip().rstrip("…").rstrip(".")
-    with _http(url) as http, explained_calls(url, False):
-        _call(http, "POST", "/v1/keys.revoke", key=key, body={"prefix": prefix})
+    with http_to(url) as http, explained_calls(url, False):
+        call(http, "POST", "/v1/keys.revoke", key=key, body={"prefix": prefix})
     saved = _saved()
     if (
         saved is not None
@@ -272,8 +254,8 @@ def keys_rotate(platform_url: str | None = LoginUrl) -> None:
     from the environment is printed once, for you to put where it came from."""
     url, key = _key_for(platform_url)
     from_env = credentials.key_from_env() is not None
-    with _http(url) as http, explained_calls(url, False):
-        minted = _call(http, "POST", "/v1/keys.rotate", key=key)
+    with http_to(url) as http, explained_calls(url, False):
+        minted = call(http, "POST", "/v1/keys.rotate", key=key)
     if from_env:
         console.print(f"key rotated; the old one is revoked. The new key ({minted['prefix']}…), shown once:")
         print(minted["api_key"])

@@ -12,6 +12,7 @@ from yardstick.cli.credits_cmd import credits_app
 from yardstick.cli.eval_cmd import eval_app
 from yardstick.cli.image_cmd import image_app
 from yardstick.cli.platform_cmd import admin_app, db_app, server, worker
+from yardstick.cli.rig_cmd import rig_app
 from yardstick.cli.serve_cmd import serve
 from yardstick.cli.show_cmd import benchmark_app, policy_app
 
@@ -38,6 +39,7 @@ app.add_typer(credits_app, name="credits")
 app.add_typer(benchmark_app, name="benchmark")
 app.add_typer(policy_app, name="policy")
 app.add_typer(image_app, name="image")
+app.add_typer(rig_app, name="rig")
 policy_app.command("serve")(serve)
 app.command("server")(server)
 app.command("worker")(worker)

@@ -4,7 +4,9 @@ platform and administering it with direct access to its database."""
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
+import re
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -65,6 +67,15 @@ BoxMemory = typer.Option(
 BoxProcesses = typer.Option(
     None, "--box-processes", min=8, help="Processes each box of an org's code may run (default 512)."
 )
+RobotsHost = typer.Option(
+    None,
+    "--robots-host",
+    help="The address of this machine that robots reach its act workers at (sequence_ai.connect's direct "
+    "plane; default 127.0.0.1: robots on this machine only).",
+)
+RobotIdle = typer.Option(
+    None, "--robot-idle", min=1.0, help="Seconds an act worker serves past its last act (default 300)."
+)
 EpisodeTimeout = typer.Option(
     None,
     "--episode-timeout",
@@ -89,6 +100,8 @@ def _platform_settings(
     episode_timeout: float | None,
     registries: list[str] = [],  # noqa: B006 -- read only
     image_cache: float | None = None,
+    robots_host: str | None = None,
+    robot_idle: float | None = None,
 ) -> Settings:
     """The settings of a server or a worker: what boxes may use, which local addresses may be dialled."""
     from yardstick.hosted.limits import GiB
@@ -104,6 +117,9 @@ def _platform_settings(
             raise typer.BadParameter(
                 f"{registry!r} is http://HOST:PORT or https://HOST", param_hint="--registry"
             )
+    if robots_host is not None and not _host(robots_host):
+        said = f"an IP address or a host name, not {robots_host!r}"
+        raise typer.BadParameter(said, param_hint="--robots-host")
     limits = settings.box_limits
     if box_memory is not None:
         limits = dataclasses.replace(limits, memory_bytes=int(box_memory * GiB))
@@ -116,7 +132,18 @@ def _platform_settings(
         image_cache_bytes=int(image_cache * GiB) if image_cache else settings.image_cache_bytes,
         box_limits=limits,
         episode_timeout_s=episode_timeout or settings.episode_timeout_s,
+        act_host=robots_host or settings.act_host,
+        act_idle_s=robot_idle or settings.act_idle_s,
     )
+
+
+def _host(text: str) -> bool:
+    """An IP address, or a host name of DNS's letters."""
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        return re.fullmatch(r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?", text) is not None
 
 
 def _allowable(text: str) -> bool:
@@ -217,6 +244,8 @@ def server(
     box_memory: float | None = BoxMemory,
     box_processes: int | None = BoxProcesses,
     episode_timeout: float | None = EpisodeTimeout,
+    robots_host: str | None = RobotsHost,
+    robot_idle: float | None = RobotIdle,
 ) -> None:
     """The whole platform on one machine: the API, workers, the database and the artifacts, migrations
     applied. OpenAPI at /docs."""
@@ -236,6 +265,8 @@ def server(
         episode_timeout,
         registry,
         image_cache,
+        robots_host,
+        robot_idle,
     )
     supervisor = Supervisor(settings, 0 if no_worker else workers, run_worker)
     with _stopped_by_signals() as held:
@@ -272,6 +303,8 @@ def worker(
     box_memory: float | None = BoxMemory,
     box_processes: int | None = BoxProcesses,
     episode_timeout: float | None = EpisodeTimeout,
+    robots_host: str | None = RobotsHost,
+    robot_idle: float | None = RobotIdle,
 ) -> None:
     """Play queued episodes from a platform's database (PostgreSQL for workers on other machines; the
     artifact folder must be shared with the server's). The worker processes are supervised: one that dies is
@@ -288,6 +321,8 @@ def worker(
         episode_timeout,
         registry,
         image_cache,
+        robots_host,
+        robot_idle,
     )
     supervisor = Supervisor(settings, concurrency, run_worker)
     with _stopped_by_signals() as held:
@@ -760,3 +795,48 @@ def audit_log(
     print_table(table)
     if older is not None:
         console.print(f"older: yardstick admin audit --before {older}")
+
+
+rig_admin_app = typer.Typer(
+    help="Rigs: an org's robots, each with a rig process and its key.", no_args_is_help=True
+)
+admin_app.add_typer(rig_admin_app, name="rig")
+
+
+@rig_admin_app.command("add")
+def rig_add(
+    org: str = typer.Option(..., "--org", help="The organisation whose rig plans it plays."),
+    name: str = typer.Option(..., "--name", help="The rig's name within its org, e.g. lab-franka-1."),
+    shape: str = typer.Option(..., "--shape", help="franka (a single-arm Franka) or yam (a bimanual YAM)."),
+    data_dir: Path | None = DataDir,
+    database: str | None = DatabaseUrl,
+) -> None:
+    """Add a rig (or give an existing one a new key): its key is shown this once; only its hash is kept."""
+    from yardstick.core import rigs
+    from yardstick.core.refusals import Refusal
+
+    try:
+        minted = _do(data_dir, database, lambda s: rigs.register(s, org, name, shape))
+    except Refusal as refused:
+        print_error(str(refused))
+        raise typer.Exit(Exit.USAGE) from None
+    console.print(
+        f"rig {minted.name} ({minted.shape}) of {org}: its key (shown once; store it at the robot):"
+    )
+    print(minted.plaintext)
+
+
+@rig_admin_app.command("revoke")
+def rig_revoke(
+    org: str = typer.Option(..., "--org"),
+    name: str = typer.Option(..., "--name"),
+    data_dir: Path | None = DataDir,
+    database: str | None = DatabaseUrl,
+) -> None:
+    """Stop a rig's key working: its process is refused from its next call."""
+    from yardstick.core import rigs
+
+    if not _do(data_dir, database, lambda s: rigs.revoke(s, org, name)):
+        print_error(f"no live rig {name!r} of {org!r}")
+        raise typer.Exit(Exit.CALLER)
+    console.print(f"rig {name} of {org}: key revoked")

@@ -7,7 +7,8 @@ from __future__ import annotations
 import inspect
 import math
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -115,6 +116,82 @@ class EvalTasks:
     trials: int = 10
 
 
+@dataclass(frozen=True)
+class RigTask:
+    """One task of a rig eval: what the operator lays out and the policy is told, its cap, its scene (what a
+    plan may vary: `positronic.plans.TaskScene`), and how many items it moves (None: it moves none)."""
+
+    task_id: str
+    instruction: str
+    cap_sec: int
+    scene: Mapping[str, Any] = field(default_factory=dict)
+    items: int | None = None
+
+
+def create_rig_eval(
+    session: Session,
+    slug: str,
+    shape: str,
+    tasks: Sequence[RigTask],
+    *,
+    title: str = "",
+    description: str = "",
+    trials: int = 10,
+    org_slug: str | None = None,
+) -> Eval:
+    """An eval played on a robot of `shape` by a rig with an operator, with a board: no simulator builds it,
+    so its tasks are stated here rather than read off a benchmark's declaration."""
+    if session.execute(select(Eval).where(Eval.slug == slug)).scalar_one_or_none() is not None:
+        raise AdminError(f"eval {slug!r} exists already")
+    if not tasks:
+        raise AdminError(f"eval {slug!r}: a rig eval states at least one task")
+    for task in tasks:
+        try:
+            check_task_id(task.task_id)
+        except ValueError as exc:
+            raise AdminError(str(exc)) from None
+    owner = org(session, org_slug).id if org_slug else None
+    row = Eval(
+        slug=slug,
+        title=title or slug,
+        description=description,
+        benchmark=f"rig:{shape}",
+        embodiment=shape,
+        trials_per_task=trials,
+        org_id=owner,
+        benchmark_params={"items": {t.task_id: t.items for t in tasks if t.items is not None}},
+        record_video=True,
+    )
+    session.add(row)
+    session.flush()
+    for position, task in enumerate(tasks):
+        session.add(
+            Task(
+                eval_id=row.id,
+                task_id=task.task_id,
+                benchmark_task=task.task_id,
+                description=task.instruction,
+                position=position,
+                default_cap_sec=task.cap_sec,
+                seeds=list(range(trials)),
+                scene=dict(task.scene),
+            )
+        )
+    session.add(_board_of(row))
+    return row
+
+
+def _board_of(row: Eval) -> Board:
+    """An eval's board: its org's (tenant) where the eval is an org's, else public."""
+    return Board(
+        slug=row.slug,
+        title=row.title,
+        eval_id=row.id,
+        visibility=BoardVisibility.TENANT if row.org_id else BoardVisibility.PUBLIC,
+        org_id=row.org_id,
+    )
+
+
 def create_eval(
     session: Session,
     slug: str,
@@ -187,15 +264,7 @@ def create_eval(
             )
         )
     if board:
-        session.add(
-            Board(
-                slug=slug,
-                title=row.title,
-                eval_id=row.id,
-                visibility=BoardVisibility.TENANT if owner else BoardVisibility.PUBLIC,
-                org_id=owner,
-            )
-        )
+        session.add(_board_of(row))
     return row
 
 

@@ -110,16 +110,19 @@ def _standing(counted: tuple[Any, ...], midnight: dt.datetime) -> list[Quota]:
     ]
 
 
-def admit(session: Session, user_id: int, org: Org, *, lock: bool) -> Org:
+def admit(session: Session, user_id: int, org: Org, *, lock: bool, counts_day: bool = True) -> Org:
     """The org's row, locked (with `lock`: PostgreSQL; SQLite has one writer anyway) so concurrent admissions
-    count one after another, or a `Refusal` when a quota is spent (an org that meters is let through and
-    counts past the limit). The lock is FOR NO KEY UPDATE, so rows referring to the org (ledger entries,
-    quota events) can still be written meanwhile."""
+        count one after another, or a `Refusal` when a quota is spent (an org that meters is let through and
+        counts past the limit). The lock is FOR NO KEY UPDATE, so rows referring to the org (ledger entries,
+        quota events) can still be written meanwhile. A run that does not `counts_day` (a rig plan, which
+    queues for an operator) is not held to the day's quota."""
     locked = select(Org).where(Org.id == org.id)
     if lock:
         locked = locked.with_for_update(key_share=True)
     row = session.execute(locked).scalar_one()
     for quota in quotas(session, user_id, row):
+        if quota.key == DAY_QUOTA and not counts_day:
+            continue
         if quota.spent and row.on_exhausted != OnExhausted.METER:
             raise Refusal(
                 RefusalKind.QUOTA_EXCEEDED,
@@ -137,7 +140,10 @@ def charge(session: Session, run: Run) -> None:
 
 
 def refund(session: Session, run: Run) -> None:
-    """Give a run's count back: it failed for the platform's fault, or was cancelled before it started."""
+    """Give a run's count back: it failed for the platform's fault, or was cancelled before it started. A rig
+    plan was never counted (`admit`), so there is nothing to give back."""
+    if run.rig_shape is not None:
+        return
     session.add(
         QuotaEvent(org_id=run.org_id, user_id=run.user_id, submission_id=run.id, kind=QuotaKind.REFUND)
     )

@@ -119,6 +119,11 @@ class ArtifactStore(Protocol):
 
     def exists(self, submission_id: int, key: str) -> bool: ...
 
+    def location(self, submission_id: int, prefix: str) -> str:
+        """Where the objects under `prefix` are, as an address its owner reads them at (a `file://` folder,
+        an `s3://` prefix): a rig plan's answer names it rather than signing links."""
+        ...
+
     def keys(self, submission_id: int, prefix: str = "") -> list[tuple[str, int]]:
         """Every `(key, size)` of one submission under `prefix` (a folder of keys, "logs/"; all: ""), in key
         order (empty when it wrote nothing there)."""
@@ -138,6 +143,9 @@ class LocalArtifactStore:
 
     def folder(self, submission_id: int) -> Path:
         return self.root / submission_hex(submission_id)
+
+    def location(self, submission_id: int, prefix: str) -> str:
+        return (self.folder(submission_id).resolve() / validate_key(prefix.rstrip("/"))).as_uri() + "/"
 
     def path(self, submission_id: int, key: str) -> Path:
         """Where `key` lives (whether or not it exists yet). ValueError for a bad key or one that escapes."""

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import Select, and_, bindparam, or_, select
 from sqlalchemy.orm import Session, load_only
 
 from yardstick.core.accounts import Caller
@@ -245,6 +245,29 @@ class Boards:
     def tag(self, user_id: int) -> str:
         """Six hex characters that tell two users of one alias apart, the same on every board."""
         return hashlib.sha256(self._tag_secret + user_id.to_bytes(8, "big")).hexdigest()[:6]
+
+    def policy_name(self, endpoint: str, alias: str | None, user_id: int) -> str:
+        """An endpoint's policy as the board views name it: its name and who filed it (`pi0 (ada#3f9a1c)`), so
+        two users' endpoints named alike stay apart and one user's runs of a name add up."""
+        return f"{endpoint} ({alias or 'anonymous'}#{self.tag(user_id)})"
+
+
+def board_runs(board: Board, caller: Caller | None) -> Select[Run, str | None]:
+    """The finished runs of a board's eval that its other views (pairwise, checkpoint curves) read for
+    `caller`, with their filer's alias, blind samples included: a tenant board's, its org's runs; a public
+    board's, the public runs and, for a member of orgs, their orgs' private runs on the eval too (a lab
+    evaluating privately on a catalogue eval sees its own checkpoints and duels; nobody else does)."""
+    query = (
+        select(Run, User.alias)
+        .join(User, User.id == Run.user_id)
+        .where(Run.eval_id == board.eval_id, Run.status == RunStatus.FINISHED)
+    )
+    if board.visibility != BoardVisibility.PUBLIC:
+        return query.where(Run.org_id == board.org_id, Run.audience == Audience.ORG)
+    own = caller.org_ids if caller is not None else frozenset()
+    return query.where(
+        or_(Run.audience == Audience.PUBLIC, and_(Run.audience == Audience.ORG, Run.org_id.in_(own)))
+    )
 
 
 def _may_read(caller: Caller | None, board: Board) -> bool:

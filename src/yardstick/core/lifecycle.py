@@ -6,6 +6,7 @@ in the transaction that ends the run."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import select, update
@@ -15,6 +16,7 @@ from yardstick.core.artifacts import ArtifactStore
 from yardstick.core.ledger import Ledger
 from yardstick.engine.failures import FailureKind, Party
 from yardstick.scoring import summarize
+from yardstick.scoring.sequential import anytime_summary
 from yardstick.store.db import Database
 from yardstick.store.models import Run, RunEpisode, Task, utcnow
 from yardstick.store.queue import record_artifacts, stop_episodes
@@ -46,6 +48,18 @@ def _write(
     return key, store.put(run_id, key, raw, content_type), content_type
 
 
+def _decisions(stopping: dict[str, Any]) -> dict[str, Any]:
+    """What a stopped run's scores say of its rule: the rule, whether it was met, each gate's verdict."""
+    state = stopping.get("state") or {}
+    return {
+        "until": stopping["until"],
+        "alpha": stopping["alpha"],
+        "decided": bool(stopping.get("decided")),
+        "episodes": {task: trace["episodes"] for task, trace in (state.get("tasks") or {}).items()},
+        "gates": state.get("gates") or [],
+    }
+
+
 def episode_key(index: int) -> str:
     return f"{ATTEMPT}episodes/{index:06d}/record.json"
 
@@ -58,8 +72,10 @@ class Lifecycle:
         self.store = store
         self.ledger = ledger
 
-    def finish(self, run_id: int) -> bool:
-        """Score a run whose episodes all landed, write `result.json`, and mark it finished (once)."""
+    def finish(self, run_id: int, judged: Mapping[str, Any] | None = None) -> bool:
+        """Score a run whose episodes all landed, write `result.json`, and mark it finished (once). `judged`
+        are scores a front door worked out by its contract's own rule (a rig plan's, from the operator's
+        labels): laid over the success rate's, which stays beside them."""
         with self.db.reading() as session:
             run = session.get(Run, run_id)
             if run is None or run.status not in ACTIVE_RUNS:
@@ -78,6 +94,12 @@ class Lifecycle:
                 else {}
             )
         overall, per_endpoint = summarize_run(episodes, described)
+        stopping = run.stopping
+        if stopping is not None and stopping.get("state"):
+            # Stopped by a rule: its anytime-valid intervals, not fixed-n ones read when the data chose.
+            anytime_summary(overall, stopping["state"])
+            for part in per_endpoint.values():
+                anytime_summary(part, stopping["state"])
         success = overall["overall"].get("success", {})
         scores = {
             "primary": success.get("value"),
@@ -86,6 +108,8 @@ class Lifecycle:
             "per_task": {
                 t: s["metrics"].get("success", {}).get("value") for t, s in overall["tasks"].items()
             },
+            **({"stopping": _decisions(stopping)} if stopping is not None else {}),
+            **(judged or {}),
         }
         result = {
             "submission_id": f"{run_id:x}",
@@ -95,6 +119,7 @@ class Lifecycle:
             "episodes": len(episodes),
             "summary": overall,
             "endpoints": per_endpoint,
+            **({"stopping": stopping} if stopping is not None else {}),
         }
         try:
             written = _write(self.store, run_id, "result.json", result)

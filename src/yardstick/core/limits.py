@@ -22,6 +22,9 @@ BODY_BYTES = 1 << 20
 # A body that carries a code bundle (a Sequences registration or deployment): the bundle's 8 MiB in base64,
 # and the declaration beside it. Which paths take one is the door's to say (`sequences.paths`).
 BUNDLE_BODY_BYTES = 12 << 20
+# A rig's recorded episode (a tar of its folder: a video per camera, the signals as parquet): minutes of
+# small camera video.
+RIG_EPISODE_BYTES = 256 << 20
 # A volume's upload (`seq volume put`): the files of one version and their bytes in all (the Sequences
 # contract's bounds), how long its signed targets and sessions live (the SDK starts over past it), the body
 # that declares an upload's files (its 10,000 files with their paths), and the body of one of its chunks (the

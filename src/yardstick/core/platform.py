@@ -6,18 +6,23 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from yardstick.core.accounts import Authenticator, Caller
+from yardstick.core.act_plane import ActPlane
 from yardstick.core.adapters import Adapters
 from yardstick.core.audit import Audit
 from yardstick.core.boards import Boards
+from yardstick.core.captures import Captures
 from yardstick.core.catalog import Catalog, read_catalog
+from yardstick.core.checkpoints import CheckpointCurves
 from yardstick.core.ended import EndedRuns
 from yardstick.core.hosting import Builds, Hosting, NoBuilds
 from yardstick.core.install import Install
 from yardstick.core.ledger import NO_CREDITS, Ledger
 from yardstick.core.lifecycle import Lifecycle
 from yardstick.core.links import Links
+from yardstick.core.pairwise import PairwiseBoards
 from yardstick.core.reach import Reach
 from yardstick.core.registries import Registries
+from yardstick.core.rigs import Rigs
 from yardstick.core.runs import Runs
 from yardstick.core.secrets import Secrets
 from yardstick.core.signing import UrlSigner
@@ -58,6 +63,8 @@ class Platform:
         self.runs = Runs(self.db, self.queue, ledger, self.ended)
         self.lifecycle = Lifecycle(self.db, self.artifacts, ledger)
         self.boards = Boards(self.db, self.secret)
+        self.pairwise = PairwiseBoards(self.db, self.boards)
+        self.checkpoints = CheckpointCurves(self.db, self.boards)
         self.links = Links(self.db, self.signer)
         self.secrets = Secrets(self.db, self.secret)
         self.volumes = Volumes(self.db, volume_store(self.settings))
@@ -67,6 +74,9 @@ class Platform:
             self.db, self.settings.hosted_root, self.secrets, self.volumes, builds, mirror=mirror
         )
         self.adapters = Adapters(self.db)
+        self.rigs = Rigs(self.db, self.queue)
+        self.captures = Captures(self.settings.capture_root)
+        self.act_plane = ActPlane(self.db, self.secret, self.settings.seat_ttl_s, self.captures)
         self.registries = Registries(self.settings.registries, max_image_bytes=self.settings.max_image_bytes)
 
     def catalog(self, caller: Caller, org: Org | None = None) -> Catalog:

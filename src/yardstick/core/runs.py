@@ -22,10 +22,11 @@ from yardstick.core.ledger import Ledger, PricedEpisodes, Quote
 from yardstick.core.liveness import Liveness
 from yardstick.core.paging import keyset_page, page_size
 from yardstick.core.refusals import Listed, Refusal, RefusalKind, bad_request, forbidden, not_found
+from yardstick.store import rounds
 from yardstick.store.db import Database
 from yardstick.store.models import Eval, Org, Run, RunEpisode, utcnow
 from yardstick.store.queue import EpisodeQueue, stop_episodes
-from yardstick.store.states import ACTIVE_RUNS, Audience, Contract, RunStatus, TargetKind
+from yardstick.store.states import ACTIVE_RUNS, Audience, Contract, EpisodeState, RunStatus, TargetKind
 from yardstick.wire.address import Address, address_fields, parse_address
 
 __all__ = [
@@ -161,6 +162,8 @@ class RunPlan:
     eval: CatalogEval | None
     sampled: bool
     audience: Audience = Audience.ORG
+    # The robot its episodes need (`core.rigs.SHAPES`): a rig of the org's plays them, never a worker.
+    rig_shape: str | None = None
 
     def priced(self) -> list[PricedEpisodes]:
         """The plan's episodes as a quote prices them: counted per task position and endpoint, in task order
@@ -188,6 +191,8 @@ class Filing:
     transaction_key: str | None = None
     alias: str | None = None
     quote: Quote | None = None
+    # A rule that stops the run early (`store.rounds.new_stopping`); None plays every episode.
+    stopping: dict[str, Any] | None = None
 
 
 class Runs:
@@ -210,8 +215,11 @@ class Runs:
             return None if key is None else _by_key(session, caller.user_id, key, filing.digest)
 
         def create(session: Session) -> Run:
-            locked = admission.admit(session, caller.user_id, org, lock=not self.db.is_sqlite)
             plan = filing.plan
+            on_rig = plan.rig_shape is not None
+            locked = admission.admit(
+                session, caller.user_id, org, lock=not self.db.is_sqlite, counts_day=not on_rig
+            )
             run = Run(
                 org_id=org.id,
                 user_id=caller.user_id,
@@ -230,6 +238,8 @@ class Runs:
                 sampled=plan.sampled,
                 audience=plan.audience,
                 episodes_total=len(plan.episodes),
+                stopping=filing.stopping,
+                rig_shape=plan.rig_shape,
                 received_at=utcnow(),
             )
             session.add(run)
@@ -247,10 +257,14 @@ class Runs:
                     trial=e.trial,
                     seed=e.seed,
                     cap_s=e.cap_s,
+                    state=EpisodeState.HELD
+                    if filing.stopping is not None and rounds.held_at_filing(e.trial, filing.stopping)
+                    else EpisodeState.QUEUED,
                 )
                 for e in plan.episodes
             )
-            admission.charge(session, run)
+            if not on_rig:  # a rig plan queues for an operator: the contract does not count it in the day
+                admission.charge(session, run)
             return run
 
         return create_once(self.db, earlier=earlier, create=create)

@@ -94,8 +94,39 @@ SHIPPED_POLICIES = {
 }
 
 
+# A rig eval on a single-arm Franka, played by an org's rig with an operator (`yardstick rig run`): what the
+# simulated Franka's table holds (a cube and a tote), so a rig of the demo's plays it as a lab's would.
+SHIPPED_RIG_EVALS = (
+    (
+        "franka.tabletop",
+        "franka",
+        "Franka tabletop",
+        "Tabletop manipulation on a single-arm Franka, judged by an operator at the station: the verdicts "
+        "and the progress ladder of positronic-eval-vocabulary, scored by positronic-evals.",
+        (
+            admin.RigTask(
+                "cube-in-tote",
+                "Put the cube in the tote.",
+                60,
+                {"tote_placement": ["left", "right"], "start_pose": "nominal", "objects": ["mug", "sponge"]},
+                items=1,
+            ),
+            admin.RigTask(
+                "push-cube-forward",
+                "Push the cube away from you, to the far edge of the table.",
+                45,
+                {"start_pose": "nominal"},
+            ),
+        ),
+    ),
+)
+
+
 def install(session: Session) -> None:
     """Add the shipped evals, their tasks and public boards, and the shipped policy specs, where missing."""
+    for slug, shape, title, description, tasks in SHIPPED_RIG_EVALS:
+        if session.execute(select(Eval.id).where(Eval.slug == slug)).first() is None:
+            admin.create_rig_eval(session, slug, shape, tasks, title=title, description=description, trials=4)
     for shipped in SHIPPED_EVALS:
         if session.execute(select(Eval.id).where(Eval.slug == shipped.slug)).first() is not None:
             continue

@@ -79,6 +79,12 @@ class Settings:
     max_image_bytes: int = 4 << 30
     # What the images a worker pulled or built may take in podman's store before those used longest ago go.
     image_cache_bytes: int = 32 << 30
+    # Robots on a deployment (the act plane): how long a robot's seat lasts past its last keepalive, and how
+    # long a worker serving a deployment to robots stays up past its last act.
+    seat_ttl_s: float = 60.0
+    act_idle_s: float = 300.0
+    # The address a worker serving robots listens on and hands out (its machine's, reachable by the robots).
+    act_host: str = "127.0.0.1"
 
     @classmethod
     def from_env(cls, data_dir: str | Path | None = None, database_url: str | None = None) -> Settings:
@@ -108,6 +114,11 @@ class Settings:
         return self.data_dir / "volumes"
 
     @property
+    def capture_root(self) -> Path:
+        """Where the episodes robots played on deployments that capture are kept, a folder a deployment."""
+        return self.data_dir / "captures"
+
+    @property
     def secret_file(self) -> Path:
         return self.data_dir / "secret.key"
 
@@ -115,5 +126,5 @@ class Settings:
     def private_folders(self) -> tuple[Path, ...]:
         """The install's own folders, hidden in every box: a box is shown only what it is given, and these
         stay out of sight should one lie inside a folder it is shown (an interpreter's environment)."""
-        folders = (self.data_dir, self.hosted_root, self.artifact_root, self.volume_root)
+        folders = (self.data_dir, self.hosted_root, self.artifact_root, self.volume_root, self.capture_root)
         return tuple(dict.fromkeys(folder.resolve() for folder in folders))

@@ -63,9 +63,16 @@ def evaluate(
     *,
     executor: Executor | None = None,
     on_result: Callable[[EpisodeResult], None] | None = None,
+    episodes: Sequence[EpisodeSpec] | None = None,
 ) -> RunOutcome:
-    """Play the run. Ctrl-C stops it cleanly: the outcome says `interrupted` and holds what finished."""
-    benchmark, policy, episodes = prepare(request)
+    """Play the run, or only `episodes` of its plan (a round of a sequential eval). Ctrl-C stops it
+    cleanly: the outcome says `interrupted` and holds what finished."""
+    benchmark, policy, planned = prepare(request)
+    if episodes is None:
+        episodes = planned
+    elif not set(episodes) <= set(planned):
+        raise ValueError("a round's episodes must come from the run's own plan")
+    episodes = list(episodes)
     chosen = executor or executor_for(request.workers)
     outcome = RunOutcome(
         request=request,

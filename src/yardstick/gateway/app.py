@@ -31,10 +31,13 @@ from yardstick.gateway.services import Services
 from yardstick.http.routing import Door, answer_refused, refusals, refused_input
 from yardstick.positronic import routes as positronic
 from yardstick.positronic.errors import POSITRONIC
+from yardstick.positronic.own_routes import RIG_LAND
 from yardstick.sequences import account as sequence_account
+from yardstick.sequences import act_routes as sequence_act
 from yardstick.sequences import adapters as sequence_adapters
 from yardstick.sequences import paths as sequence_paths
 from yardstick.sequences import registry as sequence_registry
+from yardstick.sequences import robots as sequence_robots
 from yardstick.sequences import routes as sequences
 from yardstick.sequences import secrets as sequence_secrets
 from yardstick.sequences import template_shelf as sequence_templates
@@ -125,6 +128,8 @@ def create_app(services: Services) -> FastAPI:
         sequence_templates.router,
         sequence_usage.router,
         sequence_adapters.router,
+        sequence_act.router,
+        sequence_robots.router,
         oauth.router,
         site.router,
         signin_pages.router,
@@ -138,7 +143,10 @@ def create_app(services: Services) -> FastAPI:
     app.add_middleware(
         BodyLimit,
         limit=limits.BODY_BYTES,
-        larger=dict.fromkeys(sequence_paths.BUNDLE_BODIES, limits.BUNDLE_BODY_BYTES),
+        larger={
+            **dict.fromkeys(sequence_paths.BUNDLE_BODIES, limits.BUNDLE_BODY_BYTES),
+            RIG_LAND: limits.RIG_EPISODE_BYTES,
+        },
         matching={
             sequence_paths.VOLUME_DECLARATIONS: limits.VOLUME_DECLARATION_BYTES,
             sequence_paths.UPLOAD_CHUNKS: limits.UPLOAD_CHUNK_BYTES,

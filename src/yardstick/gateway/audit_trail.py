@@ -3,7 +3,8 @@ answer starts, so a caller told of a change finds it in the log (one insert, aft
 
 A change is a request that writes (POST, PUT, PATCH, DELETE), answered below 400, by a caller with a key
 (`http.auth` leaves the caller on the request). A check that changes nothing (`/validate`, an eval's dry
-run) is left out, and so are the signed upload targets, which carry no key. Each is named by `ACTIONS`
+run) is left out, as is a robot's traffic on the act plane (connect, keepalive, release), and so are the
+signed upload targets, which carry no key. Each is named by `ACTIONS`
 (the Sequences door's changes, as `seq audit` reads them), the Positronic door's by their calls' names
 (`submissions.create`), anything else by its method and route. The key is kept as its last four
 characters, as the SDK shows keys.
@@ -47,10 +48,23 @@ ACTIONS: Final[dict[tuple[str, str], str]] = {
     ("POST", paths.DEPLOYMENT_FORK): "deployment.fork",
     ("POST", paths.version_freeze("deployments")): "deployment.freeze",
     ("POST", paths.version_freeze("benchmarks")): "benchmark.freeze",
+    ("POST", paths.DEPLOYMENT_ROBOTS): "robot.add",
+    ("DELETE", paths.ROBOT): "robot.revoke",
+    ("POST", paths.DEPLOYMENT_LABEL): "episode.label",
 }
-# Checks that change nothing: a registration validated, a Positronic plan resolved.
+# Checks that change nothing (a registration validated, a Positronic plan resolved), and a robot's own
+# traffic on the act plane (a seat taken, kept every few seconds, given back; its timings), which is no
+# change to the account.
 UNCHANGED: Final = frozenset(
-    {paths.BENCHMARKS_VALIDATE, paths.DEPLOYMENTS_VALIDATE, routes.SUBMISSIONS_RESOLVE}
+    {
+        paths.BENCHMARKS_VALIDATE,
+        paths.DEPLOYMENTS_VALIDATE,
+        routes.SUBMISSIONS_RESOLVE,
+        paths.ACT_CONNECT,
+        paths.ACT_KEEPALIVE,
+        paths.ACT_RELEASE,
+        paths.LATENCY,
+    }
 )
 KEY_SHOWN: Final = 4
 

@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from yardstick.core.accounts import Authenticator, Caller
 from yardstick.core.keys import digest
 from yardstick.core.refusals import unauthenticated
+from yardstick.core.robot_keys import ROBOT_KEY_MARK
 from yardstick.http.services import platform_of
 
 
@@ -41,6 +42,11 @@ async def caller(request: Request) -> Caller:
     elif refresh_due:
         _looking_up_for(accounts, key)  # read anew meanwhile; this request goes on with what is remembered
     if found is None:
+        if key.startswith(ROBOT_KEY_MARK):
+            raise unauthenticated(
+                "a robot key reaches its deployment's robots' calls only (sequence_ai.connect, policy.label):"
+                " the rest of the API takes the account's key"
+            )
         raise unauthenticated()
     # For the audit trail, which records the change once it is answered (`gateway.audit_trail`).
     request.state.yardstick_caller = found

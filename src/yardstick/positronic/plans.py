@@ -174,6 +174,7 @@ class Resolution:
             eval=self.eval,
             sampled=self.sampled,
             audience=Audience.PUBLIC if public else Audience.ORG,
+            rig_shape=None if self.resolved.rig_shape is RigShape.sim else slug_of(self.resolved.rig_shape),
         )
 
 

@@ -4,7 +4,7 @@ refusals answer in the contract's envelope (`errors.py`)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Query, Request, Response
 from fastapi.responses import JSONResponse
@@ -42,17 +42,25 @@ from yardstick.core.boards import page_url
 from yardstick.core.idempotency import request_digest
 from yardstick.core.platform import Platform
 from yardstick.core.refusals import bad_request
-from yardstick.core.runs import Filing, org_for
+from yardstick.core.runs import Filing, RunPlan, org_for
 from yardstick.core.signing import ARTIFACTS_PATH
 from yardstick.http.answers import json_answer
 from yardstick.http.auth import MaybeWho, Who
 from yardstick.http.routing import door_router, refusals
 from yardstick.http.services import Plat, Purch, SignInService
-from yardstick.positronic import billing_routes, keys_routes, plans
+from yardstick.positronic import billing_routes, keys_routes, plans, rig_plans, rig_routes
 from yardstick.positronic.catalog_view import eval_summary, tasks_view
 from yardstick.positronic.errors import POSITRONIC, quota_limit, reason_code
 from yardstick.positronic.images import pin_images
-from yardstick.positronic.views import kept_view, list_row, status_view
+from yardstick.positronic.own_routes import (
+    BOARD_CURVES,
+    BOARD_PAIRWISE,
+    SUBMISSION_DETAILS,
+    SUBMISSIONS_UNTIL,
+)
+from yardstick.positronic.views import kept_view, list_row, status_view, waits_on
+from yardstick.scoring.sequential import ALPHA
+from yardstick.store import rounds
 from yardstick.store.models import Org
 from yardstick.store.states import Contract, RunStatus
 
@@ -76,6 +84,7 @@ def resolution_of(platform: Platform, caller: Caller, plan: EvalPlan) -> tuple[O
     named = plan.request_type.org if isinstance(plan.request_type, PrivateEval) else None
     org = org_for(caller, named, field="request_type.org")
     resolution = plans.resolve(plan, platform.catalog(caller, org), transaction_key=plan.transaction_key)
+    rig_plans.check(platform, org, resolution.run_plan(plan))
     platform.reach.check(resolution.run_plan(plan).endpoints.values())
     quote = platform.ledger.quote(platform.runs.billing_mode(org), resolution.run_plan(plan).priced())
     if quote is None:
@@ -162,18 +171,76 @@ def submissions_create(plan: EvalPlan, plat: Plat, who: Who, purchases: Purch) -
     """Admit a plan: resolved, within quota, its credits held, its episodes queued. The same transaction
     key with the same plan returns the first submission (not charged again); with another plan it is a
     conflict."""
+    return _create(plan, plat, who, purchases)
+
+
+class StoppingRequest(BaseModel):
+    """A rule that stops a run early: `until` "decided" (every gate decided) or "width<=W"; the gates on the
+    true success rate; the error allowed. The plan's trials a task are its cap."""
+
+    until: str
+    gates: list[str] = []
+    alpha: float = ALPHA
+
+
+class UntilRequest(BaseModel):
+    plan: EvalPlan
+    stopping: StoppingRequest
+
+
+@submissions.post(
+    SUBMISSIONS_UNTIL, response_model=SubmissionCreateResponse, responses=refusals(402, 403, 404, 409, 429)
+)
+def submissions_until(body: UntilRequest, plat: Plat, who: Who, purchases: Purch) -> Response:
+    """Yardstick's own: a plan that grows in rounds on the queue until its rule is met (or its trials run
+    out), answered as `submissions.create` answers. A contract client's plan plays its fixed count."""
+    return _create(body.plan, plat, who, purchases, body.stopping)
+
+
+def _stopping(request: StoppingRequest, run_plan: RunPlan) -> dict[str, Any]:
+    """The rule, checked against the plan it stops: one endpoint, every trial of its tasks (not a sample)."""
+    if len(run_plan.endpoints) != 1:
+        raise bad_request(
+            f"stopping: a rule stops a run of one endpoint, not {len(run_plan.endpoints)} (compare two "
+            "policies with `yardstick eval compare`)",
+            field="stopping",
+        )
+    if run_plan.sampled:
+        raise bad_request("stopping: a sample fixes its trials; a rule takes them in order", field="stopping")
+    if run_plan.rig_shape is not None:
+        raise bad_request(
+            "stopping: a rig plan is played by an operator in the order its plan fixed, not grown in rounds",
+            field="stopping",
+        )
+    if not run_plan.episodes:
+        raise bad_request("stopping: the plan has no episodes for a rule to grow", field="stopping")
+    if not 0.0 < request.alpha <= 0.5:
+        raise bad_request(f"stopping.alpha: {request.alpha} is outside (0, 0.5]", field="stopping.alpha")
+    tasks = list(dict.fromkeys(e.task_id for e in run_plan.episodes))
+    cap = 1 + max(e.trial for e in run_plan.episodes)
+    try:
+        return rounds.new_stopping(request.until, request.gates, request.alpha, tasks, cap)
+    except ValueError as exc:
+        raise bad_request(f"stopping: {exc}", field="stopping") from None
+
+
+def _create(
+    plan: EvalPlan, plat: Platform, who: Caller, purchases: Any, stopping: StoppingRequest | None = None
+) -> Response:
     org, resolution = resolution_of(plat, who, plan)
     body = plan.model_dump(mode="json")
     pinning = pin_images(plat, resolution.run_plan(plan), plan)
+    rule = None if stopping is None else _stopping(stopping, pinning.plan)
     filing = Filing(
         plan=pinning.plan,
         contract=Contract.POSITRONIC,
-        digest=request_digest(body),
+        digest=request_digest(body if rule is None else {"plan": body, "stopping": rule}),
         request=body,
         answer=resolution.resolved.model_dump(mode="json"),
         transaction_key=plan.transaction_key,
         alias=plan.alias,
         quote=resolution.quote,
+        stopping=rule,
     )
     run, fresh = plat.runs.file(who, org, filing)
     if fresh and pinning.refused is not None:
@@ -210,6 +277,16 @@ async def submissions_get(request: Request, plat: Plat, who: Who, id: Annotated[
     return await run_in_threadpool(read)
 
 
+@submissions.get(SUBMISSION_DETAILS, responses=refusals(404))
+def submission_details(plat: Plat, who: Who, id: Annotated[str, Query()]) -> Response:
+    """Yardstick's own of a run: each endpoint named `name@checkpoint` with its point on that policy's
+    curve and whether it regressed (`core.checkpoints`); the rounds and looks of a run stopped by a rule."""
+    run = plat.runs.get(who, submission_id(id), Contract.POSITRONIC)
+    return JSONResponse(
+        {"checkpoints": [p.as_json() for p in plat.checkpoints.of_run(run)], "stopping": run.stopping}
+    )
+
+
 @submissions.get(routes.SUBMISSIONS_LIST, response_model=SubmissionListResponse)
 def submissions_list(plat: Plat, who: Who, after: str | None = None, limit: int | None = None) -> Response:
     if limit is not None and limit < 1:
@@ -217,11 +294,14 @@ def submissions_list(plat: Plat, who: Who, after: str | None = None, limit: int 
     rows, more = plat.runs.page(
         who, Contract.POSITRONIC, submission_id(after, "after") if after else None, limit
     )
-    # As submissions.get reads it: a pending run with no worker alive is blocked on one.
-    stalled = any(r.status == RunStatus.PENDING for r in rows) and not plat.runs.workers_alive()
+    # As submissions.get reads it: a pending run waiting on no worker, or no rig of its shape, is blocked.
+    waiting: dict[tuple[int, str | None], bool] = {}
+    for row in rows:
+        if row.status == RunStatus.PENDING and (row.org_id, row.rig_shape) not in waiting:
+            waiting[(row.org_id, row.rig_shape)] = waits_on(plat, row) is not None
     return answer(
         SubmissionListResponse(
-            submissions=[list_row(r, blocked=stalled) for r in rows],
+            submissions=[list_row(r, blocked=waiting.get((r.org_id, r.rig_shape), False)) for r in rows],
             next=SubmissionId(more) if more else None,
         )
     )
@@ -246,6 +326,12 @@ def submissions_artifacts(
     if limit is not None and limit < 1:
         raise bad_request(f"limit: {limit} is not a page size (at least 1)")
     run = plat.runs.get(who, submission_id(id), Contract.POSITRONIC)
+    if run.rig_shape is not None:
+        raise bad_request(
+            f"id: submission {run.id:x} is a rig plan, whose episodes its rig wrote to your organisation's "
+            "own store: read them under the prefix its artifacts.result names (submissions.get), or on its "
+            "replay page"
+        )
     entries, more = plat.links.page(run, prefix, after, limit, str(request.base_url))
     return answer(
         ArtifactListResponse(
@@ -267,6 +353,19 @@ def rankings_list(plat: Plat, who: MaybeWho) -> Response:
         for b, ev in plat.boards.boards(who)
     ]
     return answer(BoardListResponse(boards=boards))
+
+
+@submissions.get(BOARD_PAIRWISE, responses=refusals(404))
+def board_pairwise(plat: Plat, who: MaybeWho, board: str) -> Response:
+    """Yardstick's own: the board's Bradley–Terry ranking of the policies that met on the same trials."""
+    return JSONResponse(plat.pairwise.read(who, board).as_json())
+
+
+@submissions.get(BOARD_CURVES, responses=refusals(404))
+def board_curves(plat: Plat, who: MaybeWho, board: str) -> Response:
+    """Yardstick's own: each policy's success against its checkpoints on the board, regressions flagged."""
+    _, _, curves = plat.checkpoints.read(who, board)
+    return JSONResponse({"board": board, "curves": [c.as_json() for c in curves]})
 
 
 @submissions.get(routes.RANKINGS_GET, response_model=RankingsResponse, responses=refusals(404))
@@ -307,3 +406,4 @@ router.include_router(submissions)
 router.include_router(accounts)
 router.include_router(billing_routes.router)
 router.include_router(keys_routes.router)
+router.include_router(rig_routes.router)

@@ -15,6 +15,7 @@ from platform_client.responses import (
     ErroredSubmissionView,
     FinishedSubmissionView,
     PendingSubmissionView,
+    PlanOutcome,
     ReplayLink,
     ResolvedPlan,
     RunningSubmissionView,
@@ -44,6 +45,9 @@ def counts(run: Run) -> EpisodeCounts:
         outstanding=max(run.episodes_total - run.episodes_done, 0),
     )
 
+
+# Where a rig plan's episode folders land, under the run's prefix.
+RIG_EPISODES = "attempts/1/episodes/"
 
 # A run's own records, which `submissions.get` links to.
 RECORDS = ("result.json", "diagnostics.json", POLICY_LOG)
@@ -90,14 +94,20 @@ def _view(platform: Platform, run: Run, base_url: str, settled: Settled | None) 
         RunSummary(run_tag="attempt-1", started_at=run.started_at, ended_at=run.ended_at, episodes=episodes)
     ]
     if run.status == RunStatus.PENDING:
-        if not platform.runs.workers_alive():
-            return BlockedSubmissionView(**common, reason=NO_WORKER)
+        blocked = waits_on(platform, run)
+        if blocked is not None:
+            return BlockedSubmissionView(**common, reason=blocked)
+        position = (
+            platform.runs.queue_position(run.id)
+            if run.rig_shape is None
+            else platform.rigs.queue_position(run)
+        )
         return PendingSubmissionView(
             **common,
             alias=run.alias,
             received_at=run.received_at,
             queued_at=run.received_at,
-            queue_position=platform.runs.queue_position(run.id),
+            queue_position=position,
         )
     if run.status == RunStatus.RUNNING:
         return RunningSubmissionView(
@@ -111,12 +121,14 @@ def _view(platform: Platform, run: Run, base_url: str, settled: Settled | None) 
         refs = _refs(platform, run, settled, base_url)
         # A run is marked finished only after its result.json landed (lifecycle.finish).
         assert refs is not None, f"finished submission {run.id:x} has no result.json"
+        outcome = (run.scores or {}).get("outcome")
         return FinishedSubmissionView(
             **common,
             runs=attempts,
             scores=Scores(primary=(run.scores or {}).get("primary")),
-            artifacts=refs,
+            artifacts=refs if run.rig_shape is None else rig_refs(platform, run),
             replay=ReplayLink(url=page_url(base_url, run.replay_token)) if run.replay_token else None,
+            outcome=PlanOutcome.model_validate(outcome) if outcome is not None else None,
         )
     if run.status == RunStatus.ERRORED:
         return ErroredSubmissionView(
@@ -127,6 +139,24 @@ def _view(platform: Platform, run: Run, base_url: str, settled: Settled | None) 
             reason_code=reason_code(run.failure),
         )
     return CancelledSubmissionView(**common, cancelled_at=run.cancelled_at)
+
+
+def waits_on(platform: Platform, run: Run) -> str | None:
+    """What a pending run is blocked on, or None: a worker for a simulation, a rig of its shape online for a
+    rig plan."""
+    if run.rig_shape is None:
+        return None if platform.runs.workers_alive() else NO_WORKER
+    if platform.rigs.online(run.org_id, run.rig_shape):
+        return None
+    return (
+        f"no {run.rig_shape} rig of your organisation is online: start one at the robot with "
+        f"`yardstick rig run --shape {run.rig_shape}` and the rig's key"
+    )
+
+
+def rig_refs(platform: Platform, run: Run) -> ArtifactRefs:
+    """A rig plan's `artifacts`: `result` names the prefix its episodes landed under, in the org's store."""
+    return ArtifactRefs(result=platform.artifacts.location(run.id, RIG_EPISODES))
 
 
 def list_row(run: Run, *, blocked: bool) -> SubmissionListRow:

@@ -1,4 +1,5 @@
-"""Authoring: declare benchmarks and policies, build them by their constructors, load them by reference."""
+"""Authoring: declare benchmarks, policies and robot adapters, build them by their constructors, load them by
+reference."""
 
 from yardstick.sdk.construct import build, config, expand
 from yardstick.sdk.decorators import (
@@ -16,6 +17,7 @@ from yardstick.sdk.decorators import (
 from yardstick.sdk.episode import Episode
 from yardstick.sdk.errors import AuthoringError, ConstructError, LoadError, SpecError
 from yardstick.sdk.load import load_object
+from yardstick.sdk.robots import RobotSpec, robot, robot_spec
 from yardstick.sdk.specs import POLICY_FIELDS, BenchmarkSpec, Constructor, PolicySpec
 from yardstick.sdk.timing import timed
 
@@ -28,6 +30,7 @@ __all__ = [
     "Episode",
     "LoadError",
     "PolicySpec",
+    "RobotSpec",
     "SpecError",
     "benchmark",
     "benchmark_spec",
@@ -42,6 +45,8 @@ __all__ = [
     "policy",
     "policy_spec",
     "reset",
+    "robot",
+    "robot_spec",
     "step",
     "timed",
 ]

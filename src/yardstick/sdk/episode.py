@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
+
+# A class attribute, true on a policy that takes each observation a robot makes (the Sequences SDK's
+# `@seq.observe`): its server advertises it, and a client that holds more observations than it asks with
+# (a robot's on the act plane) sends them all (`Episode.earlier`).
+OBSERVES_EACH: Final = "__yardstick_observes_each__"
 
 
 @dataclass(slots=True)
@@ -28,3 +33,9 @@ class Episode:
     # The session settings this episode runs with: the policy's declared defaults, with what a remote
     # session asked for laid over them.
     params: dict[str, Any] = field(default_factory=dict)
+    # (step, observation) of those made since the last answer, before the one asked with, in order: a
+    # robot observes faster than it acts; a policy that observes each is handed them first. Empty in evals.
+    earlier: list[tuple[int, Any]] = field(default_factory=list)
+    # The observation asked with was handed before (a robot that acts again with nothing new observed): a
+    # policy that observes each does not observe it twice.
+    again: bool = False

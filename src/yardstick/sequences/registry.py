@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, Response
 
 from yardstick.billing.purchases import Purchases
 from yardstick.core.accounts import Caller
+from yardstick.core.captures import CAPTURE_SETTING
 from yardstick.core.hosting import Hosting, Upload, serving_of
 from yardstick.core.platform import Platform
 from yardstick.core.refusals import Feature, Refusal, RefusalKind, bad_request, not_found
@@ -378,11 +379,18 @@ def remove_deployment(name: str, who: Who, plat: Plat, force: bool = False) -> J
 
 
 @router.post(paths.DEPLOYMENT_STOP, responses=refusals(404, 409))
-def stop_deployment(name: str, who: Who, hosting: HostingService) -> JSONResponse:
-    """Refuse new evals of it until it is started again (`seq policy start`); a version still building
-    finishes. No worker serves a deployment between evals here, so none is ended."""
+def stop_deployment(name: str, who: Who, hosting: HostingService, plat: Plat) -> JSONResponse:
+    """Refuse new evals and robots of it until it is started again (`seq policy start`); a version still
+    building finishes. The workers serving it to robots end, their robots told at their next keepalive."""
     latest = hosting.set_stopped(_org(who), name, True)
-    shown = {"name": name, "workers_stopped": 0, "status": build_status(latest), "version": latest.number}
+    hosted, _ = hosting.current(_org(who), HostedKind.POLICY, name)
+    stopped = plat.act_plane.stop(hosted)
+    shown = {
+        "name": name,
+        "workers_stopped": stopped,
+        "status": build_status(latest),
+        "version": latest.number,
+    }
     return JSONResponse(shown)
 
 
@@ -405,6 +413,7 @@ def deployment_settings(name: str, who: Who, hosting: HostingService) -> JSONRes
     for key, param in (declaration.get("params") or {}).items():
         rows.append(_setting(f"{PARAMS}{key}", hosted.settings, param.get("default"), "episodes"))
     rows.append(_setting("timeouts.request", hosted.settings, None, "workers"))
+    rows.append(_setting(CAPTURE_SETTING, hosted.settings, "off", "workers"))
     return JSONResponse({"deployment": name, "rev": hosted.settings_rev, "settings": rows})
 
 
@@ -422,6 +431,9 @@ def change_deployment_settings(
                 isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 3600
             ):
                 problems.append(f"changes[{key!r}]: a whole number of seconds, 1 to 3600")
+        elif key == CAPTURE_SETTING:
+            if value is not None and value not in ("on", "off"):
+                problems.append(f"changes[{key!r}]: on or off")
         elif key.startswith(PARAMS):
             if key not in declared:
                 known = ", ".join(declared) or "none"
@@ -430,8 +442,8 @@ def change_deployment_settings(
                 )
         else:
             problems.append(
-                f"changes[{key!r}]: not a setting this platform honours (it honours params.<name> and"
-                " timeouts.request)"
+                f"changes[{key!r}]: not a setting this platform honours (it honours params.<name>,"
+                " timeouts.request and capture)"
             )
     if problems:
         raise bad_request("; ".join(problems))

@@ -38,8 +38,8 @@ class Unoffered:
         return any(re.fullmatch(f"{paths.API}/{pattern}", path) for pattern in self.patterns)
 
 
-_ROBOTS_LATER = (
-    "Yardstick evaluates a deployment on benchmarks (seq eval run); a robot or a planner driving one live is "
+_PLANNERS_LATER = (
+    "robots drive a deployment live here (sequence_ai.connect, seq robot); a planner over several of them is "
     "not served by this install yet"
 )
 
@@ -49,26 +49,16 @@ TABLE: tuple[Unoffered, ...] = (
         "this install runs no model service: a policy brings its own model in its code or its weights volume",
         ("models(/.*)?", "chat", "decide"),
     ),
-    Unoffered(
-        "robots on a deployment (sequence_ai.connect, the act plane)",
-        _ROBOTS_LATER,
-        ("act(/.*)?", "latency", f"deployments/{_NAME}/diagnostics"),
-    ),
-    Unoffered(
-        "robot keys (seq robot add, list, revoke)",
-        _ROBOTS_LATER,
-        (f"deployments/{_NAME}/robots(/.*)?", "robots(/.*)?"),
-    ),
-    Unoffered("planners (seq planner, sequence_ai.planner)", _ROBOTS_LATER, ("planners(/.*)?",)),
-    Unoffered(
-        "labels and captures of connected episodes (policy.label, seq policy data export)",
-        _ROBOTS_LATER + "; an eval's episodes are read with seq eval episodes and seq eval report --csv",
-        (f"deployments/{_NAME}/episodes/.+", f"deployments/{_NAME}/capture(/.*)?"),
-    ),
+    Unoffered("planners (seq planner, sequence_ai.planner)", _PLANNERS_LATER, ("planners(/.*)?",)),
     Unoffered(
         "promoting a dev policy to production (seq prod promote)",
         "this install keeps no dev and production policies apart: every deployment is evaluated alike",
         (f"deployments/{_NAME}/promote",),
+    ),
+    Unoffered(
+        "a deployment's diagnostics (seq policy doctor)",
+        "this install keeps no per-act diagnostics of its workers: bench/connect.py times their acts",
+        (f"deployments/{_NAME}/diagnostics",),
     ),
     Unoffered(
         "a deployment's serving fleet",

@@ -140,6 +140,26 @@ class ApiKey(Base):
     last_used_at: Mapped[dt.datetime | None] = _time(nullable=True)
 
 
+class Rig(Base):
+    """A robot of an org's, with its rig process: it claims the org's runs of its `shape` and plays them with
+    an operator. Its key is stored as `ApiKey`'s are (a prefix to find the row, a SHA-256 to check it);
+    `session` is the token of the rig process that last spoke, `seen_at` when (online while recent)."""
+
+    __tablename__ = "rigs"
+    __table_args__ = (UniqueConstraint("org_id", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(Chars(64))
+    shape: Mapped[str] = mapped_column(Chars(16))
+    prefix: Mapped[str] = mapped_column(Chars(32), unique=True)
+    digest: Mapped[str] = mapped_column(Chars(64))
+    session: Mapped[str | None] = mapped_column(Chars(64), nullable=True)
+    seen_at: Mapped[dt.datetime | None] = _time(nullable=True)
+    created_at: Mapped[dt.datetime] = _time()
+    revoked_at: Mapped[dt.datetime | None] = _time(nullable=True)
+
+
 class Eval(Base):
     """A catalogue eval: a suite of tasks on one benchmark. `org_id` set: offered to that org only."""
 
@@ -271,6 +291,12 @@ class Run(Base):
     episodes_total: Mapped[int] = mapped_column(Integer)
     episodes_done: Mapped[int] = mapped_column(Integer, default=0)
     scores: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # A run that stops by a rule: the rule, the rounds released, what each round's look said (`store.rounds`).
+    stopping: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # A run on a real robot: the rig shape it needs (None: a simulation the workers play), and the rig that
+    # claimed it (None while it waits for one).
+    rig_shape: Mapped[str | None] = mapped_column(Chars(16), nullable=True)
+    rig_id: Mapped[int | None] = mapped_column(ForeignKey("rigs.id"), nullable=True)
     received_at: Mapped[dt.datetime] = _time()
     started_at: Mapped[dt.datetime | None] = _time(nullable=True)
     ended_at: Mapped[dt.datetime | None] = _time(nullable=True)
@@ -668,3 +694,60 @@ class AuditEvent(Base):
 
 # Every text column refuses, by rule and on both databases, what it cannot hold (`store.text`).
 name_columns(Base.metadata.tables.values())
+
+
+class RobotKey(Base):
+    """A robot's own key to one deployment (`seq robot add --policy P`): it may connect to that deployment's
+    act plane and label its episodes, nothing else. Stored as `ApiKey`'s are (a prefix to find the row, a
+    SHA-256 to check it); `last_four` is what lists show of it."""
+
+    __tablename__ = "robot_keys"
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    hosted_id: Mapped[int] = mapped_column(ForeignKey("hosted.id", ondelete="CASCADE"), index=True)
+    prefix: Mapped[str] = mapped_column(Chars(32), unique=True)
+    digest: Mapped[str] = mapped_column(Chars(64))
+    last_four: Mapped[str] = mapped_column(Chars(4))
+    created_at: Mapped[dt.datetime] = _time()
+    revoked_at: Mapped[dt.datetime | None] = _time(nullable=True)
+    last_used_at: Mapped[dt.datetime | None] = _time(nullable=True)
+
+
+class ActWorker(Base):
+    """A process serving one deployment's act plane to robots (`core.act_plane`): wanted by a connect, then
+    taken and started by a platform worker (`claimed_by`), which fills in where robots reach it (`url`, the
+    SHA-256 of its own certificate) and beats while it serves; `ended_at` once it stopped or was found gone.
+    Its id is the lease epoch the robots hold."""
+
+    __tablename__ = "act_workers"
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    hosted_id: Mapped[int] = mapped_column(ForeignKey("hosted.id", ondelete="CASCADE"), index=True)
+    version_id: Mapped[int] = mapped_column(ForeignKey("hosted_versions.id", ondelete="CASCADE"))
+    claimed_by: Mapped[str | None] = mapped_column(Chars(200), nullable=True)
+    url: Mapped[str | None] = mapped_column(Chars(200), nullable=True)
+    fingerprint: Mapped[str | None] = mapped_column(Chars(64), nullable=True)
+    created_at: Mapped[dt.datetime] = _time()
+    beat_at: Mapped[dt.datetime | None] = _time(nullable=True)
+    ended_at: Mapped[dt.datetime | None] = _time(nullable=True)
+    why_ended: Mapped[str | None] = mapped_column(Chars(500), nullable=True)
+
+
+class ActSeat(Base):
+    """A robot's place on a deployment's act plane, named by the session its SDK made: kept while keepalives
+    come (`kept_until`), given back by a release, gone with its worker or its key."""
+
+    __tablename__ = "act_seats"
+
+    session: Mapped[str] = mapped_column(Chars(64), primary_key=True)
+    hosted_id: Mapped[int] = mapped_column(ForeignKey("hosted.id", ondelete="CASCADE"), index=True)
+    worker_id: Mapped[int | None] = mapped_column(
+        ForeignKey("act_workers.id", ondelete="SET NULL"), nullable=True
+    )
+    robot_key_id: Mapped[int | None] = mapped_column(
+        ForeignKey("robot_keys.id", ondelete="CASCADE"), nullable=True, index=True
+    )
+    api_key_digest: Mapped[str | None] = mapped_column(Chars(64), nullable=True)
+    created_at: Mapped[dt.datetime] = _time()
+    kept_until: Mapped[dt.datetime] = _time()

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, aliased
 
+from yardstick.store import rounds
 from yardstick.store.db import Database
 from yardstick.store.models import Artifact, Run, RunEpisode, utcnow
 from yardstick.store.states import ACTIVE_RUNS, UNPLAYED_EPISODES, EpisodeState, RunStatus
@@ -77,7 +78,7 @@ class EpisodeQueue:
             candidates = (
                 session.execute(
                     select(Run.id)
-                    .where(Run.status.in_(ACTIVE_RUNS))
+                    .where(Run.status.in_(ACTIVE_RUNS), Run.rig_shape.is_(None))  # a rig plays a rig's
                     .where(
                         select(RunEpisode.id)
                         .where(RunEpisode.submission_id == Run.id, RunEpisode.state == EpisodeState.QUEUED)
@@ -167,7 +168,12 @@ class EpisodeQueue:
     def queued(self) -> int:
         """How many episodes wait to be leased: a read of the queue's index, cheap enough for an idle worker
         to ask many times a second (a lease is a write)."""
-        waiting = select(func.count()).select_from(RunEpisode).where(RunEpisode.state == EpisodeState.QUEUED)
+        waiting = (
+            select(func.count())
+            .select_from(RunEpisode)
+            .join(Run, Run.id == RunEpisode.submission_id)
+            .where(RunEpisode.state == EpisodeState.QUEUED, Run.rig_shape.is_(None))
+        )
         with self.db.reading() as session:
             return int(session.execute(waiting).scalar_one())
 
@@ -184,7 +190,9 @@ class EpisodeQueue:
         with self.db.reading() as session:
             return list(
                 session.execute(
-                    select(Run.id).where(Run.status.in_(ACTIVE_RUNS), played.exists(), ~left.exists())
+                    select(Run.id).where(
+                        Run.status.in_(ACTIVE_RUNS), Run.rig_shape.is_(None), played.exists(), ~left.exists()
+                    )
                 ).scalars()
             )
 
@@ -290,13 +298,18 @@ class EpisodeQueue:
             if landed is None:
                 return Completion(accepted=False)
             record_artifacts(session, landed, artifacts)
-            counts = session.execute(
+            done, total, status, stopping = session.execute(
                 update(Run)
                 .where(Run.id == landed)
                 .values(episodes_done=Run.episodes_done + 1)
-                .returning(Run.episodes_done, Run.episodes_total, Run.status)
+                .returning(Run.episodes_done, Run.episodes_total, Run.status, Run.stopping)
             ).one()
-            return Completion(accepted=True, last=counts[0] == counts[1], active=counts[2] in ACTIVE_RUNS)
+            active = status in ACTIVE_RUNS
+            # The round's last episode: the rule looks, under the run row this update locked.
+            round_over = stopping is not None and active and done == rounds.released(session, landed)
+            if round_over and rounds.after_round(session, landed, stopping):
+                total = done
+            return Completion(accepted=True, last=done == total, active=active)
 
     def fail(self, owner: str, episode_id: int, error: str, result: dict[str, Any] | None = None) -> bool:
         """Record an episode that failed; False if `owner` no longer held it."""
@@ -331,7 +344,7 @@ class EpisodeQueue:
             ahead = session.execute(
                 select(func.count())
                 .select_from(Run)
-                .where(Run.status == RunStatus.PENDING, Run.received_at < received)
+                .where(Run.status == RunStatus.PENDING, Run.rig_shape.is_(None), Run.received_at < received)
             ).scalar_one()
         return int(ahead) + 1
 

@@ -25,8 +25,11 @@ ENDED_RUNS = (RunStatus.FINISHED, RunStatus.ERRORED, RunStatus.CANCELLED)
 
 
 class EpisodeState(StrEnum):
-    """An episode in the queue: queued -> leased -> done | failed, or cancelled with its run."""
+    """An episode in the queue: queued -> leased -> done | failed, or cancelled with its run. A run that stops
+    by a rule holds its later rounds' episodes (`held`) until a round decides it needs them (`store.rounds`);
+    those it never needs are deleted when it stops."""
 
+    HELD = "held"
     QUEUED = "queued"
     LEASED = "leased"
     DONE = "done"
@@ -36,7 +39,7 @@ class EpisodeState(StrEnum):
 
 # Episodes that were played to an end (done, or failed: the robot time they took was spent).
 PLAYED_EPISODES = (EpisodeState.DONE, EpisodeState.FAILED)
-UNPLAYED_EPISODES = (EpisodeState.QUEUED, EpisodeState.LEASED)
+UNPLAYED_EPISODES = (EpisodeState.QUEUED, EpisodeState.LEASED, EpisodeState.HELD)
 
 
 class Audience(StrEnum):

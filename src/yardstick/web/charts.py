@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from yardstick.scoring import Summary
+from yardstick.scoring import Summary, parse_gate
 
 _INCHES_PER_TASK = 0.26
 _WIDTH_INCHES = 7.0
@@ -171,3 +171,107 @@ def board_chart_svg(entries: Sequence[Entry]) -> str:
         )
     _rate_axes(ax, labels)
     return _svg(fig)
+
+
+def stopping_chart_svg(stopping: Mapping[str, Any]) -> str:
+    """A sequential eval's trace: each task's anytime-valid interval against the episodes played (a band that
+    only narrows), the rate seen, and a marker where the rule stopped the task; the gates' thresholds as
+    dashed lines."""
+    from matplotlib.figure import Figure
+
+    tasks: Mapping[str, Any] = stopping.get("tasks") or {}
+    fig = Figure(figsize=(_WIDTH_INCHES, 3.2))
+    fig.subplots_adjust(left=0.09, right=0.98, bottom=0.16, top=0.86)
+    ax = fig.add_subplot()
+    colours = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c"]
+    for number, (name, task) in enumerate(tasks.items()):
+        looks = task.get("looks") or []
+        if not looks:
+            continue
+        colour = colours[number % len(colours)]
+        n = [look[0] for look in looks]
+        ax.fill_between(
+            n, [look[1] for look in looks], [look[2] for look in looks], color=colour, alpha=0.18, linewidth=0
+        )
+        ax.plot(n, [look[1] for look in looks], color=colour, linewidth=1, label=name)
+        ax.plot(n, [look[2] for look in looks], color=colour, linewidth=1)
+        if task.get("stopped_at"):
+            ax.axvline(task["stopped_at"], color=colour, linestyle=":", linewidth=1)
+            ax.plot([task["stopped_at"]], [task["rate"]], marker="o", color=colour, markersize=5)
+    for gate in stopping.get("gates") or []:
+        threshold = parse_gate(gate["gate"]).threshold  # written by the rule itself, so it reads back
+        ax.axhline(threshold, color="#222222", linestyle="--", linewidth=1)
+        ax.text(
+            0.995,
+            threshold,
+            f" {gate['gate']}: {gate.get('decision') or 'undecided'}",
+            transform=ax.get_yaxis_transform(),
+            ha="right",
+            va="bottom",
+            fontsize=8,
+            parse_math=False,
+        )
+    _rate_up(ax, "episodes played (a task's)", top=1.0)
+    if tasks:
+        ax.legend(
+            loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=min(len(tasks), 6), fontsize=8, frameon=False
+        )
+    return _svg(fig)
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """One checkpoint of a policy's curve: its success with the interval, and whether it regressed."""
+
+    label: str
+    value: float | None
+    low: float | None
+    high: float | None
+    regressed: bool = False
+
+
+def checkpoint_chart_svg(points: Sequence[CurvePoint]) -> str:
+    """Success against checkpoint, in the curve's order: a line through the rates, each with its interval;
+    a regressed checkpoint drawn red and marked."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(_WIDTH_INCHES, 2.8))
+    fig.subplots_adjust(left=0.09, right=0.98, bottom=0.2, top=0.92)
+    ax = fig.add_subplot()
+    shown = [(x, p, p.value) for x, p in enumerate(points) if p.value is not None]
+    if shown:
+        ax.plot([x for x, _, _ in shown], [value for _, _, value in shown], color=_BAR, linewidth=1.2)
+    for x, point, value in shown:
+        colour = _MEAN if point.regressed else _BAR
+        if point.low is not None and point.high is not None:
+            below, above = max(0.0, value - point.low), max(0.0, point.high - value)
+            ax.errorbar([x], [value], yerr=[[below], [above]], fmt="o", color=colour, capsize=3, markersize=4)
+        if point.regressed:
+            ax.annotate(
+                "regressed",
+                (x, value),
+                textcoords="offset points",
+                xytext=(0, -14),
+                ha="center",
+                fontsize=8,
+                color=_MEAN,
+            )
+    ax.set_xticks(range(len(points)), labels=[p.label for p in points], fontsize=8, parse_math=False)
+    ax.set_xlim(-0.5, max(len(points) - 0.5, 0.5))
+    _rate_up(ax, "checkpoint", top=1.05)
+    return _svg(fig)
+
+
+def _rate_up(ax: Any, across: str, *, top: float) -> None:
+    """A success rate up the side (0 to 100%), `across` along the bottom, a light grid behind: the line
+    charts' axes, as `_rate_axes` is the bar charts'."""
+    from matplotlib.ticker import PercentFormatter
+
+    ax.set_ylim(0.0, top)
+    ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
+    ax.set_xlabel(across, fontsize=9)
+    ax.set_ylabel("success rate", fontsize=9)
+    ax.tick_params(labelsize=8)
+    ax.grid(color="#eeeeee", linewidth=0.6)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)

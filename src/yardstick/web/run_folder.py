@@ -24,7 +24,7 @@ from markupsafe import Markup
 from yardstick.engine.recording import TRAJECTORY, VIDEO_SUFFIX, camera_of
 from yardstick.engine.results import EpisodeResult
 from yardstick.scoring import Summary
-from yardstick.web.charts import success_chart_svg
+from yardstick.web.charts import stopping_chart_svg, success_chart_svg
 
 EPISODE_COLUMNS = (
     "index",
@@ -163,6 +163,8 @@ def _context(
         "errors": [_error_row(error) for error in report.get("errors") or []],
         "overall": [_overall_row(name, est) for name, est in (summary.get("overall") or {}).items()],
         "chart": Markup(success_chart_svg(summary)) if tasks else None,
+        "stopping": report.get("stopping"),
+        "stopping_chart": Markup(stopping_chart_svg(report["stopping"])) if report.get("stopping") else None,
         "task_metrics": (extra := _task_metric_names(tasks)),
         "tasks": [_task_row(name, task, extra) for name, task in tasks.items()],
         "timing": _key_values(report.get("timing")),

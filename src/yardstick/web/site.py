@@ -23,9 +23,17 @@ from yardstick.core.refusals import not_found
 from yardstick.engine.recording import episode_folder
 from yardstick.http.services import Plat
 from yardstick.scoring.compare import paired_difference
+from yardstick.scoring.sequential import anytime_summary
 from yardstick.store.models import RunEpisode
 from yardstick.store.states import ACTIVE_RUNS, UNPLAYED_EPISODES, EpisodeState
-from yardstick.web.charts import Entry, board_chart_svg, success_chart_svg
+from yardstick.web.charts import (
+    CurvePoint,
+    Entry,
+    board_chart_svg,
+    checkpoint_chart_svg,
+    stopping_chart_svg,
+    success_chart_svg,
+)
 
 CORS = {"Access-Control-Allow-Origin": "*"}
 REPLAY_COLUMNS = [
@@ -57,6 +65,8 @@ def outcome_of(episode: RunEpisode) -> str:
         return "Error"
     if episode.state != EpisodeState.DONE or not episode.result:
         return "Pending" if episode.state in UNPLAYED_EPISODES else episode.state.capitalize()
+    if "outcome" in episode.result:  # a rig's episode: the operator's verdict, in the vocabulary's words
+        return str(episode.result["outcome"])
     return "Success" if episode.result.get("success") else "Failure"
 
 
@@ -79,6 +89,7 @@ def replay_data(view: RunView, base_url: str) -> dict[str, Any]:
         },
     ]
     episodes = []
+    on_rig = submission.rig_shape is not None
     for episode in view.episodes:
         result = episode.result or {}
         videos = [{**video, "url": url + video["src"]} for video in _videos(episode)]
@@ -91,6 +102,7 @@ def replay_data(view: RunView, base_url: str) -> dict[str, Any]:
                     "seed": episode.seed,
                     "endpoint": episode.endpoint,
                     "steps": result.get("steps"),
+                    **({"stage": result.get("stage") or "–"} if on_rig else {}),
                 },
                 "duration_s": result.get("robot_seconds"),
                 "videos": videos,
@@ -102,7 +114,10 @@ def replay_data(view: RunView, base_url: str) -> dict[str, Any]:
         "title": title,
         "url": url,
         "about": about,
-        "columns": [{"key": k, "label": label} for k, label in REPLAY_COLUMNS],
+        "columns": [
+            {"key": k, "label": label}
+            for k, label in (*REPLAY_COLUMNS, *((("stage", "Furthest stage"),) if on_rig else ()))
+        ],
         "episodes": episodes,
     }
 
@@ -207,11 +222,61 @@ def board_page(request: Request, slug: str, platform: Plat) -> HTMLResponse:
     )
 
 
+@router.get("/boards/{slug}/pairwise", response_class=HTMLResponse)
+def pairwise_page(slug: str, platform: Plat) -> HTMLResponse:
+    """The board's pairwise ranking: who beat whom on the same trials, as a Bradley–Terry ranking."""
+    read = platform.pairwise.read(None, slug)
+    chart = board_chart_svg([Entry(s.player, s.chance, s.low, s.high) for s in read.ranking.standings])
+    return HTMLResponse(
+        PAGES.get_template("pairwise.html").render(
+            board=read.board, eval=read.eval, ranking=read.ranking, runs=read.runs, chart=chart
+        )
+    )
+
+
+@router.get("/boards/{slug}/pairwise.json")
+def pairwise_data(slug: str, platform: Plat) -> JSONResponse:
+    return JSONResponse(platform.pairwise.read(None, slug).as_json(), headers=CORS)
+
+
+@router.get("/boards/{slug}/curves", response_class=HTMLResponse)
+def curves_page(request: Request, slug: str, platform: Plat) -> HTMLResponse:
+    """Each policy's success against its checkpoints on the board's runs, regressions flagged."""
+    board, ev, curves = platform.checkpoints.read(None, slug)
+    shown = [
+        {
+            "curve": curve,
+            "chart": checkpoint_chart_svg(
+                [
+                    CurvePoint(p.checkpoint, p.value, p.low, p.high, p.regression is not None)
+                    for p in curve.points
+                ]
+            ),
+            "urls": {
+                p.run_id: page_url(str(request.base_url), p.replay_token) if p.replay_token else None
+                for p in curve.points
+            },
+        }
+        for curve in curves
+    ]
+    return HTMLResponse(PAGES.get_template("curves.html").render(board=board, eval=ev, curves=shown))
+
+
+@router.get("/boards/{slug}/curves.json")
+def curves_data(slug: str, platform: Plat) -> JSONResponse:
+    _, _, curves = platform.checkpoints.read(None, slug)
+    return JSONResponse({"curves": [c.as_json() for c in curves]}, headers=CORS)
+
+
 @router.get("/v/{token}/", response_class=HTMLResponse)
 def run_page(platform: Plat, request: Request, token: str) -> HTMLResponse:
     view = run_or_404(platform, token)
     descriptions = {t: "" for t in dict.fromkeys(e.task_id for e in view.episodes)}
     summary, per_endpoint = lifecycle.summarize_run(view.episodes, descriptions)
+    looked = (view.run.stopping or {}).get("state")
+    if looked:  # a run stopped by a rule shows its anytime-valid intervals, as its result does
+        for part in (summary, *per_endpoint.values()):
+            anytime_summary(part, looked)
     data = replay_data(view, str(request.base_url))
     # A run of several endpoints is read endpoint by endpoint: pooling them would score no policy.
     parts = per_endpoint if len(per_endpoint) > 1 else {"": summary}
@@ -223,6 +288,8 @@ def run_page(platform: Plat, request: Request, token: str) -> HTMLResponse:
             {"name": name, "summary": part, "chart": success_chart_svg(part)} for name, part in parts.items()
         ],
         comparison=_comparison(view, per_endpoint),
+        stopping=view.run.stopping,
+        stopping_chart=stopping_chart_svg(looked) if looked else None,
         outcomes=sorted({e["values"]["outcome"] for e in data["episodes"]}),
         tasks=list(descriptions),
         live=view.run.status in ACTIVE_RUNS,

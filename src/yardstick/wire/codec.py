@@ -217,7 +217,8 @@ def _parse_dtype(text: str) -> np.dtype[Any]:
     """A peer's dtype string, parsed once: most messages carry the same few."""
     try:
         dtype = np.dtype(text)
-    except (TypeError, ValueError) as error:
+    # numpy reads a comma list ("f,02") with ast.literal_eval, which raises SyntaxError on what is not Python.
+    except (TypeError, ValueError, SyntaxError) as error:
         raise ProtocolError(f"dtype {text!r} is not a numpy dtype: {error}") from None
     if dtype.kind in _REFUSED_KINDS:
         raise ProtocolError(_refusal(dtype))

@@ -8,10 +8,12 @@ is `{status: error, error}` followed by a close (code 1008).
 
 Yardstick adds fields that a stock peer ignores (it reads only the keys above): a request may carry
 `seed` (the seed a sampling policy draws with, so a run replays exactly across a wire), `step` (the
-episode's step the observation was made at) and `episode` (task, seed, trial: what a policy's on-episode
-hook is told); an end request may carry
-`next_session: true`, and a server that advertises `next_session` in its meta then opens the next session
-on the same connection instead of closing it.
+episode's step the observation was made at), `episode` (task, seed, trial: what a policy's on-episode
+hook is told) and `observed` (`[[step, observation], ...]`: those made since the last request, before its
+own, for a server whose meta says `observes_each`; a robot observes faster than it acts; and `again: true`
+when its observation was handed before, not to be observed twice); an end request
+may carry `next_session: true`, and a server that advertises `next_session` in its meta then opens the
+next session on the same connection instead of closing it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ TIMING = "timing"
 SEED = "seed"
 STEP = "step"
 EPISODE = "episode"
+OBSERVED = "observed"
+AGAIN = "again"
+OBSERVES_EACH = "observes_each"
 NEXT_SESSION = "next_session"
 YARDSTICK_META = "yardstick"
 

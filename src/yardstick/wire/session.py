@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlencode
@@ -44,6 +44,8 @@ class ServerInfo:
     # Whether the policy's answers are asked ahead and swapped in after the chunk's rows (Yardstick's own
     # servers say so; every other server plays its answers at once).
     prefetch: bool = False
+    # Whether it takes each observation a robot makes (a request's `observed`), not only those it answers.
+    observes_each: bool = False
 
 
 def headers_for(endpoint: RemoteEndpoint) -> dict[str, str] | None:
@@ -151,6 +153,7 @@ def _info_from_meta(meta: Mapping[str, Any], fallback_name: str) -> ServerInfo:
         next_session=bool(ours.get(p.NEXT_SESSION)),
         meta=dict(meta),
         prefetch=ours.get("prefetch") is True,
+        observes_each=ours.get(p.OBSERVES_EACH) is True,
     )
 
 
@@ -189,13 +192,21 @@ class V3Session:
         seed: int | None = None,
         episode: Mapping[str, Any] | None = None,
         step: int | None = None,
+        observed: Sequence[tuple[int, Any]] = (),
+        again: bool = False,
     ) -> None:
-        """Send one request; `answer` reads its reply. The episode is told with its first request."""
+        """Send one request; `answer` reads its reply. The episode is told with its first request;
+        `observed` (step, observation) pairs made before this one go to a server that observes each, and
+        `again` tells it this one was handed before."""
         request: dict[str, Any] = {p.SESSION_ID: self.session_id, p.OBSERVATION: observation}
         if seed is not None:
             request[p.SEED] = seed
         if step is not None:
             request[p.STEP] = step
+        if observed and self.info.observes_each:
+            request[p.OBSERVED] = [[number, seen] for number, seen in observed]
+        if again and self.info.observes_each:
+            request[p.AGAIN] = True
         if episode is not None and not self._told:
             request[p.EPISODE] = dict(episode)
             self._told = True
@@ -270,6 +281,8 @@ class DialectSession:
         seed: int | None = None,
         episode: Mapping[str, Any] | None = None,
         step: int | None = None,
+        observed: Sequence[tuple[int, Any]] = (),  # a dialect's server answers the newest alone
+        again: bool = False,
     ) -> None:
         if self.roboarena:
             if not isinstance(observation, dict):

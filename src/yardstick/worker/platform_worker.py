@@ -53,6 +53,7 @@ from yardstick.store.db import Database
 from yardstick.store.models import Run, WorkerBeat, utcnow
 from yardstick.store.queue import EpisodeQueue, LeasedEpisode
 from yardstick.store.states import ACTIVE_RUNS, RunStatus
+from yardstick.worker.act_server.host import ActHost
 from yardstick.worker.players import Masking, Player, Players, boxed_player
 
 log = logging.getLogger("yardstick.worker")
@@ -130,6 +131,10 @@ class PlatformWorker:
         beats meanwhile."""
         vigil = threading.Thread(target=self._vigil, name="yardstick-vigil", daemon=True)
         vigil.start()
+        # Robots on deployments are served beside the batches, on a thread of their own.
+        acts = ActHost(self.settings, self.db, self.name) if self.settings.secret_file.exists() else None
+        if acts is not None:
+            acts.start()
         try:
             while not self._stop_asked():
                 try:
@@ -146,6 +151,8 @@ class PlatformWorker:
             pass
         finally:
             self.stopping.set()
+            if acts is not None:
+                acts.stop()
             self.players.close()
             vigil.join(timeout=5)
             self.db.close()

@@ -48,6 +48,10 @@ from yardstick.worker.boxes.sandbox import Journal
 from yardstick.worker.boxes.server import BoxedPolicyServer
 
 KEPT = 2  # players (and, apart, policy servers) a worker keeps warm
+# The failures a policy container killed by the kernel for its memory shows as, before it is named.
+KILLED_LOOKS_LIKE: Final = frozenset(
+    {FailureKind.SESSION_DROPPED, FailureKind.LATENCY_BUDGET, FailureKind.POLICY_TIMEOUT}
+)
 
 
 class Player(Protocol):
@@ -165,9 +169,11 @@ class Masking:
 
     def run(self, episodes: Iterable[EpisodeSpec]) -> Iterator[EpisodeResult]:
         for result in self.inner.run(episodes):
-            # Only a dropped session can be a container the kernel killed; other failures pay no look.
-            dropped = result.failure == FailureKind.SESSION_DROPPED
-            if dropped and self.container is not None and self.container.oom_killed():
+            # Only a dropped or a silent session can be a container the kernel killed; other failures pay
+            # no look. A silent one too: with no swap, a box at its memory limit first thrashes the pages of
+            # its own program, and on a loaded machine the reply's budget can run out before the kill.
+            suspect = result.failure in KILLED_LOOKS_LIKE
+            if suspect and self.container is not None and self.container.oom_killed():
                 # The session dropped because the kernel killed the container for its memory: say so.
                 result = replace(
                     result,
@@ -190,6 +196,25 @@ def boxed_player(player: Player | None) -> BoxedPlayer | None:
     """The boxed player behind `player`, or None for one the platform plays in its own process."""
     inner = player.inner if isinstance(player, Masking) else player
     return inner if isinstance(inner, BoxedPlayer) else None
+
+
+def deployment_server(
+    settings: Settings, located: Located, handed: Handed, sockets: Path, params: Mapping[str, Any]
+) -> BoxedPolicyServer:
+    """A deployment version's policy server, in its box as the install holds boxes (Failed when it does
+    not serve)."""
+    return BoxedPolicyServer(
+        located.folder,
+        located.handler_ref,
+        handed.env,
+        sockets,
+        params=params,
+        python=located.python or None,
+        root=located.root,
+        mounts=handed.mounted,
+        hidden=settings.private_folders,
+        limits=settings.box_limits,
+    )
 
 
 class Players:
@@ -367,18 +392,7 @@ class Players:
         found = self._servers.take(key, handed.digest, lambda server: server.alive())
         if found is None:
             try:
-                found = BoxedPolicyServer(
-                    located.folder,
-                    located.handler_ref,
-                    handed.env,
-                    self._sockets,
-                    params=params,
-                    python=located.python or None,
-                    root=located.root,
-                    mounts=handed.mounted,
-                    hidden=self.settings.private_folders,
-                    limits=self.settings.box_limits,
-                )
+                found = deployment_server(self.settings, located, handed, self._sockets, params)
             except Failed as failed:
                 raise BuildError(handed.masked(failed.reason), failed.kind) from None
         self._servers.keep(key, found, handed.digest)

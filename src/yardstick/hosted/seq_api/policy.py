@@ -37,6 +37,7 @@ from yardstick.hosted.seq_api.marks import (
     bindings,
     method,
 )
+from yardstick.sdk.episode import OBSERVES_EACH
 from yardstick.sdk.errors import SpecError
 
 _C = TypeVar("_C", bound=type)
@@ -294,12 +295,18 @@ def _observed_infer(cls: type, observe_name: str, infer_name: str) -> Callable[.
     infer_takes = _platform_names(method(cls, infer_name))
 
     def observed_infer(self: Any, obs: Any, *, episode: Any) -> Any:
+        # A robot's observations made since its last act, each in order, then the one it acts on.
+        earlier, episode.earlier = list(getattr(episode, "earlier", ())), []
+        again, episode.again = bool(getattr(episode, "again", False)), False
+        for step, seen in [*earlier, *([] if again else [(episode.step, obs)])]:
+            platform = {"step": step, "episode": episode}
+            getattr(self, observe_name)(seen, **{k: v for k, v in platform.items() if k in observe_takes})
         platform = {"step": episode.step, "episode": episode}
-        getattr(self, observe_name)(obs, **{k: v for k, v in platform.items() if k in observe_takes})
         return getattr(self, infer_name)(**{k: v for k, v in platform.items() if k in infer_takes})
 
     observed_infer.__qualname__ = f"{cls.__qualname__}.{infer_name}"
     setattr(cls, OBSERVED_INFER, observed_infer)
+    setattr(cls, OBSERVES_EACH, True)
     return observed_infer
 
 

@@ -20,8 +20,9 @@ from typing import Any
 
 from yardstick.sdk.calls import InProcessPolicy, instantiate
 from yardstick.sdk.decorators import policy_spec
-from yardstick.sdk.episode import Episode
+from yardstick.sdk.episode import OBSERVES_EACH, Episode
 from yardstick.sdk.specs import PolicySpec
+from yardstick.wire import protocol as p
 
 # How long the slot waits after a request for others to join its batch.
 BATCH_WINDOW_S = 0.003
@@ -159,6 +160,8 @@ class PolicyHost:
             "prefetch": spec.prefetch,
             "batch_sizes": list(spec.batch_sizes) if spec.batch_sizes else None,
             "session_params": spec.session_params,
+            # Whether it takes each observation a robot makes, not only those it answers (`observed`).
+            p.OBSERVES_EACH: bool(getattr(self._cls, OBSERVES_EACH, False)),
         }
 
     def _run(self) -> None:

@@ -126,6 +126,8 @@ class ServerSession:
         step = request.get(p.STEP)
         if isinstance(step, int) and not isinstance(step, bool) and step >= 0:
             episode.step = step
+        episode.earlier = _earlier(request.get(p.OBSERVED))
+        episode.again = request.get(p.AGAIN) is True
         observation = request[p.OBSERVATION]
         try:
             # A quick policy with nothing queued answers here, without a trip to the slot thread.
@@ -207,3 +209,20 @@ def _chain(
     out: Future[bytes] = Future()
     source.add_done_callback(lambda finished: out.set_result(_settled(finished, then, on_error)))
     return out
+
+
+def _earlier(observed: Any) -> list[tuple[int, Any]]:
+    """A request's `observed`, as (step, observation) pairs; a malformed one refused by name."""
+    if observed is None:
+        return []
+    pairs = observed if isinstance(observed, list) else None
+    if pairs is None or not all(_numbered(pair) for pair in pairs):
+        raise SessionRefused("observed: a list of [step, observation] pairs")
+    return [(int(pair[0]), pair[1]) for pair in pairs]
+
+
+def _numbered(pair: Any) -> bool:
+    """[step, observation], the step a whole number."""
+    if not isinstance(pair, list) or len(pair) != 2:
+        return False
+    return isinstance(pair[0], int) and not isinstance(pair[0], bool)

@@ -53,7 +53,7 @@ INSTALL_LABEL: Final = "yardstick.install"
 WORKER_LABEL: Final = "yardstick.worker-pid"
 PULL_TIMEOUT_S: Final = 600.0
 CALL_TIMEOUT_S: Final = 60.0
-OOM_WAIT_S: Final = 5.0
+OOM_WAIT_S: Final = 10.0  # a box thrashing at its limit on a loaded machine takes seconds to be killed
 PODMAN_NOT_RUNNING: Final = 125
 RELAY_RETRY_S: Final = 0.2
 # RLIMIT_NPROC counts the processes of the container's user across the machine: --pids-limit is what bounds
@@ -128,8 +128,13 @@ def install_podman(data_dir: Path, registries: tuple[str, ...]) -> Podman:
     """The podman of the install at `data_dir`: its own containers.conf, its containers labelled with the
     install; `registries` named by plain HTTP are reached so (a registry on loopback)."""
     insecure = tuple(urlsplit(url).netloc for url in registries if url.startswith("http://"))
-    install = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
-    return Podman(data_dir / "containers", install, insecure=insecure)
+    return Podman(data_dir / "containers", install_label(data_dir), insecure=insecure)
+
+
+def install_label(data_dir: Path) -> str:
+    """The label value marking the containers of the install at `data_dir`: podman's store is the machine's,
+    so one install's sweep (or a test's count) must never take another install's containers for its own."""
+    return hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
 
 
 def _containers_conf() -> str:

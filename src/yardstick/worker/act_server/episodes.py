@@ -1,0 +1,159 @@
+"""A robot's episodes on an act worker: the observations it posts, by number, and the wire session each
+episode plays its acts on.
+
+The SDK numbers an episode's observations from 0 and posts them on connections of their own, several at once,
+so they arrive in any order and an act may come before the observations it follows: an act numbered `n` is
+served once every observation before `n` that this worker has not handed on yet is here (or was left out by
+the robot), waiting up to `FRAMES_WAIT_S` for them; past that it is refused `frames_missing` from the first
+it lacks, and the SDK posts them again. An episode counts from the first number it is sent (a robot moved
+here from another worker begins its new episode anew). The newest observation before an act is what the
+policy answers from; an episode's wire session is opened at its first act with the parameters the act
+carries, so they change only at an episode's boundary.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from yardstick.wire.session import Session
+
+__all__ = ["FRAMES_WAIT_S", "KEPT_FRAMES", "Episode", "Episodes", "FramesMissing", "TooManyFrames"]
+
+FRAMES_WAIT_S: Final = 3.0
+# The most observations kept for an episode between two acts: past it a post is refused (the robot leaves
+# them out and says so once).
+KEPT_FRAMES: Final = 4096
+# An episode with no call for this long is ended by the worker (a robot that vanished mid-episode).
+EPISODE_IDLE_S: Final = 120.0
+
+
+class FramesMissing(Exception):
+    def __init__(self, first: int) -> None:
+        super().__init__(f"the observations from number {first} have not reached this worker")
+        self.first = first
+
+
+class TooManyFrames(Exception):
+    pass
+
+
+@dataclass
+class Episode:
+    """One robot's episode on this worker."""
+
+    id: str
+    session: str  # the robot's SDK session: an episode is its robot's alone
+    start: int | None = None  # the first number it was sent
+    handed: int = 0  # every number below this has been used by an act
+    frames: dict[int, Any] = field(default_factory=dict)
+    skipped: set[int] = field(default_factory=set)
+    latest: Any = None
+    wire: Session | None = None
+    acts: int = 0
+    used_at: float = field(default_factory=time.monotonic)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # one act at a time per episode
+
+    def through(self) -> int:
+        """The number before which every observation is here (the answer to a post)."""
+        n = self.handed
+        while n in self.frames or n in self.skipped:
+            n += 1
+        return n
+
+    def missing_before(self, n: int) -> int | None:
+        """The first number below `n` this worker lacks and has not handed on; None when none is missing.
+        Looked for among the `KEPT_FRAMES` after the last act at most: an act numbered past those asks for
+        more than a worker keeps (a robot's bug, or a hostile number), and the first past them is missing."""
+        for k in range(self.handed, min(n, self.handed + KEPT_FRAMES)):
+            if k not in self.frames and k not in self.skipped:
+                return k
+        return None if n <= self.handed + KEPT_FRAMES else self.handed + KEPT_FRAMES
+
+
+class Episodes:
+    """Every episode on the worker, their observations and the waits of acts for them."""
+
+    def __init__(self) -> None:
+        self._episodes: dict[str, Episode] = {}
+        self._changed = threading.Condition()
+
+    def of(self, episode_id: str, session: str) -> Episode:
+        with self._changed:
+            episode = self._episodes.get(episode_id)
+            if episode is None or episode.session != session:
+                episode = Episode(episode_id, session)
+                self._episodes[episode_id] = episode
+            episode.used_at = time.monotonic()
+            return episode
+
+    def observed(
+        self, episode_id: str, session: str, frames: Iterable[tuple[int, Any]], skipped: Iterable[int]
+    ) -> tuple[Episode, list[tuple[int, Any]]]:
+        """Keep posted observations; the episode and those that are new (each kept once)."""
+        fresh: list[tuple[int, Any]] = []
+        with self._changed:
+            episode = self.of(episode_id, session)
+            frames, skipped = list(frames), list(skipped)
+            if episode.start is None and (frames or skipped):
+                episode.start = min([n for n, _ in frames] + skipped)
+                episode.handed = max(episode.handed, episode.start) if episode.acts == 0 else episode.handed
+            if len(episode.frames) + len(frames) > KEPT_FRAMES:
+                raise TooManyFrames(f"more than {KEPT_FRAMES} observations between two acts")
+            for number, inputs in frames:
+                if number >= episode.handed and number not in episode.frames:
+                    episode.frames[number] = inputs
+                    fresh.append((number, inputs))
+            episode.skipped.update(n for n in skipped if n >= episode.handed)
+            self._changed.notify_all()
+        return episode, fresh
+
+    def take_before(
+        self, episode: Episode, n: int, wait_s: float = FRAMES_WAIT_S
+    ) -> tuple[list[tuple[int, Any]], Any]:
+        """Once every observation before act `n` is here (FramesMissing past `wait_s`): those not handed on
+        yet but the newest, as (number, observation), and the newest, which the act is answered from."""
+        deadline = time.monotonic() + wait_s
+        with self._changed:
+            while (first := episode.missing_before(n)) is not None:
+                left = deadline - time.monotonic()
+                # More than a worker keeps between two acts can never all be here: no wait for them.
+                if left <= 0 or n > episode.handed + KEPT_FRAMES:
+                    raise FramesMissing(first)
+                self._changed.wait(left)
+            kept = sorted(k for k in episode.frames if k < n)
+            taken = [(k, episode.frames.pop(k)) for k in kept]
+            if taken:
+                episode.latest = taken[-1][1]
+            episode.skipped = {k for k in episode.skipped if k >= n}
+            episode.handed = max(episode.handed, n)
+            episode.used_at = time.monotonic()
+            return taken[:-1], episode.latest
+
+    def end(self, episode_id: str) -> Episode | None:
+        with self._changed:
+            return self._episodes.pop(episode_id, None)
+
+    def idle(self, now: float | None = None) -> list[Episode]:
+        """The episodes no call touched for `EPISODE_IDLE_S`, taken out."""
+        now = time.monotonic() if now is None else now
+        with self._changed:
+            gone = [e for e in self._episodes.values() if now - e.used_at > EPISODE_IDLE_S]
+            for episode in gone:
+                del self._episodes[episode.id]
+            return gone
+
+    def all(self) -> list[Episode]:
+        with self._changed:
+            return list(self._episodes.values())
+
+    def drop_sessions(self, keep: Callable[[str], bool]) -> list[Episode]:
+        """Take out the episodes of robots whose seat went."""
+        with self._changed:
+            gone = [e for e in self._episodes.values() if not keep(e.session)]
+            for episode in gone:
+                del self._episodes[episode.id]
+            return gone

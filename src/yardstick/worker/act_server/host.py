@@ -1,0 +1,164 @@
+"""The act workers a platform worker runs: taken as the gateway files them, served until they idle.
+
+A thread of the platform worker's own (its main thread plays batches): every `LOOK_S` it takes a wanted act
+worker (`ActPlane.claim`) while it serves fewer than `MOST_SERVED`, starts the deployment's policy in its box
+and an `ActServer` in front of it, says where it listens, and beats for each it serves. One stops when no act
+came for the install's `act_idle_s` (and no episode is open), when the gateway ended it (a stopped
+deployment), or when its policy's server died; stopping the platform worker stops them all, boxes reaped.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from yardstick.core.act_plane import BEAT_S, ActPlane, Claimed, direct_secret
+from yardstick.core.captures import CAPTURE_SETTING, Captures
+from yardstick.core.hosting import Hosting
+from yardstick.core.secrets import Secrets
+from yardstick.core.settings import Settings
+from yardstick.core.signing import load_secret
+from yardstick.core.volume_store import volume_store
+from yardstick.core.volumes import Volumes
+from yardstick.store.db import Database
+from yardstick.store.models import Hosted
+from yardstick.worker.act_server.certs import make_certificate
+from yardstick.worker.act_server.server import ActServer
+from yardstick.worker.boxes.server import BoxedPolicyServer
+from yardstick.worker.players import deployment_server
+
+__all__ = ["ActHost"]
+
+log = logging.getLogger(__name__)
+
+LOOK_S: Final = 0.25
+MOST_SERVED: Final = 4
+# What one act may take when the deployment says nothing (seq.Timeouts(request=...) or the setting).
+REQUEST_TIMEOUT_S: Final = 60.0
+
+
+@dataclass
+class Served:
+    claimed: Claimed
+    box: BoxedPolicyServer
+    server: ActServer
+    beaten: float
+
+
+class ActHost:
+    def __init__(self, settings: Settings, db: Database, claimer: str) -> None:
+        self.settings = settings
+        self.db = db
+        self.claimer = claimer
+        self.secret = load_secret(settings.secret_file)
+        self.captures = Captures(settings.capture_root)
+        self.plane = ActPlane(db, self.secret, settings.seat_ttl_s, self.captures)
+        self.hosting = Hosting(
+            db, settings.hosted_root, Secrets(db, self.secret), Volumes(db, volume_store(settings))
+        )
+        self._folder = Path(tempfile.mkdtemp(prefix="ys-act-", dir="/tmp"))
+        self._served: dict[int, Served] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="yardstick-act-host", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+        for worker_id in list(self._served):
+            self._end(worker_id, "its platform worker stopped")
+        self.hosting.close()
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._round()
+            except Exception:  # the database away, say: the next round tries again
+                log.exception("act host %s: a round failed", self.claimer)
+            self._stop.wait(LOOK_S)
+
+    def _round(self) -> None:
+        if len(self._served) < MOST_SERVED:
+            claimed = self.plane.claim(self.claimer)
+            if claimed is not None:
+                self._serve(claimed)
+        now = time.monotonic()
+        for worker_id, served in list(self._served.items()):
+            server = served.server
+            why = None
+            if server.failed is not None or not served.box.alive():
+                why = server.failed or "its policy's server stopped"
+            elif now - server.last_act > self.settings.act_idle_s and not server.episodes.all():
+                why = f"idle: no act for {self.settings.act_idle_s:g} s"
+            elif now - served.beaten >= BEAT_S:
+                served.beaten = now
+                if not self.plane.beat(worker_id):
+                    why = "ended by the platform"
+                else:
+                    server.sweep()
+            if why is not None:
+                self._end(worker_id, why)
+
+    def _serve(self, claimed: Claimed) -> None:
+        box: BoxedPolicyServer | None = None
+        try:
+            located = self.hosting.located(claimed.version_id)
+            handed = self.hosting.box_of(located)
+            with self.db.reading() as session:
+                hosted = session.get(Hosted, claimed.hosted_id)
+                settings = dict(hosted.settings) if hosted is not None else {}
+            box = deployment_server(self.settings, located, handed, self._folder, {})
+            certificate = make_certificate(
+                self._folder / f"worker-{claimed.worker_id}", self.settings.act_host
+            )
+            capture = None
+            if settings.get(CAPTURE_SETTING) == "on":
+                capture = lambda episode_id: self.captures.episode(  # noqa: E731
+                    claimed.hosted_id, claimed.worker_id, episode_id
+                )
+            server = ActServer(
+                claimed.worker_id,
+                box.endpoint,
+                direct_secret(self.secret, claimed.worker_id),
+                certificate,
+                lambda: self.plane.seated(claimed.worker_id),
+                host=self.settings.act_host,
+                request_timeout_s=_request_timeout(settings, located.checked),
+                capture=capture,
+            )
+            url = server.start()
+        except Exception as exc:
+            if box is not None:
+                box.close()
+            self.plane.ended(claimed.worker_id, f"it could not start: {exc}")
+            log.warning("act worker %s could not start: %s", claimed.worker_id, exc)
+            return
+        self._served[claimed.worker_id] = Served(claimed, box, server, time.monotonic())
+        self.plane.listening(claimed.worker_id, url, server.fingerprint)
+
+    def _end(self, worker_id: int, why: str) -> None:
+        served = self._served.pop(worker_id)
+        self.plane.ended(worker_id, why)
+        served.server.close()
+        served.box.close()
+
+
+def _request_timeout(settings: dict[str, object], checked: object) -> float:
+    set_ = settings.get("timeouts.request")
+    if isinstance(set_, int | float) and not isinstance(set_, bool) and set_ > 0:
+        return float(set_)
+    declared = ((checked or {}) if isinstance(checked, dict) else {}).get("declaration") or {}
+    timeouts = declared.get("timeouts") if isinstance(declared, dict) else None
+    request = timeouts.get("request") if isinstance(timeouts, dict) else None
+    if isinstance(request, int | float) and not isinstance(request, bool) and request > 0:
+        return float(request)
+    return REQUEST_TIMEOUT_S
