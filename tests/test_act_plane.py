@@ -26,10 +26,12 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import select
 
+from chromium import launched
 from conftest import fresh_database
 from platform_harness import Harness, running_platform
 from yardstick.catalog.sim_franka import POSES, SimulatedFranka
 from yardstick.sdk.load import load_object
+from yardstick.signin.passwords import set_password
 from yardstick.store.models import ActSeat, ActWorker
 from yardstick.worker.act_server.episodes import Episodes, FramesMissing
 from yardstick.worker.processes import census
@@ -41,6 +43,7 @@ EXAMPLES = Path(__file__).parent / "seq_examples"
 ROBOT = Path(__file__).parent / "act_robot.py"
 MODEL = "franka-reach"
 SEAT_TTL_S = 6.0
+PASSWORD = "correct horse battery"
 # Generous for a loaded two-core machine: a worker's start (a box, the policy's imports) takes seconds.
 WAIT_S = 180.0
 GOAL = np.array(POSES["nominal"]) + np.array([0.3, -0.2, 0.1, 0.25, 0.0, 0.2, -0.3])
@@ -274,6 +277,60 @@ def test_a_labelled_episode_exports_as_a_lerobot_dataset_a_reader_opens(
     assert table.num_rows == 6
     assert table.column("next.success").to_pylist()[-1] is True
     assert len(table.column("action").to_pylist()[0]) == 8
+
+
+def test_the_deployments_page_shows_its_robots_and_labelled_episodes_to_its_org_alone(
+    platform: Harness,
+) -> None:
+    with platform.platform.db.writing() as session:
+        for login in ("alice", "gina"):
+            set_password(session, login, PASSWORD)
+    arm = SimulatedFranka(image_size=16)
+    robot = Robot(platform)
+    try:
+        drive(robot, arm, 3)
+        ended = robot.ask(end=True)
+        assert ended["ok"] and ended["ended"], ended
+        assert robot.ask(label=False, notes="stopped 4 cm short")["ok"]
+        drive(robot, arm, 1)  # the next episode, still playing
+        page_path = f"/deployments/acme/{MODEL}"
+        with launched("the deployment page") as browser:
+            page = browser.new_page()
+            page.goto(platform.url + page_path)
+            # Not signed in: the sign-in form first, then back to the page.
+            page.wait_for_selector("input[name=login]")
+            sign_in(page, "alice")
+            page.wait_for_selector("#episodes")
+            assert page.url.endswith(page_path)
+            row = page.locator(f'#episodes tr[data-episode="{ended["ended"]}"]')
+            cells = row.locator("td").all_inner_texts()
+            assert cells[3:5] == ["3", "3"], cells  # its observations and actions
+            assert row.locator(".ended").inner_text() == "by the robot"
+            assert row.locator(".label").inner_text() == "failure"
+            assert row.locator(".notes").inner_text() == "stopped 4 cm short"
+            assert page.inner_text("#capture") == "on"
+            # This robot, connected now, on the worker serving it (no key, nor the SDK's whole session).
+            assert int(page.inner_text("#robot-count")) >= 1
+            robots = page.inner_text("#robots")
+            assert "an account's key" in robots
+            assert not any(s.session in robots for s in seats(platform))
+            # A member of another org finds no such deployment.
+            other = browser.new_context().new_page()
+            other.goto(platform.url + page_path)
+            other.wait_for_selector("input[name=login]")
+            sign_in(other, "gina")
+            other.wait_for_selector("h1")
+            assert other.inner_text("h1") == "No such deployment"
+            assert "stopped 4 cm short" not in other.content()
+    finally:
+        robot.close()
+        arm.close()
+
+
+def sign_in(page: Any, login: str) -> None:
+    page.fill("input[name=login]", login)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
 
 
 def test_a_robot_key_reaches_its_deployment_alone_and_is_refused_once_revoked(platform: Harness) -> None:

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import numpy as np
 
-__all__ = ["CAPTURE_SETTING", "Captures", "EpisodeFile", "tagged"]
+__all__ = ["CAPTURE_SETTING", "CapturedEpisode", "Captures", "EpisodeFile", "tagged"]
 
 CAPTURE_SETTING: Final = "capture"
 _EPISODE = re.compile(r"[A-Za-z0-9._-]{1,128}")
@@ -124,13 +124,63 @@ class Captures:
             return None
         return target
 
-    def episodes(self, hosted_id: int) -> dict[str, list[dict[str, Any]]]:
-        """Every captured episode's lines, by episode id (for the deployment's page)."""
-        found: dict[str, list[dict[str, Any]]] = {}
-        for file in sorted((self.folder(hosted_id) / "episodes").rglob("*.jsonl")):
-            lines = [
-                json.loads(line) for line in file.read_text(encoding="utf-8").splitlines() if line.strip()
-            ]
-            if lines:
-                found.setdefault(str(lines[0]["episode_id"]), []).extend(lines)
-        return found
+    def summaries(self, hosted_id: int) -> list[CapturedEpisode]:
+        """Every captured episode of the deployment, newest first, each read as a line count: an episode's
+        lines carry its camera frames, so only a line's head (its kind and time) is read, and the whole of
+        its last line (an `end` or `broke` line is small)."""
+        found = []
+        for file in (self.folder(hosted_id) / "episodes").glob("*/*.jsonl"):
+            summary = _summary(file)
+            if summary is not None:
+                found.append(summary)
+        return sorted(found, key=lambda e: e.began, reverse=True)
+
+
+@dataclass(frozen=True)
+class CapturedEpisode:
+    """One captured episode at a glance (the deployment's page)."""
+
+    episode_id: str
+    worker_id: int
+    began: float
+    last: float
+    observations: int
+    acts: int
+    ended: str | None  # "end": the robot ended it; "broke": its worker ended under it; None: playing or left
+    why: str | None  # why it broke
+
+
+# The head every line begins with (EpisodeFile.write): its episode, kind and time, before any value.
+_HEAD = re.compile(r'^\{"episode_id":"[^"]*","kind":"(\w+)","ts":([0-9.eE+-]+)')
+
+
+def _summary(file: Path) -> CapturedEpisode | None:
+    counts = {"observe": 0, "act": 0}
+    began = last = None
+    tail, tail_kind = "", ""
+    with file.open(encoding="utf-8") as lines:
+        for line in lines:
+            head = _HEAD.match(line[:200])
+            if head is None:
+                continue
+            kind, ts = head.group(1), float(head.group(2))
+            began = ts if began is None else began
+            last = ts
+            if kind in counts:
+                counts[kind] += 1
+            tail, tail_kind = line, kind
+    if began is None or last is None:
+        return None
+    # Only a closing line is parsed whole (and a line still being written is no closing line).
+    ended = tail_kind if tail_kind in ("end", "broke") and tail.endswith("\n") else None
+    closing = json.loads(tail) if ended is not None else {}
+    return CapturedEpisode(
+        episode_id=file.stem,
+        worker_id=int(file.parent.name),
+        began=began,
+        last=last,
+        observations=counts["observe"],
+        acts=counts["act"],
+        ended=ended,
+        why=closing.get("why") if ended == "broke" else None,
+    )

@@ -47,7 +47,7 @@ from yardstick.sequences import versions as sequence_versions
 from yardstick.sequences import volumes as sequence_volumes
 from yardstick.sequences.errors import SEQUENCES
 from yardstick.store.text import UnstorableText
-from yardstick.web import checkout_page, oauth, signin_pages, site
+from yardstick.web import checkout_page, deployment_page, oauth, signin_pages, site
 from yardstick.worker import processes
 
 log = logging.getLogger("yardstick.gateway")
@@ -133,6 +133,7 @@ def create_app(services: Services) -> FastAPI:
         oauth.router,
         site.router,
         signin_pages.router,
+        deployment_page.router,
         checkout_page.router,
     ):
         serve_routes_of(app, router)

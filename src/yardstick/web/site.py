@@ -54,7 +54,14 @@ def _environment() -> Environment:
     )
     env.filters["pct"] = lambda v: "–" if v is None else f"{100 * float(v):.1f}%"
     env.filters["when"] = lambda v: v.strftime("%Y-%m-%d %H:%M UTC") if isinstance(v, dt.datetime) else "–"
+    env.filters["when_s"] = lambda v: (
+        v.strftime("%Y-%m-%d %H:%M:%S UTC") if isinstance(v, dt.datetime) else "–"
+    )
     return env
+
+
+def _when(value: Any, form: str) -> str:
+    return value.strftime(form) if isinstance(value, dt.datetime) else "–"
 
 
 PAGES = _environment()
