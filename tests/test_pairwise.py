@@ -68,3 +68,14 @@ def test_swapping_sides_changes_nothing() -> None:
     games = games_of(trials({"a": 0.8, "b": 0.5}, 30))
     swapped = [Game(g.b, g.a, 1 - g.score, g.trial) for g in games]
     assert fit(games, ["a", "b"]) == pytest.approx(fit(swapped, ["a", "b"]))
+
+
+def test_two_policies_that_tie_on_every_trial_share_their_ranks_whatever_their_names() -> None:
+    """As the pages' blind sample: two policies succeed everywhere, a third on half the trials. The two are
+    one strength in every resample, so each may be first or second: neither is called first by the last
+    bits of the fit's arithmetic."""
+    for first, second in (("rows", "slow"), ("slow", "rows"), ("a" * 30, "b")):
+        outcomes = {t: {first: True, second: True, "sampler": t % 2 == 0} for t in range(40)}
+        ranking = rank(games_of(outcomes))
+        places = {s.player: (s.rank_low, s.rank_high) for s in ranking.standings}
+        assert places == {first: (1, 2), second: (1, 2), "sampler": (3, 3)}, places

@@ -76,6 +76,14 @@ RobotsHost = typer.Option(
 RobotIdle = typer.Option(
     None, "--robot-idle", min=1.0, help="Seconds an act worker serves past its last act (default 300)."
 )
+Artifacts = typer.Option(
+    None,
+    "--artifacts",
+    envvar="YARDSTICK_ARTIFACTS",
+    help="Where runs' objects are kept: s3://BUCKET/PREFIX for an S3-compatible store (its endpoint and "
+    "credentials from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE); "
+    "by default the data folder's artifacts/.",
+)
 EpisodeTimeout = typer.Option(
     None,
     "--episode-timeout",
@@ -102,8 +110,11 @@ def _platform_settings(
     image_cache: float | None = None,
     robots_host: str | None = None,
     robot_idle: float | None = None,
+    artifacts: str | None = None,
 ) -> Settings:
-    """The settings of a server or a worker: what boxes may use, which local addresses may be dialled."""
+    """The settings of a server or a worker: what boxes may use, which local addresses may be dialled,
+    where runs' objects are kept."""
+    from yardstick.core.s3_artifacts import S3Url
     from yardstick.hosted.limits import GiB
 
     settings = _settings(data_dir, database, call_timeout)
@@ -120,6 +131,11 @@ def _platform_settings(
     if robots_host is not None and not _host(robots_host):
         said = f"an IP address or a host name, not {robots_host!r}"
         raise typer.BadParameter(said, param_hint="--robots-host")
+    if artifacts is not None:
+        try:
+            S3Url(artifacts)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc).removeprefix("artifacts: "), param_hint="--artifacts") from None
     limits = settings.box_limits
     if box_memory is not None:
         limits = dataclasses.replace(limits, memory_bytes=int(box_memory * GiB))
@@ -134,7 +150,21 @@ def _platform_settings(
         episode_timeout_s=episode_timeout or settings.episode_timeout_s,
         act_host=robots_host or settings.act_host,
         act_idle_s=robot_idle or settings.act_idle_s,
+        artifacts_url=artifacts,
     )
+
+
+def _executor(no_worker: bool, workers: int) -> str:
+    """Where this process's episodes play, as its start-up says it."""
+    if no_worker:
+        return "on workers elsewhere (yardstick worker)"
+    return f"the local pool ({workers} worker process{'es' if workers > 1 else ''} on this machine)"
+
+
+def _artifact_place(settings: Settings) -> str:
+    from yardstick.core.install import open_artifact_store
+
+    return str(open_artifact_store(settings))
 
 
 def _host(text: str) -> bool:
@@ -246,6 +276,7 @@ def server(
     episode_timeout: float | None = EpisodeTimeout,
     robots_host: str | None = RobotsHost,
     robot_idle: float | None = RobotIdle,
+    artifacts: str | None = Artifacts,
 ) -> None:
     """The whole platform on one machine: the API, workers, the database and the artifacts, migrations
     applied. OpenAPI at /docs."""
@@ -267,6 +298,7 @@ def server(
         image_cache,
         robots_host,
         robot_idle,
+        artifacts,
     )
     supervisor = Supervisor(settings, 0 if no_worker else workers, run_worker)
     with _stopped_by_signals() as held:
@@ -274,6 +306,8 @@ def server(
         http: Supervisor | None = None
         try:
             console.print(f"data: {settings.data_dir}  database: {settings.database.split('@')[-1]}")
+            console.print(f"artifacts: {services.platform.artifacts}")
+            console.print(f"episodes: {_executor(no_worker, workers)}")
             console.print(f"API:  http://{host}:{port}/v1  (OpenAPI at /docs)")
             console.print(f"sign-in: http://{host}:{port}/device  (yardstick login)")
             with held():
@@ -305,6 +339,7 @@ def worker(
     episode_timeout: float | None = EpisodeTimeout,
     robots_host: str | None = RobotsHost,
     robot_idle: float | None = RobotIdle,
+    artifacts: str | None = Artifacts,
 ) -> None:
     """Play queued episodes from a platform's database (PostgreSQL for workers on other machines; the
     artifact folder must be shared with the server's). The worker processes are supervised: one that dies is
@@ -323,8 +358,11 @@ def worker(
         image_cache,
         robots_host,
         robot_idle,
+        artifacts,
     )
     supervisor = Supervisor(settings, concurrency, run_worker)
+    console.print(f"artifacts: {_artifact_place(settings)}")
+    console.print(f"episodes: {_executor(False, concurrency)}")
     with _stopped_by_signals() as held:
         try:
             with held():

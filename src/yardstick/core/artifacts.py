@@ -101,10 +101,10 @@ class ArtifactNotFound(LookupError):
 class ArtifactStore(Protocol):
     """Where a submission's objects are kept.
 
-    Deliberately small, so an S3-compatible store can plug in later with the same four calls (`put` as
+    Deliberately small, so an S3-compatible store (`s3_artifacts`) plugs in with the same calls (`put` as
     PutObject, `open` as GetObject's body, `exists` as HeadObject, `keys` as ListObjectsV2 under the
-    submission's prefix). The content type is recorded by the caller in the `artifacts` table; a store
-    may keep it too (S3 as object metadata), the local store does not need it.
+    submission's prefix, `presigned` as a presigned GET). The content type is recorded by the caller in the
+    `artifacts` table; a store may keep it too (S3 as object metadata), the local store does not need it.
     """
 
     def put(
@@ -129,6 +129,11 @@ class ArtifactStore(Protocol):
         order (empty when it wrote nothing there)."""
         ...
 
+    def presigned(self, submission_id: int, key: str, *, media_type: str | None = None) -> str | None:
+        """A link to one object that its store serves itself, expiring (S3's presigned GET); None for a
+        store the platform serves (the local folder: its links are the gateway's, signed by the install)."""
+        ...
+
 
 class LocalArtifactStore:
     """Objects in a local directory: `<root>/<submission hex id>/<key>`.
@@ -140,6 +145,9 @@ class LocalArtifactStore:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+
+    def __str__(self) -> str:
+        return f"the folder {self.root}"
 
     def folder(self, submission_id: int) -> Path:
         return self.root / submission_hex(submission_id)
@@ -197,6 +205,9 @@ class LocalArtifactStore:
 
     def exists(self, submission_id: int, key: str) -> bool:
         return self.path(submission_id, key).is_file()
+
+    def presigned(self, submission_id: int, key: str, *, media_type: str | None = None) -> str | None:
+        return None
 
     def keys(self, submission_id: int, prefix: str = "") -> list[tuple[str, int]]:
         folder = self.folder(submission_id)

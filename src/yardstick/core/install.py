@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from yardstick.core import seed
-from yardstick.core.artifacts import LocalArtifactStore
+from yardstick.core.artifacts import ArtifactStore, LocalArtifactStore
 from yardstick.core.settings import Settings
 from yardstick.core.signing import load_secret
 from yardstick.store.db import Database
@@ -20,7 +20,7 @@ class Install:
 
     settings: Settings
     db: Database
-    artifacts: LocalArtifactStore
+    artifacts: ArtifactStore
     secret: bytes
 
     def close(self) -> None:
@@ -38,6 +38,13 @@ def open_install(settings: Settings, *, prepare: bool = True) -> Install:
         db.upgrade()
         with db.writing() as session:
             seed.install(session)
-    return Install(
-        settings, db, LocalArtifactStore(settings.artifact_root), load_secret(settings.secret_file)
-    )
+    return Install(settings, db, open_artifact_store(settings), load_secret(settings.secret_file))
+
+
+def open_artifact_store(settings: Settings) -> ArtifactStore:
+    """The install's artifact store: the data folder's, or the bucket `artifacts_url` names."""
+    if settings.artifacts_url is None:
+        return LocalArtifactStore(settings.artifact_root)
+    from yardstick.core.s3_artifacts import S3ArtifactStore  # boto3 only for an install that uses it
+
+    return S3ArtifactStore(settings.artifacts_url, link_ttl_s=settings.artifact_ttl_s)

@@ -1,10 +1,13 @@
-"""A run's artifacts as a caller reaches them: listed a page at a time, each as a signed, expiring link."""
+"""A run's artifacts as a caller reaches them: listed a page at a time, each as a signed, expiring link — the
+store's own where it serves its objects itself (an S3 bucket's presigned GET), else the gateway's, signed by
+the install."""
 
 from __future__ import annotations
 
 from sqlalchemy import bindparam, select
 
 from yardstick.core import limits
+from yardstick.core.artifacts import ArtifactStore
 from yardstick.core.paging import key_page
 from yardstick.core.refusals import bad_request
 from yardstick.core.signing import UrlSigner
@@ -19,9 +22,15 @@ _KEYS_OF_RUN = select(Artifact.key).where(
 
 
 class Links:
-    def __init__(self, db: Database, signer: UrlSigner) -> None:
+    def __init__(self, db: Database, signer: UrlSigner, store: ArtifactStore) -> None:
         self.db = db
         self.signer = signer
+        self.store = store
+
+    def link(self, run_id: int, key: str, base_url: str) -> str:
+        """One object's expiring link, made now."""
+        served = self.store.presigned(run_id, key)
+        return served if served is not None else self.signer.sign(run_id, key, base_url=base_url)
 
     def page(
         self, run: Run, prefix: str | None, after: str | None, limit: int | None, base_url: str
@@ -45,9 +54,7 @@ class Links:
             cap=limits.ARTIFACT_PAGE_MAX,
             default=limits.ARTIFACT_PAGE_DEFAULT,
         )
-        return [
-            (key, size, self.signer.sign(run.id, key, base_url=base_url)) for key, size in rows
-        ], after_key
+        return [(key, size, self.link(run.id, key, base_url)) for key, size in rows], after_key
 
     def written(self, run_id: int, keys: tuple[str, ...]) -> tuple[str, ...]:
         """Those of `keys` the run wrote, in one query."""
@@ -56,4 +63,4 @@ class Links:
 
     def signed(self, run_id: int, keys: tuple[str, ...], base_url: str) -> dict[str, str]:
         """A link to each of `keys` (ones the run wrote), signed now: links expire, so none is kept."""
-        return {key: self.signer.sign(run_id, key, base_url=base_url) for key in keys}
+        return {key: self.link(run_id, key, base_url) for key in keys}

@@ -65,7 +65,7 @@ class Platform:
         self.boards = Boards(self.db, self.secret)
         self.pairwise = PairwiseBoards(self.db, self.boards)
         self.checkpoints = CheckpointCurves(self.db, self.boards)
-        self.links = Links(self.db, self.signer)
+        self.links = Links(self.db, self.signer, self.artifacts)
         self.secrets = Secrets(self.db, self.secret)
         self.volumes = Volumes(self.db, volume_store(self.settings))
         self.uploads = Uploads(self.db, self.volumes.store, self.secret)

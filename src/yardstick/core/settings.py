@@ -85,6 +85,9 @@ class Settings:
     act_idle_s: float = 300.0
     # The address a worker serving robots listens on and hands out (its machine's, reachable by the robots).
     act_host: str = "127.0.0.1"
+    # Where a run's objects are kept: None for the data folder's `artifacts/`, or an S3-compatible bucket
+    # (`s3://bucket/prefix`, its endpoint and credentials from the AWS environment variables).
+    artifacts_url: str | None = None
 
     @classmethod
     def from_env(cls, data_dir: str | Path | None = None, database_url: str | None = None) -> Settings:

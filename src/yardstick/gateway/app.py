@@ -16,7 +16,7 @@ from typing import Any
 from anyio import to_thread
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, Response
+from fastapi.responses import Response
 from starlette.exceptions import HTTPException
 
 from yardstick import __version__
@@ -28,6 +28,7 @@ from yardstick.gateway.audit_trail import AuditTrail
 from yardstick.gateway.body_limit import BodyLimit
 from yardstick.gateway.cors import SharedReads
 from yardstick.gateway.services import Services
+from yardstick.http.artifact_files import artifact_file
 from yardstick.http.routing import Door, answer_refused, refusals, refused_input
 from yardstick.positronic import routes as positronic
 from yardstick.positronic.errors import POSITRONIC
@@ -211,12 +212,16 @@ def create_app(services: Services) -> FastAPI:
         except ArtifactUrlRefused as exc:
             raise Refusal(RefusalKind.FORBIDDEN, f"this artifact link is refused: {exc.reason}") from None
         try:
-            path = platform.artifacts.path(int(submission, 16), key)
+            submission_id = int(submission, 16)
         except ValueError:
             raise Refusal(RefusalKind.NOT_FOUND, f"no artifact {key!r}") from None
-        if not path.is_file():
-            raise Refusal(RefusalKind.NOT_FOUND, f"no artifact {key!r}")
-        return FileResponse(path, headers={"Access-Control-Allow-Origin": "*"})
+        return artifact_file(
+            platform.artifacts,
+            submission_id,
+            key,
+            lambda: Refusal(RefusalKind.NOT_FOUND, f"no artifact {key!r}"),
+            headers={"Access-Control-Allow-Origin": "*"},
+        )
 
     openapi.install(app, doors, lambda path: next(door for door in doors if door.serves(path)))
     return app

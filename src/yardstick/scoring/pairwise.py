@@ -27,6 +27,9 @@ import numpy.typing as npt
 BOOTSTRAPS = 200
 _ITERATIONS = 100
 _TOLERANCE = 1e-7
+# Strengths closer than this are one strength: far below what any number of games can tell apart, above the
+# fit's own tolerance, so a tie is not split by where Newton's method stopped.
+_SAME_STRENGTH = 1e-6
 
 
 @dataclass(frozen=True)
@@ -124,12 +127,13 @@ def rank(games: Sequence[Game], *, bootstraps: int = BOOTSTRAPS, seed: int = 0) 
     per_trial = np.stack([_wins(trial, index, len(players)) for trial in by_trial.values()])
     draws = np.random.default_rng(seed)
     chances = np.empty((bootstraps, len(players)))
-    places = np.empty((bootstraps, len(players)))
+    best = np.empty((bootstraps, len(players)))
+    worst = np.empty((bootstraps, len(players)))
     for b in range(bootstraps):
         counts = np.bincount(draws.integers(0, len(per_trial), len(per_trial)), minlength=len(per_trial))
         fitted = _fit(np.tensordot(counts.astype(np.float64), per_trial, axes=1))
         chances[b] = _chance(fitted)
-        places[b] = np.argsort(np.argsort(-fitted)) + 1
+        best[b], worst[b] = _places(fitted)
     played = {p: 0 for p in players}
     for game in games:
         played[game.a] += 1
@@ -146,13 +150,21 @@ def rank(games: Sequence[Game], *, bootstraps: int = BOOTSTRAPS, seed: int = 0) 
                 chance=chance,
                 low=float(np.quantile(chances[:, i], 0.025)) if has else chance,
                 high=float(np.quantile(chances[:, i], 0.975)) if has else chance,
-                rank_low=int(np.floor(np.quantile(places[:, i], 0.025))) if has else place,
-                rank_high=int(np.ceil(np.quantile(places[:, i], 0.975))) if has else place,
+                rank_low=int(np.floor(np.quantile(best[:, i], 0.025))) if has else place,
+                rank_high=int(np.ceil(np.quantile(worst[:, i], 0.975))) if has else place,
                 games=played[players[i]],
             )
         )
     table = head_to_head(games)
     return Ranking(standings, table, next_pairs(standings, table), len(games))
+
+
+def _places(strengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each player's best and worst place in one fit: players of the same strength share their places (a
+    sort would order a tie by the last bits of the fit's arithmetic, and call one of them first each time)."""
+    above = strengths[None, :] > strengths[:, None] + _SAME_STRENGTH
+    level = np.abs(strengths[None, :] - strengths[:, None]) <= _SAME_STRENGTH
+    return 1 + above.sum(axis=1), above.sum(axis=1) + level.sum(axis=1)
 
 
 def head_to_head(games: Iterable[Game]) -> list[HeadToHead]:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Query, Request
-from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from yardstick.core.accounts import Caller
@@ -23,6 +23,7 @@ from yardstick.core.platform import Platform
 from yardstick.core.refusals import not_found
 from yardstick.engine.failures import FailureKind
 from yardstick.engine.recording import TRAJECTORY, episode_folder
+from yardstick.http.artifact_files import artifact_file
 from yardstick.http.auth import Who, audit_target, unaudited
 from yardstick.http.routing import door_router, refusals
 from yardstick.http.services import Plat, Purch
@@ -198,12 +199,12 @@ def eval_logs(
 
 
 @router.get(paths.EVAL_VIDEO, responses=refusals(404))
-def eval_video(eval_id: str, name: str, plat: Plat, who: Who) -> FileResponse:
+def eval_video(eval_id: str, name: str, plat: Plat, who: Who) -> Response:
     return _episode_file(plat, who, eval_id, name, ".mp4", lambda r: [v["file"] for v in r.get("videos", [])])
 
 
 @router.get(paths.EVAL_TRAJECTORY, responses=refusals(404))
-def eval_trajectory(eval_id: str, name: str, plat: Plat, who: Who) -> FileResponse:
+def eval_trajectory(eval_id: str, name: str, plat: Plat, who: Who) -> Response:
     return _episode_file(plat, who, eval_id, name, ".jsonl.gz", lambda r: [TRAJECTORY])
 
 
@@ -297,7 +298,7 @@ def _episode_file(
     name: str,
     suffix: str,
     files: Callable[[dict[str, Any]], list[str]],
-) -> FileResponse:
+) -> Response:
     run = filing.eval_run(platform, caller, eval_id)
     index_text = name[: -len(suffix)] if name.endswith(suffix) else ""
     if not index_text.isdigit():
@@ -307,7 +308,10 @@ def _episode_file(
     if episode is None or not shown:
         raise not_found(f"episode {index_text} has no {suffix} file")
     key = (episode_folder(ATTEMPT, episode.index) / shown[0]).as_posix()
-    path = platform.artifacts.path(run.id, key)
-    if not path.is_file():
-        raise not_found(f"episode {index_text} has no {suffix} file")
-    return FileResponse(path)
+    return artifact_file(
+        platform.artifacts,
+        run.id,
+        key,
+        lambda: not_found(f"episode {index_text} has no {suffix} file"),
+        relay=True,
+    )

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from yardstick.core import lifecycle
@@ -21,6 +21,7 @@ from yardstick.core.boards import RunView, page_url, primary_of
 from yardstick.core.platform import Platform
 from yardstick.core.refusals import not_found
 from yardstick.engine.recording import episode_folder
+from yardstick.http.artifact_files import artifact_file
 from yardstick.http.services import Plat
 from yardstick.scoring.compare import paired_difference
 from yardstick.scoring.sequential import anytime_summary
@@ -310,13 +311,18 @@ def run_data(platform: Plat, request: Request, token: str) -> JSONResponse:
 
 
 @router.get("/v/{token}/episodes/{index}/{name}")
-def run_file(token: str, index: int, name: str, platform: Plat) -> FileResponse:
+def run_file(token: str, index: int, name: str, platform: Plat) -> Response:
     view = run_or_404(platform, token)
     episode = next((e for e in view.episodes if e.index == index), None)
     files = {v["file"] for v in (episode.result or {}).get("videos", [])} if episode else set()
     if episode is None or name not in files:
         raise not_found(f"no file {name!r} for episode {index}")
-    path = platform.artifacts.path(view.run.id, (episode_folder(lifecycle.ATTEMPT, index) / name).as_posix())
-    if not path.is_file():
-        raise not_found(f"no file {name!r} for episode {index}")
-    return FileResponse(path, media_type="video/mp4", headers=CORS)
+    key = (episode_folder(lifecycle.ATTEMPT, index) / name).as_posix()
+    return artifact_file(
+        platform.artifacts,
+        view.run.id,
+        key,
+        lambda: not_found(f"no file {name!r} for episode {index}"),
+        media_type="video/mp4",
+        headers=CORS,
+    )

@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from yardstick.core import lifecycle
-from yardstick.core.artifacts import LocalArtifactStore
+from yardstick.core.install import open_artifact_store
 from yardstick.core.ledger import Ledger
 from yardstick.core.runs import EndpointTarget
 from yardstick.core.settings import Settings
@@ -101,7 +101,7 @@ class PlatformWorker:
     ) -> None:
         self.settings = settings
         self.db = Database(settings.database)
-        self.store = LocalArtifactStore(settings.artifact_root)
+        self.store = open_artifact_store(settings)
         self.queue = EpisodeQueue(self.db, lease_s=settings.lease_s, max_attempts=settings.max_attempts)
         self.lifecycle = lifecycle.Lifecycle(self.db, self.store, ledger)
         self.name = name or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"

@@ -1,0 +1,215 @@
+"""Runs' objects in an S3-compatible bucket (`--artifacts s3://bucket/prefix`), against moto's standalone
+server on loopback as the S3 of a lab: the store keeps, reads, lists and links objects as the data folder
+does; a platform on the bucket plays a run, writes nothing of it to its folder, and hands out the bucket's
+own expiring links, which the contract's client and a browser's video follow."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from platform_client.eval_plan import EvalPlan
+
+from platform_harness import free_port, running_platform
+from yardstick.core.artifacts import ArtifactNotFound, LocalArtifactStore
+from yardstick.core.s3_artifacts import S3ArtifactStore, s3_client
+
+BUCKET = "yardstick-lab"
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "lab-key-id",
+    "AWS_SECRET_ACCESS_KEY": "lab-secret-key",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+# Generous for a loaded two-core machine: moto's server imports Flask and every service's models.
+START_S = 90.0
+
+
+@pytest.fixture(scope="module")
+def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """moto's S3 on a loopback port, a bucket in it, and the AWS variables every process here reads."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("moto") / "server.log"
+    server_bin = Path(sys.executable).with_name("moto_server")
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [str(server_bin), "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=subprocess.STDOUT
+        )
+    url = f"http://127.0.0.1:{port}"
+    before = {name: os.environ.get(name) for name in (*CREDENTIALS, "AWS_ENDPOINT_URL")}
+    try:
+        _wait_for_port(port, server, log)
+        os.environ.update(CREDENTIALS, AWS_ENDPOINT_URL=url)
+        s3_client().create_bucket(Bucket=BUCKET)
+        yield url
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _wait_for_port(port: int, server: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + START_S
+    while time.monotonic() < deadline:
+        assert server.poll() is None, log.read_text()[-2000:]
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            threading.Event().wait(0.1)
+    raise AssertionError(f"moto's server did not listen within {START_S:g} s: {log.read_text()[-2000:]}")
+
+
+def test_the_bucket_keeps_reads_lists_and_links_objects_as_the_folder_does(
+    endpoint: str, tmp_path: Path
+) -> None:
+    bucket = S3ArtifactStore(f"s3://{BUCKET}/lab/runs", link_ttl_s=600)
+    folder = LocalArtifactStore(tmp_path / "artifacts")
+    run = 0x1F2E3D
+    for store in (bucket, folder):
+        store.put(run, "result.json", b'{"old": true}', "application/json")
+        store.put(run, "result.json", b'{"scores": {"primary": 0.5}}', "application/json")  # replaced whole
+        store.put(run, "attempts/1/episodes/000000/video.mp4", b"\x00\x01" * 5000, "video/mp4")
+        for n in range(1003):  # more than one ListObjectsV2 page (1,000 keys)
+            store.put(
+                run, f"logs/{n:04d}.ndjson", f"line {n}\n".encode(), "application/x-ndjson", durable=False
+            )
+        store.put(run + 1, "logs/other-run.ndjson", b"not this run's", "application/x-ndjson")
+
+    for store in (bucket, folder):
+        with store.open(run, "result.json") as stream:
+            assert stream.read() == b'{"scores": {"primary": 0.5}}'
+        assert store.exists(run, "attempts/1/episodes/000000/video.mp4")
+        assert not store.exists(run, "attempts/1/episodes/000001/video.mp4")
+        with pytest.raises(ArtifactNotFound):
+            store.open(run, "nothing.json")
+        with pytest.raises(ValueError, match="artifact key"):
+            store.put(run, "../escape.json", b"{}", "application/json")
+    assert bucket.keys(run) == folder.keys(run)
+    assert len(bucket.keys(run, "logs/")) == 1003
+    assert bucket.keys(run, "logs/") == folder.keys(run, "logs/")
+    assert bucket.keys(run, "attempts/") == [("attempts/1/episodes/000000/video.mp4", 10000)]
+    assert bucket.keys(0xABC) == []
+    assert bucket.location(run, "attempts/1/") == f"s3://{BUCKET}/lab/runs/{run:x}/attempts/1/"
+
+    # A link is the bucket's own GET, signed for the endpoint it names: nobody needs a key to follow it.
+    link = bucket.presigned(run, "attempts/1/episodes/000000/video.mp4", media_type="video/mp4")
+    assert link is not None and link.startswith(endpoint + f"/{BUCKET}/lab/runs/")
+    assert "X-Amz-Signature=" in link and "X-Amz-Expires=600" in link
+    fetched = httpx.get(link)
+    assert fetched.status_code == 200 and fetched.content == b"\x00\x01" * 5000
+    assert fetched.headers["content-type"] == "video/mp4"
+    # It carries a signature, never the secret it was made with (moto checks no signature: S3 does).
+    assert CREDENTIALS["AWS_SECRET_ACCESS_KEY"] not in link
+    assert folder.presigned(run, "result.json") is None  # the folder's links are the gateway's
+
+
+def test_a_bad_artifacts_url_is_refused_naming_the_rule(endpoint: str) -> None:
+    for url, rule in (
+        ("gs://bucket/x", "no s3:// URL"),
+        ("s3://", "names no bucket"),
+        ("s3://a/x", "names no bucket"),
+        ("s3://lab_bucket/x", "names no bucket"),
+    ):
+        with pytest.raises(ValueError, match=rule):
+            S3ArtifactStore(url)
+    completed = subprocess.run(
+        [sys.executable, "-m", "yardstick.cli", "worker", "--artifacts", "gs://lab/runs"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 2 and "--artifacts" in completed.stderr
+    assert "is no s3:// URL" in completed.stderr
+
+
+def test_a_platform_on_the_bucket_plays_a_run_and_hands_out_the_buckets_links(
+    endpoint: str, tmp_path: Path
+) -> None:
+    prefix = "platform"
+    with running_platform(tmp_path, None, artifacts_url=f"s3://{BUCKET}/{prefix}") as platform:
+        client = platform.client("alice")
+        plan = EvalPlan.model_validate(
+            {
+                "request_type": {"type": "private_eval", "org": "acme"},
+                "eval": "toys.canvas",
+                "endpoints": [{"name": "policy", "kind": "served", "wire": "websocket", "spec": "rows"}],
+                "episodes_per_endpoint": 2,
+                "transaction_key": "on-the-bucket",
+            }
+        )
+        created = client.create_submission(plan)
+        view = platform.wait(client, created.submission_id)
+        assert view.status.name == "finished", view
+        run = int(created.submission_id)
+
+        # Every object of the run is in the bucket, none in the data folder.
+        stored = dict(platform.platform.artifacts.keys(run))
+        assert "result.json" in stored and any(k.endswith(".mp4") for k in stored)
+        assert not (platform.settings.artifact_root / f"{run:x}").exists()
+
+        # The contract's links are the bucket's, and they serve what the run wrote.
+        listed = client.list_artifacts(created.submission_id).artifacts
+        assert {a.key for a in listed} <= set(stored)
+        for artifact in listed:
+            assert urlsplit(str(artifact.url)).netloc == urlsplit(endpoint).netloc, artifact.url
+        result_link = str(view.artifacts.result)
+        assert urlsplit(result_link).netloc == urlsplit(endpoint).netloc
+        result = httpx.get(result_link).json()
+        assert result["scores"]["primary"] == pytest.approx(view.scores.primary)
+
+        # The run page's video: the page's own route sends the browser on to the bucket.
+        page = httpx.get(str(view.replay.url)) if view.replay is not None else None  # type: ignore[union-attr]
+        assert page is not None and page.status_code == 200
+        data = httpx.get(str(view.replay.url).rstrip("/") + "/data.json").json()  # type: ignore[union-attr]
+        video = data["episodes"][0]["videos"][0]["url"]
+        moved = httpx.get(video)
+        assert moved.status_code == 307
+        assert urlsplit(moved.headers["location"]).netloc == urlsplit(endpoint).netloc
+        played = httpx.get(video, follow_redirects=True)
+        assert played.status_code == 200 and played.headers["content-type"] == "video/mp4"
+        assert played.content[4:8] == b"ftyp"  # an MP4's first box
+
+
+def test_an_object_is_relayed_whole_to_a_client_that_follows_no_redirect(endpoint: str) -> None:
+    """The Sequences CLI fetches a recording from its own gateway only, following no redirect: the gateway
+    relays the bucket's bytes (a missing one answers the route's own 404)."""
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from yardstick.core.refusals import Refusal, not_found
+    from yardstick.http.artifact_files import artifact_file
+
+    bucket = S3ArtifactStore(f"s3://{BUCKET}/relayed")
+    video = os.urandom(3 << 20)  # more than one chunk of the relay
+    bucket.put(7, "attempts/1/episodes/000000/video.mp4", video, "video/mp4")
+    app = FastAPI()
+
+    @app.get("/videos/{index}.mp4")
+    def recording(index: int) -> object:
+        key = f"attempts/1/episodes/{index:06d}/video.mp4"
+        return artifact_file(bucket, 7, key, lambda: not_found(f"no video {index}"), relay=True)
+
+    @app.exception_handler(Refusal)
+    def refused(_request: object, exc: Exception) -> object:
+        from fastapi.responses import JSONResponse
+
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    with TestClient(app, follow_redirects=False) as client:
+        answered = client.get("/videos/0.mp4")
+        assert answered.status_code == 200 and answered.content == video
+        missing = client.get("/videos/1.mp4")
+        assert missing.status_code == 404 and "no video 1" in missing.text
