@@ -53,6 +53,18 @@ def run(
     seeds: str | None = typer.Option(None, help="Seeds to use, among the benchmark's: 0,1,5 or 0..9."),
     workers: int | None = typer.Option(None, min=1, help="Worker processes (default: one per core)."),
     in_process: bool = typer.Option(False, "--in-process", help="Play everything in this process."),
+    executor: str = typer.Option(
+        "pool",
+        "--executor",
+        help="Where episodes play: pool (worker processes on this machine) or ray (actors on a Ray "
+        "cluster, one CPU each; --workers of them, default one per CPU of the cluster).",
+    ),
+    ray_address: str | None = typer.Option(
+        None,
+        "--ray-address",
+        help="With --executor ray: the cluster, auto (RAY_ADDRESS, or the one `ray start` began on this "
+        "machine) or its head's HOST:PORT. Default auto.",
+    ),
     worlds: int | None = typer.Option(
         None, min=1, help="Worlds a vectorized benchmark builds (default: its most)."
     ),
@@ -117,6 +129,7 @@ def run(
 ) -> None:
     """Evaluate a policy on a benchmark: a progress bar, a table per task, and a run folder with
     report.json, episodes.csv and report.html."""
+    ray_at = _ray_address(executor, ray_address, in_process)
     try:
         gates: list[Gate] = [parse_gate(text) for text in gate]
     except ValueError as exc:
@@ -158,6 +171,7 @@ def run(
         trials=trials,
         seeds=parse_seeds(seeds),
         workers=0 if in_process else workers,
+        ray_address=ray_at,
     )
     cap = max_trials or MAX_TRIALS
     stopping: SequentialEval | None = None
@@ -176,6 +190,8 @@ def run(
         fail(Exit.CALLER, str(exc))
     except typer.BadParameter:
         raise
+    except ConnectionError as exc:  # Ray's when no cluster answers at the address
+        fail(Exit.CALLER, f"--executor ray: no Ray cluster at {ray_at}: {exc}")
     except Exception as exc:
         fail(Exit.PLATFORM, f"internal error: {type(exc).__name__}: {exc}")
 
@@ -298,3 +314,16 @@ def _recording_warnings(report: dict[str, Any]) -> None:
 
 def _slug(ref: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", ref.rsplit(":", 1)[-1].rsplit("/", 1)[-1]).strip("-")[:40] or "run"
+
+
+def _ray_address(executor: str, address: str | None, in_process: bool) -> str | None:
+    """The Ray cluster a run plays on, or None for this machine; a misused flag refused by name."""
+    if executor not in ("pool", "ray"):
+        raise typer.BadParameter(f"{executor!r} is none of pool, ray", param_hint="--executor")
+    if executor == "pool":
+        if address is not None:
+            raise typer.BadParameter("is for --executor ray", param_hint="--ray-address")
+        return None
+    if in_process:
+        raise typer.BadParameter("plays on a Ray cluster, not in this process", param_hint="--executor ray")
+    return address or "auto"

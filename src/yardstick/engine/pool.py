@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from multiprocessing.sharedctypes import Synchronized
-from typing import Any
+from typing import Any, Protocol
 
 from yardstick.engine.failures import Failed, FailureKind
 from yardstick.engine.guard import describe
@@ -47,7 +47,13 @@ class _Worker:
     task: str | None = None
 
 
-class _Dispenser:
+class OnTask(Protocol):
+    """A player the dispenser keeps on one task: a pool's process, a Ray actor."""
+
+    task: str | None
+
+
+class Dispenser:
     """Hands out episodes so that a worker stays on one task while it has episodes left, then moves to
     the task with the most left: a benchmark that builds a world per task builds each in as few workers
     as it can. Results do not depend on who plays what."""
@@ -60,7 +66,11 @@ class _Dispenser:
     def __bool__(self) -> bool:
         return bool(self._by_task)
 
-    def next_for(self, worker: _Worker) -> EpisodeSpec:
+    def put_back(self, episode: EpisodeSpec) -> None:
+        """An episode handed out whose player was lost before it ended: it is handed out again first."""
+        self._by_task.setdefault(episode.task, deque()).appendleft(episode)
+
+    def next_for(self, worker: OnTask) -> EpisodeSpec:
         task = (
             worker.task
             if worker.task in self._by_task
@@ -83,7 +93,7 @@ class PoolExecutor:
         self._context = mp.get_context("spawn")
 
     def run(self, work: Work, episodes: Sequence[EpisodeSpec]) -> Iterator[EpisodeResult]:
-        todo = _Dispenser(episodes)
+        todo = Dispenser(episodes)
         by_index = {e.index: e for e in episodes}
         remaining = len(episodes)
         pool = [self._spawn(work) for _ in range(min(self.workers, remaining))]
@@ -98,7 +108,7 @@ class PoolExecutor:
             _stop(pool)
 
     def _poll(
-        self, work: Work, pool: list[_Worker], todo: _Dispenser, by_index: dict[int, EpisodeSpec]
+        self, work: Work, pool: list[_Worker], todo: Dispenser, by_index: dict[int, EpisodeSpec]
     ) -> Iterator[EpisodeResult]:
         waitables: list[Any] = [w.conn for w in pool] + [w.process.sentinel for w in pool]
         ready = set(wait(waitables, timeout=POLL_S))
@@ -128,7 +138,7 @@ class PoolExecutor:
                 if todo:
                     pool.append(self._spawn(work))
 
-    def _handle(self, worker: _Worker, message: tuple[Any, ...], todo: _Dispenser) -> Iterator[EpisodeResult]:
+    def _handle(self, worker: _Worker, message: tuple[Any, ...], todo: Dispenser) -> Iterator[EpisodeResult]:
         kind = message[0]
         if kind == "ready":
             # From the process's start: its interpreter, its imports and its build, as a user waits for them.

@@ -23,6 +23,8 @@ class RunRequest:
     trials: int | None = None
     seeds: Sequence[int] | None = None
     workers: int | None = None
+    # A Ray cluster to play on (`auto`, or its head's HOST:PORT); None plays on this machine.
+    ray_address: str | None = None
 
 
 @dataclass
@@ -54,7 +56,11 @@ def prepare(request: RunRequest) -> tuple[BenchmarkSpec, PolicySpec, list[Episod
     return benchmark, policy, episodes
 
 
-def executor_for(workers: int | None) -> Executor:
+def executor_for(workers: int | None, ray_address: str | None = None) -> Executor:
+    if ray_address is not None:
+        from yardstick.engine.ray_executor import RayExecutor  # Ray only for a run that uses it
+
+        return RayExecutor(ray_address, workers)
     return InProcessExecutor() if workers == 0 else PoolExecutor(workers)
 
 
@@ -73,7 +79,7 @@ def evaluate(
     elif not set(episodes) <= set(planned):
         raise ValueError("a round's episodes must come from the run's own plan")
     episodes = list(episodes)
-    chosen = executor or executor_for(request.workers)
+    chosen = executor or executor_for(request.workers, request.ray_address)
     outcome = RunOutcome(
         request=request,
         benchmark=benchmark,

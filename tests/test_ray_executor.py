@@ -1,0 +1,213 @@
+"""Episodes on a Ray cluster (`yardstick eval run --executor ray`): a head and a second node on this machine,
+each its own `ray start` process with one CPU, a temporary folder of their own, auth off. A run plays the
+same episodes as the local pool; misused flags are refused by name; and last (it leaves the cluster one node
+short), a run whose second node's raylet is SIGKILLed mid-run still gets every episode, each once."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import free_port
+from yardstick.engine.ray_executor import RayExecutor
+from yardstick.engine.results import EpisodeResult
+from yardstick.engine.run import RunRequest, evaluate
+from yardstick.engine.runtime import Component, Work
+from yardstick.worker.processes import descendants
+
+ray = pytest.importorskip("ray")
+
+ROOT = Path(__file__).parent.parent
+RAY = Path(sys.executable).with_name("ray")
+REACH = f"{ROOT / 'examples' / 'reach2d.py'}"
+TOYS = f"{Path(__file__).parent / 'toys.py'}"
+# Generous for a loaded two-core machine: a Ray node starts in ~3 s idle, several times that under load.
+START_S = 180.0
+
+
+@dataclass
+class Cluster:
+    address: str
+    head: subprocess.Popen[bytes]
+    second: subprocess.Popen[bytes]
+    env: dict[str, str]
+
+    def raylet_of_second(self) -> int:
+        """The second node's raylet (the process its `ray start --block` runs for the node)."""
+        for pid in descendants(self.second.pid):
+            try:
+                name = Path(f"/proc/{pid}/comm").read_text().strip()
+            except OSError:
+                continue
+            if name == "raylet":
+                return pid
+        raise AssertionError("the second node has no raylet")
+
+
+def _node(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [str(RAY), "start", "--block", "--node-ip-address=127.0.0.1", "--num-cpus=1", *args],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # the node's processes are one group: stopped together
+        )
+
+
+def _stop(node: subprocess.Popen[bytes]) -> None:
+    for sig, wait_s in ((signal.SIGTERM, 30), (signal.SIGKILL, 30)):
+        try:
+            os.killpg(node.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            node.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _until(what: Callable[[], Any], timeout: float, why: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = what()
+        if found:
+            return found
+        threading.Event().wait(0.2)
+    raise AssertionError(f"not within {timeout:g} s: {why}")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    folder = Path(tempfile.mkdtemp(prefix="ys-ray-", dir="/tmp"))  # short: Ray's sockets live under it
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    port = free_port()
+    head = _node(
+        ["--head", f"--port={port}", f"--temp-dir={folder}", "--include-dashboard=false"],
+        env,
+        folder / "head.log",
+    )
+    second: subprocess.Popen[bytes] | None = None
+    try:
+        address = f"127.0.0.1:{port}"
+        second = _node([f"--address={address}"], env, folder / "second.log")
+        os.environ["RAY_AUTH_MODE"] = "disabled"
+        _until(lambda: _connected(address), START_S, f"a Ray driver connected to {address}")
+        _until(
+            lambda: len([n for n in ray.nodes() if n["Alive"]]) == 2,
+            START_S,
+            f"both nodes alive: {(folder / 'second.log').read_text(errors='replace')[-2000:]}",
+        )
+        yield Cluster(address, head, second, env)
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        for node in (second, head):
+            if node is not None:
+                _stop(node)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _connected(address: str) -> bool:
+    try:
+        ray.init(address=address, log_to_driver=False, logging_level="warning")
+    except ConnectionError:
+        return False
+    return True
+
+
+def _played(results: list[EpisodeResult]) -> list[tuple[Any, ...]]:
+    return [(r.index, r.task, r.seed, r.trial, r.success, r.steps, r.error) for r in results]
+
+
+def test_mt10_on_the_cluster_plays_the_episodes_the_local_pool_plays(cluster: Cluster) -> None:
+    work = Work(benchmark=Component("mt10"), policy=Component("expert"))
+    asked = {"tasks": ["reach-v3", "push-v3"], "trials": 2}
+    on_ray = evaluate(RunRequest(work, **asked, ray_address=cluster.address))
+    in_pool = evaluate(RunRequest(work, **asked, workers=2))
+    assert on_ray.executor == "ray" and len(on_ray.results) == 4
+    assert all(r.finished for r in on_ray.results)
+    assert _played(on_ray.results) == _played(in_pool.results)
+    assert on_ray.cold_starts and len(on_ray.cold_starts) <= 2
+
+
+def test_the_cli_plays_on_the_cluster_and_refuses_misused_flags(cluster: Cluster, tmp_path: Path) -> None:
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "yardstick.cli", "eval", "run", "-b", f"{REACH}:Reach2D", "-p",
+             f"{REACH}:GoTo", "--trials", "2", *args],
+            capture_output=True, text=True, timeout=600, env=cluster.env,
+        )  # fmt: skip
+
+    played = cli(
+        "--executor", "ray", "--ray-address", cluster.address, "--json", "--out", str(tmp_path / "r")
+    )
+    assert played.returncode == 0, played.stderr
+    report = json.loads(played.stdout)
+    assert report["config"]["executor"] == "ray", report["config"]
+    assert report["episodes"]["finished"] == 4 and not report["errors"]
+
+    for args, hint, rule in (
+        (["--executor", "slurm"], "--executor", "none of pool, ray"),
+        (["--ray-address", cluster.address], "--ray-address", "is for --executor ray"),
+        (["--executor", "ray", "--in-process"], "--executor ray", "not in this process"),
+    ):
+        refused = cli(*args)
+        said = " ".join(refused.stderr.replace("│", " ").split())  # rich's box wraps the message
+        assert refused.returncode == 2 and hint in said and rule in said, refused.stderr
+    nobody = cli("--executor", "ray", "--ray-address", f"127.0.0.1:{free_port()}")
+    assert nobody.returncode == 1 and "no Ray cluster at" in nobody.stderr, nobody.stderr
+
+
+def test_a_node_killed_mid_run_has_its_episodes_played_again_elsewhere_each_once(cluster: Cluster) -> None:
+    """Each episode takes half a second (the policy thinks 100 ms a step), so a quarter of a second after a
+    result both actors are mid-episode. The second node's actor dies with its raylet (its process checks
+    for its raylet each second) before the run ends: its episode is played again on the head."""
+    work = Work(benchmark=Component(f"{TOYS}:Tally"), policy=Component(f"{TOYS}:SlowRows", {"delay": 0.1}))
+    request = RunRequest(work, tasks=["ten"], trials=16, ray_address=cluster.address)
+    landed: list[int] = []
+    a_result = threading.Event()
+    executor = RayExecutor(cluster.address)
+
+    def on_result(result: EpisodeResult) -> None:
+        landed.append(result.index)
+        a_result.set()
+
+    def kill_mid_episode() -> None:
+        # Both actors built (one on each node) and three episodes in: then a quarter of a second after the
+        # next result, both are mid-episode.
+        _until(lambda: len(executor.cold_starts) == 2 and len(landed) >= 3, START_S, "both actors playing")
+        a_result.clear()
+        if a_result.wait(timeout=START_S):
+            threading.Event().wait(0.25)
+            os.kill(cluster.raylet_of_second(), signal.SIGKILL)
+            killed.set()
+
+    killed = threading.Event()
+    killer = threading.Thread(target=kill_mid_episode, daemon=True)
+    killer.start()
+    outcome = evaluate(request, executor=executor, on_result=on_result)
+    killer.join(timeout=60)
+    assert killed.is_set() and not killer.is_alive()
+    assert executor.replayed >= 1, "the second node's episode was not played again"
+    assert sorted(landed) == sorted(set(landed)), "an episode landed twice"
+    assert len(landed) == len(outcome.planned) == 16
+    assert all(r.finished and r.error is None for r in outcome.results), [
+        r.error for r in outcome.results if r.error
+    ]
+    in_pool = evaluate(RunRequest(work, tasks=["ten"], trials=16, workers=2))
+    assert _played(outcome.results) == _played(in_pool.results)
