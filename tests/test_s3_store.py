@@ -133,6 +133,15 @@ def test_a_bad_artifacts_url_is_refused_naming_the_rule(endpoint: str) -> None:
     )
     assert completed.returncode == 2 and "--artifacts" in completed.stderr
     assert "is no s3:// URL" in completed.stderr
+    # A bucket the store does not have: said at the start, not at the first run's first object.
+    missing = subprocess.run(
+        [sys.executable, "-m", "yardstick.cli", "worker", "--artifacts", "s3://no-such-bucket/runs"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    said = " ".join(missing.stderr.replace("│", " ").split())
+    assert missing.returncode == 2 and "--artifacts" in said and "no such bucket" in said, missing.stderr
 
 
 def test_a_platform_on_the_bucket_plays_a_run_and_hands_out_the_buckets_links(

@@ -114,7 +114,7 @@ def _platform_settings(
 ) -> Settings:
     """The settings of a server or a worker: what boxes may use, which local addresses may be dialled,
     where runs' objects are kept."""
-    from yardstick.core.s3_artifacts import S3Url
+    from yardstick.core.s3_artifacts import S3ArtifactStore
     from yardstick.hosted.limits import GiB
 
     settings = _settings(data_dir, database, call_timeout)
@@ -133,8 +133,8 @@ def _platform_settings(
         raise typer.BadParameter(said, param_hint="--robots-host")
     if artifacts is not None:
         try:
-            S3Url(artifacts)
-        except ValueError as exc:
+            S3ArtifactStore(artifacts).check()
+        except (ValueError, RuntimeError) as exc:
             raise typer.BadParameter(str(exc).removeprefix("artifacts: "), param_hint="--artifacts") from None
     limits = settings.box_limits
     if box_memory is not None:

@@ -52,8 +52,13 @@ class S3Url:
 
 def s3_client(endpoint_url: str | None = None) -> Any:
     """A boto3 S3 client set for S3-compatible servers (see the module's docstring)."""
-    import boto3
-    from botocore.config import Config
+    try:
+        import boto3
+        from botocore.config import Config
+    except ModuleNotFoundError:
+        raise RuntimeError(
+            "artifacts in an S3 bucket need boto3, not installed here: pip install 'yardstick[cluster]'"
+        ) from None
 
     endpoint = endpoint_url or next((os.environ[e] for e in ENDPOINT_ENV if os.environ.get(e)), None)
     config = Config(
@@ -79,6 +84,19 @@ class S3ArtifactStore:
     def __str__(self) -> str:
         endpoint = self.client.meta.endpoint_url
         return f"{self.url} at {endpoint}"
+
+    def check(self) -> None:
+        """ValueError saying why, unless the bucket answers with these credentials (a server's start)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client.head_bucket(Bucket=self.url.bucket)
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code"))
+            why = "no such bucket" if code in ("404", "NoSuchBucket", "NotFound") else f"refused ({code})"
+            raise ValueError(f"{self}: {why}") from None
+        except BotoCoreError as exc:
+            raise ValueError(f"{self}: {exc}") from None
 
     def object_key(self, submission_id: int, key: str) -> str:
         return f"{self.url.prefix}{submission_hex(submission_id)}/{validate_key(key)}"

@@ -87,7 +87,13 @@ class RayExecutor:
     def run(self, work: Work, episodes: Sequence[EpisodeSpec]) -> Iterator[EpisodeResult]:
         import logging
 
-        import ray
+        try:
+            import ray
+        except ModuleNotFoundError:
+            raise BuildError(
+                "--executor ray: Ray is not installed here: pip install 'yardstick[cluster]'",
+                FailureKind.INSTALL_INCOMPLETE,
+            ) from None
 
         started_here = not ray.is_initialized()
         if started_here:
