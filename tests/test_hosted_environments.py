@@ -18,7 +18,8 @@ from yardstick.worker.boxes.check import check_benchmark
 from yardstick.worker.boxes.environments import PrepareFailed, marker, plan, prepare, worker_python
 
 DEFAULT = {"base": "debian:12-slim", "steps": []}
-SIX = "six==1.16.0"
+# Pure Python, small, and in none of our environments (six is: botocore brings it).
+PKG = "inflection==0.5.1"
 
 
 def test_the_default_image_runs_on_the_workers_python(tmp_path: Path) -> None:
@@ -36,7 +37,11 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
     ({"base": "nvidia/cuda:12.4.1-runtime-ubuntu22.04", "steps": []}, "image.base", "registry mirror"),
     ({"dockerfile": "FROM debian:12\n", "steps": []}, "image.dockerfile", "registry mirror"),
     ({**DEFAULT, "steps": [{"apt_install": ["ffmpeg"]}]}, "image.base", "registry mirror"),
-    ({**DEFAULT, "steps": [{"uv_pip_install": [SIX]}, {"run_commands": ["make"]}]}, "image.base", "mirror"),
+    (
+        {**DEFAULT, "steps": [{"uv_pip_install": [PKG]}, {"run_commands": ["make"]}]},
+        "image.base",
+        "mirror",
+    ),
     ({"base": "debian:12-slim", "steps": [], "python": "3.13"}, "image.python", "worker's Python"),
     ({"base": "debian:12-slim", "steps": [], "python": "image"}, "image.python", "worker's Python"),
     ({**DEFAULT, "steps": [{"env": {"1A": "1"}}]}, "image.steps[0].env.1A", "variable's name"),
@@ -84,31 +89,35 @@ def test_what_cannot_be_honoured_is_refused_by_name(
 
 @needs_bwrap
 def test_pip_steps_install_into_an_environment_of_the_versions_own_once(tmp_path: Path) -> None:
-    image = {**DEFAULT, "steps": [{"uv_pip_install": [SIX]}]}
-    assert plan(image) == (SIX,)
+    image = {**DEFAULT, "steps": [{"uv_pip_install": [PKG]}]}
+    assert plan(image) == (PKG,)
     environment = prepare(image, tmp_path / "env")
-    assert environment.folder == (tmp_path / "env").resolve() and environment.requirements == (SIX,)
+    assert environment.folder == (tmp_path / "env").resolve() and environment.requirements == (PKG,)
     seen = subprocess.run(
-        [environment.python, "-c", "import six, numpy, yardstick; print(six.__version__)"],
+        [
+            environment.python,
+            "-c",
+            "import importlib.metadata as m, inflection, numpy, yardstick; print(m.version('inflection'))",
+        ],
         capture_output=True,
         text=True,
         check=False,
     )
-    assert seen.stdout.strip() == "1.16.0", seen.stderr
-    # The worker's own Python has no six: it is the version's alone.
-    assert subprocess.run([sys.executable, "-c", "import six"], capture_output=True).returncode != 0
+    assert seen.stdout.strip() == "0.5.1", seen.stderr
+    # The worker's own Python has no inflection: it is the version's alone.
+    assert subprocess.run([sys.executable, "-c", "import inflection"], capture_output=True).returncode != 0
     made = marker(tmp_path / "env").stat().st_mtime_ns
     assert prepare(image, tmp_path / "env") == environment
     assert marker(tmp_path / "env").stat().st_mtime_ns == made  # found made, not made again
 
     # The build check runs with it: a benchmark that imports what its image installs.
-    uses_six = {
+    uses_it = {
         "benchmark.py": """\
-        import six
+        import inflection
         import seq
 
-        @seq.benchmark(tasks={"a": six.text_type.__name__}, seeds=[0], max_seconds=1.0)
-        class UsesSix:
+        @seq.benchmark(tasks={"a": inflection.underscore("UsesInflection")}, seeds=[0], max_seconds=1.0)
+        class UsesInflection:
             @seq.reset
             def reset(self, task, seed):
                 return {}
@@ -118,9 +127,9 @@ def test_pip_steps_install_into_an_environment_of_the_versions_own_once(tmp_path
                 return {}, True, True
         """
     }
-    folder = bundle_of(uses_six, tmp_path / "b").folder
-    assert check_benchmark(folder, "benchmark:UsesSix", python=environment.python, timeout_s=60).ready
-    assert not check_benchmark(folder, "benchmark:UsesSix", timeout_s=60).ready
+    folder = bundle_of(uses_it, tmp_path / "b").folder
+    assert check_benchmark(folder, "benchmark:UsesInflection", python=environment.python, timeout_s=60).ready
+    assert not check_benchmark(folder, "benchmark:UsesInflection", timeout_s=60).ready
 
 
 @needs_bwrap

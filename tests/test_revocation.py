@@ -147,6 +147,9 @@ def test_a_remembered_caller_is_read_anew_in_the_background_while_its_requests_g
 # A scenario timed against the caller's memory (`AUTH_CACHE_S`) proves nothing when a loaded machine outran
 # that second: it is played again with a new key, up to this many times, before the machine is called slow.
 TRIES = 4
+# Each request's and wait's deadline: generous for a loaded two-core machine (httpx's own is 5 s). A slow
+# answer does not pass the test; it only makes the attempt one that tells nothing (SLOW).
+LOADED_S = 60.0
 SLOW = f"too slow a machine to tell, {TRIES} times: each reading expired before the scenario was over"
 
 
@@ -187,26 +190,30 @@ def _revoked_while_renewing(platform: Any, attempt: int) -> bool:
     """One play of the revocation scenario; False when the machine was too slow for it to tell anything."""
     key = _fresh_key(platform, attempt)
     headers = {"Authorization": f"Bearer {key}"}
-    assert httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code == 200
+
+    def me() -> int:
+        return httpx.get(f"{platform.url}/v1/users.me", headers=headers, timeout=LOADED_S).status_code
+
+    assert me() == 200
     read_at = time.monotonic()
     with key_reads_held(platform.platform.db.engine, "after_cursor_execute") as held:
         time.sleep(AUTH_REFRESH_AFTER_S + 0.05)
-        assert httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code == 200
-        assert held.began[0].wait(5), "no renewal began in the background"
+        assert me() == 200
+        assert held.began[0].wait(LOADED_S), "no renewal began in the background"
         revoked = httpx.post(
-            f"{platform.url}/v1/keys.revoke", json={"prefix": key[: keys.PREFIX_LEN]}, headers=headers
+            f"{platform.url}/v1/keys.revoke",
+            json={"prefix": key[: keys.PREFIX_LEN]},
+            headers=headers,
+            timeout=LOADED_S,
         )
         assert revoked.status_code == 200, revoked.text
         answers: list[int] = []
 
-        def ask() -> None:
-            answers.append(httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code)
-
-        waiting = threading.Thread(target=ask)
+        waiting = threading.Thread(target=lambda: answers.append(me()))
         waiting.start()
         time.sleep(0.1)  # that request now waits on the held lookup
         held.released[0].set()
-        waiting.join(10)
+        waiting.join(LOADED_S)
         assert answers == [401]
-        assert httpx.get(f"{platform.url}/v1/users.me", headers=headers).status_code == 401
+        assert me() == 401
         return time.monotonic() - read_at < AUTH_CACHE_S
