@@ -85,6 +85,7 @@ bench: $(STAMP) $(SEQ_STAMP) wrk sandbox containers
 	$(PY) bench/sequential.py
 	$(PY) bench/rig_stop.py
 	$(PY) bench/connect.py
+	$(PY) bench/cluster.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

@@ -20,12 +20,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from platform_client.eval_plan import EvalPlan
 
+import toys
 from conftest import free_port
-from yardstick.engine.ray_executor import RayExecutor
-from yardstick.engine.results import EpisodeResult
+from hosted_helpers import seq_cli
+from platform_harness import server_process
+from yardstick.engine.ray_executor import RayExecutor, RayPlayer, served_here
+from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.run import RunRequest, evaluate
-from yardstick.engine.runtime import Component, Work
+from yardstick.engine.runtime import Component, Runtime, Work
+from yardstick.wire.server.host import PolicyHost
+from yardstick.wire.server.serve import PolicyServer, ServeOptions
 from yardstick.worker.processes import descendants
 
 ray = pytest.importorskip("ray")
@@ -171,6 +177,119 @@ def test_the_cli_plays_on_the_cluster_and_refuses_misused_flags(cluster: Cluster
         assert refused.returncode == 2 and hint in said and rule in said, refused.stderr
     nobody = cli("--executor", "ray", "--ray-address", f"127.0.0.1:{free_port()}")
     assert nobody.returncode == 1 and "no Ray cluster at" in nobody.stderr, nobody.stderr
+
+
+def test_a_policy_on_a_unix_socket_is_played_by_actors_on_this_node_only(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """A deployment's box or an image's container serves on a unix socket of the worker's machine: the actors
+    that dial it are placed on the worker's node, though the cluster has two (and they play as in process)."""
+    socket = tmp_path / "rows.sock"
+    host = PolicyHost(toys.Rows, model_id="rows", reference=f"{TOYS}:Rows")
+    server = PolicyServer({"rows": host}, ServeOptions(port=None, uds=str(socket))).start()
+    try:
+        url = f"ws+unix://{socket}/api/v1/session"
+        assert served_here(url) and not served_here(f"{TOYS}:Rows")
+        work = Work(Component(f"{TOYS}:Tally"), Component(url), startup_timeout_s=30.0)
+        player = RayPlayer(work, workers=2, here=True)
+        try:
+            player.start()
+            episodes = [EpisodeSpec(index=i, task="ten", trial=i, seed=i) for i in range(4)]
+            results = sorted(player.run(episodes), key=lambda r: r.index)
+        finally:
+            player.close()
+    finally:
+        server.stop()
+    assert set(player.nodes.values()) == {ray.get_runtime_context().get_node_id()}
+    # As many actors as the node has CPUs (one), though two were asked for: the others could not be placed.
+    assert player.workers == 1 and len(player.cold_starts) == 1
+    runtime = Runtime(Work(Component(f"{TOYS}:Tally"), Component(f"{TOYS}:Rows")))
+    try:
+        in_process = list(runtime.run(episodes))
+    finally:
+        runtime.close()
+    assert [r.outcome() for r in results] == [r.outcome() for r in in_process]
+
+
+def _records(artifacts: Path) -> list[dict[str, Any]]:
+    """Every episode record the platform stored (a finished run's)."""
+    return [
+        json.loads(path.read_text()) for path in sorted(artifacts.glob("*/attempts/1/episodes/*/record.json"))
+    ]
+
+
+def test_the_platform_on_the_cluster_plays_a_positronic_submission_and_a_sequences_eval(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """`yardstick server --executor ray`: one worker process, its episodes on actors across both nodes. A
+    submission made with the real Positronic client (two endpoints, videos recorded on the actors and carried
+    back) and an eval made with the real `seq` CLI finish with the episodes the platform plays in process."""
+    nodes = {node["NodeID"] for node in ray.nodes() if node["Alive"]}
+    extra = ("--executor", "ray", "--ray-address", cluster.address)
+    with server_process(tmp_path, None, extra=extra, env=cluster.env) as server:
+        server.start()
+        said = server.log.read_text()
+        assert f"episodes: the Ray cluster at {cluster.address}" in " ".join(said.split()), said
+        client = server.client("alice")
+        plan = EvalPlan.model_validate(
+            {
+                "request_type": {"type": "private_eval", "org": "acme"},
+                "eval": "toys.canvas",
+                "endpoints": [
+                    {"name": name, "kind": "served", "wire": "websocket", "spec": name}
+                    for name in ("rows", "sampler")
+                ],
+                "episodes_per_endpoint": 2,  # a task
+                "transaction_key": "on-ray",
+            }
+        )
+        submission = client.create_submission(plan).submission_id
+        view = server.wait(client, submission, timeout=START_S * 2)
+        assert view.status.name == "finished", view
+        ran = seq_cli(server.url, server.keys["alice"], "eval", "run", "rows", "--benchmark", "toys.tally",
+                      "--trials", "2")  # fmt: skip
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        assert server.stop() == 0
+
+    records = _records(server.settings.artifact_root)
+    canvas = [r for r in records if r["task"] in ("left", "right")]
+    tally = [r for r in records if r["task"] in ("three", "ten")]
+    assert len(canvas) == 8 and len(tally) == 4, [(r["task"], r["endpoint"]) for r in records]
+    # Played by the cluster's actors (on its nodes), each episode once, as the engine in process plays them.
+    assert {r["ray_node"] for r in records} <= nodes and all(r["ray_node"] for r in records)
+    assert all(r["error"] is None for r in records), [r["error"] for r in records if r["error"]]
+    for endpoint, policy in (("rows", "Rows"), ("sampler", "Sampler")):
+        played = sorted(
+            (r["task"], r["seed"], r["success"], r["steps"]) for r in canvas if r["endpoint"] == endpoint
+        )
+        in_process = evaluate(
+            RunRequest(Work(Component(f"{TOYS}:Canvas"), Component(f"{TOYS}:{policy}")), trials=2, workers=0)
+        )
+        assert played == sorted((r.task, r.seed, r.success, r.steps) for r in in_process.results)
+    # Each episode's videos came back from its actor into the run's artifacts, described for the pages.
+    for record in canvas:
+        cameras = sorted(video["camera"] for video in record["videos"])
+        assert cameras == ["side", "top"], record["videos"]
+
+
+def test_a_server_or_worker_refuses_a_misused_executor_by_name(cluster: Cluster, tmp_path: Path) -> None:
+    def start(command: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "yardstick.cli", command, "--data-dir", str(tmp_path), *args],
+            capture_output=True, text=True, timeout=120, env=cluster.env,
+        )  # fmt: skip
+
+    for command, args, hint, rule in (
+        ("server", ["--executor", "slurm"], "--executor", "none of pool, ray"),
+        ("worker", ["--ray-address", cluster.address], "--ray-address", "is for --executor ray"),
+        ("server", ["--executor", "ray", "--workers", "2"], "--workers", "one worker process drives"),
+        ("worker", ["--executor", "ray", "--concurrency", "3"], "--concurrency", "add machines"),
+        ("worker", ["--executor", "ray", "--ray-address", f"127.0.0.1:{free_port()}"], "--ray-address",
+         "no Ray cluster at"),
+    ):  # fmt: skip
+        refused = start(command, *args)
+        said = " ".join(refused.stderr.replace("│", " ").split())  # rich's box wraps the message
+        assert refused.returncode == 2 and hint in said and rule in said, (command, args, refused.stderr)
 
 
 def test_a_node_killed_mid_run_has_its_episodes_played_again_elsewhere_each_once(cluster: Cluster) -> None:

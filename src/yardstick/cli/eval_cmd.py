@@ -22,7 +22,7 @@ from yardstick.cli.display import (
     timing_line,
 )
 from yardstick.cli.exits import Exit
-from yardstick.cli.options import parse_params, parse_seeds, split_list
+from yardstick.cli.options import chosen_cluster, parse_params, parse_seeds, split_list
 from yardstick.engine import BuildError, Component, Playback, RunRequest, Work, evaluate, prepare
 from yardstick.engine.recording import NO_IMAGES, Recording
 from yardstick.engine.results import EpisodeSpec
@@ -318,12 +318,7 @@ def _slug(ref: str) -> str:
 
 def _ray_address(executor: str, address: str | None, in_process: bool) -> str | None:
     """The Ray cluster a run plays on, or None for this machine; a misused flag refused by name."""
-    if executor not in ("pool", "ray"):
-        raise typer.BadParameter(f"{executor!r} is none of pool, ray", param_hint="--executor")
-    if executor == "pool":
-        if address is not None:
-            raise typer.BadParameter("is for --executor ray", param_hint="--ray-address")
-        return None
-    if in_process:
+    cluster = chosen_cluster(executor, address)
+    if cluster is not None and in_process:
         raise typer.BadParameter("plays on a Ray cluster, not in this process", param_hint="--executor ray")
-    return address or "auto"
+    return cluster

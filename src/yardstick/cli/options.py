@@ -1,4 +1,5 @@
-"""Parsing of the option values typer cannot parse itself: lists, seed ranges, `--param` pairs."""
+"""Parsing of the option values typer cannot parse itself: lists, seed ranges, `--param` pairs, and
+`--executor pool|ray` with `--ray-address` (read the same way by `eval run`, `server` and `worker`)."""
 
 from __future__ import annotations
 
@@ -51,3 +52,15 @@ def parse_params(pairs: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
             value = raw
         found[owner][name] = value
     return found["benchmark"], found["policy"]
+
+
+def chosen_cluster(executor: str, address: str | None) -> str | None:
+    """The Ray cluster episodes play on (`auto` when none is named), or None for this machine; a misused
+    flag refused by name."""
+    if executor not in ("pool", "ray"):
+        raise typer.BadParameter(f"{executor!r} is none of pool, ray", param_hint="--executor")
+    if executor == "pool":
+        if address is not None:
+            raise typer.BadParameter("is for --executor ray", param_hint="--ray-address")
+        return None
+    return address or "auto"

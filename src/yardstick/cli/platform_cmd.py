@@ -18,6 +18,7 @@ import typer
 
 from yardstick.cli.display import console, print_error, print_table
 from yardstick.cli.exits import Exit
+from yardstick.cli.options import chosen_cluster
 from yardstick.core.settings import Settings
 
 DataDir = typer.Option(
@@ -84,6 +85,19 @@ Artifacts = typer.Option(
     "credentials from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE); "
     "by default the data folder's artifacts/.",
 )
+Executor = typer.Option(
+    "pool",
+    "--executor",
+    help="Where the catalogue's episodes play: pool (this machine's worker processes) or ray (a Ray "
+    "cluster, one worker process driving actors on all its machines; org code stays in this machine's "
+    "boxes).",
+)
+RayAddress = typer.Option(
+    None,
+    "--ray-address",
+    help="With --executor ray: the cluster, auto (RAY_ADDRESS, or the one `ray start` began on this "
+    "machine) or its head's HOST:PORT.",
+)
 EpisodeTimeout = typer.Option(
     None,
     "--episode-timeout",
@@ -111,6 +125,7 @@ def _platform_settings(
     robots_host: str | None = None,
     robot_idle: float | None = None,
     artifacts: str | None = None,
+    ray_address: str | None = None,
 ) -> Settings:
     """The settings of a server or a worker: what boxes may use, which local addresses may be dialled,
     where runs' objects are kept."""
@@ -151,13 +166,47 @@ def _platform_settings(
         act_host=robots_host or settings.act_host,
         act_idle_s=robot_idle or settings.act_idle_s,
         artifacts_url=artifacts,
+        ray_address=ray_address,
     )
 
 
-def _executor(no_worker: bool, workers: int) -> str:
+def _platform_ray(executor: str, address: str | None, processes: int, processes_flag: str) -> str | None:
+    """The Ray cluster a server's or worker's episodes play on (None: this machine's processes), checked to
+    answer before anything starts; a misused flag refused by name."""
+    if chosen_cluster(executor, address) is None:
+        return None
+    if processes > 1:
+        # Each worker process's actors take every CPU of the cluster: a second would wait for the first's.
+        raise typer.BadParameter(
+            "one worker process drives the whole Ray cluster with --executor ray: add machines to the "
+            "cluster (ray start --address …), not worker processes",
+            param_hint=processes_flag,
+        )
+    from yardstick.engine.ray_executor import check_answers
+
+    try:
+        import ray  # noqa: F401 -- only asked whether it is installed
+    except ModuleNotFoundError:
+        raise typer.BadParameter(
+            "Ray is not installed here: pip install 'yardstick[cluster]'", param_hint="--executor ray"
+        ) from None
+    address = address or "auto"
+    try:
+        check_answers(address)
+    except ConnectionError as exc:
+        raise typer.BadParameter(f"no Ray cluster at {address}: {exc}", param_hint="--ray-address") from None
+    return address
+
+
+def _executor(no_worker: bool, workers: int, ray_address: str | None = None) -> str:
     """Where this process's episodes play, as its start-up says it."""
     if no_worker:
         return "on workers elsewhere (yardstick worker)"
+    if ray_address is not None:
+        return (
+            f"the Ray cluster at {ray_address} (one worker process here hands the catalogue's episodes to "
+            "actors on its machines; org code plays in this machine's boxes)"
+        )
     return f"the local pool ({workers} worker process{'es' if workers > 1 else ''} on this machine)"
 
 
@@ -277,6 +326,8 @@ def server(
     robots_host: str | None = RobotsHost,
     robot_idle: float | None = RobotIdle,
     artifacts: str | None = Artifacts,
+    executor: str = Executor,
+    ray_address: str | None = RayAddress,
 ) -> None:
     """The whole platform on one machine: the API, workers, the database and the artifacts, migrations
     applied. OpenAPI at /docs."""
@@ -299,6 +350,7 @@ def server(
         robots_host,
         robot_idle,
         artifacts,
+        _platform_ray(executor, ray_address, 0 if no_worker else workers, "--workers"),
     )
     supervisor = Supervisor(settings, 0 if no_worker else workers, run_worker)
     with _stopped_by_signals() as held:
@@ -307,7 +359,7 @@ def server(
         try:
             console.print(f"data: {settings.data_dir}  database: {settings.database.split('@')[-1]}")
             console.print(f"artifacts: {services.platform.artifacts}")
-            console.print(f"episodes: {_executor(no_worker, workers)}")
+            console.print(f"episodes: {_executor(no_worker, workers, settings.ray_address)}")
             console.print(f"API:  http://{host}:{port}/v1  (OpenAPI at /docs)")
             console.print(f"sign-in: http://{host}:{port}/device  (yardstick login)")
             with held():
@@ -340,6 +392,8 @@ def worker(
     robots_host: str | None = RobotsHost,
     robot_idle: float | None = RobotIdle,
     artifacts: str | None = Artifacts,
+    executor: str = Executor,
+    ray_address: str | None = RayAddress,
 ) -> None:
     """Play queued episodes from a platform's database (PostgreSQL for workers on other machines; the
     artifact folder must be shared with the server's). The worker processes are supervised: one that dies is
@@ -359,10 +413,11 @@ def worker(
         robots_host,
         robot_idle,
         artifacts,
+        _platform_ray(executor, ray_address, concurrency, "--concurrency"),
     )
     supervisor = Supervisor(settings, concurrency, run_worker)
     console.print(f"artifacts: {_artifact_place(settings)}")
-    console.print(f"episodes: {_executor(False, concurrency)}")
+    console.print(f"episodes: {_executor(False, concurrency, settings.ray_address)}")
     with _stopped_by_signals() as held:
         try:
             with held():

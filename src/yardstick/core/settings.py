@@ -88,6 +88,9 @@ class Settings:
     # Where a run's objects are kept: None for the data folder's `artifacts/`, or an S3-compatible bucket
     # (`s3://bucket/prefix`, its endpoint and credentials from the AWS environment variables).
     artifacts_url: str | None = None
+    # Where a worker plays the catalogue's episodes: None in its own process, or on the Ray cluster at this
+    # address (`auto`, or its head's HOST:PORT), each run's episodes on actors it keeps while the run plays.
+    ray_address: str | None = None
 
     @classmethod
     def from_env(cls, data_dir: str | Path | None = None, database_url: str | None = None) -> Settings:

@@ -1,8 +1,11 @@
-"""Episodes on a Ray cluster (`yardstick eval run --executor ray --ray-address auto|HOST:PORT`).
+"""Episodes on a Ray cluster: `yardstick eval run --executor ray`, and a platform worker started with
+`--executor ray` (`RayPlayer`, kept between the batches of a run).
 
 The process pool's way, with Ray actors for processes: each actor builds the benchmark and the policy once
 (one CPU each, on whichever node Ray places it) and plays the episodes this driver hands it one at a time,
-staying on one task while it can (`pool.Dispenser`), so a result never depends on who played it.
+staying on one task while it can (`pool.Dispenser`), so a result never depends on who played it. What an
+episode records (videos, a trajectory) comes back with its result, so an actor on another machine records as
+one here does.
 
 What Ray gives and what this adds. An actor whose process or node dies fails the call it was playing with
 `RayActorError`; Ray itself retries nothing here (`max_restarts=0`, `max_task_retries=0`), because an
@@ -13,16 +16,23 @@ delivery, deduplicated on the episode's index). An episode that has taken down `
 failed `worker_lost` rather than played forever (a policy that kills its process). How soon a dead node is
 noticed is Ray's: a SIGKILLed actor process at once; a whole node once the GCS's health checks fail
 (`health_check_period_ms` 3 s × `health_check_failure_threshold` 5 by default: about 15 s).
+
+A policy served on a unix socket of this machine (a deployment's box, an image's container) is reachable
+from this machine only: its actors are placed on this node (`here`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
+import shutil
 import socket
+import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 from yardstick.engine.failures import Failed, FailureKind
@@ -32,22 +42,33 @@ from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.runtime import BuildError, Runtime, Work
 from yardstick.engine.threads import limit_threads
 
-__all__ = ["MOST_LOSSES", "RayExecutor", "portable"]
+__all__ = ["MOST_LOSSES", "RayExecutor", "RayPlayer", "check_answers", "connect", "portable", "served_here"]
 
 MOST_LOSSES: Final = 3
 # How long actors may take to build before the run gives up on the cluster (an interpreter, the imports,
 # a simulator, on a loaded node).
 BUILD_WAIT_S: Final = 600.0
 POLL_S: Final = 0.5
+UNIX_SCHEMES: Final = ("ws+unix:", "unix:")
 
 
 class _Player:
-    """An actor's body: a Runtime built once, then one episode a call."""
+    """An actor's body: a Runtime built once, then one episode a call, with what it recorded."""
 
     def __init__(self, work: Work) -> None:
+        import ray
+
         limit_threads(1)  # one CPU each (the actor's reservation)
+        self.node = ray.get_runtime_context().get_node_id()
         self.runtime: Runtime | None = None
         self.failed: tuple[str, str] | None = None
+        self.folder: Path | None = None
+        if work.recording is not None and work.recording.active:
+            # The driver's folder may be on another machine: episodes record here, and travel back.
+            self.folder = Path(tempfile.mkdtemp(prefix="ys-ray-recording-"))
+            work = dataclasses.replace(
+                work, recording=dataclasses.replace(work.recording, folder=str(self.folder))
+            )
         try:
             self.runtime = Runtime(work)
         except BuildError as failure:
@@ -62,9 +83,17 @@ class _Player:
         assert self.runtime is not None
         return self.runtime.cold_start_s
 
-    def play(self, episode: EpisodeSpec) -> dict[str, Any]:
+    def play(self, episode: EpisodeSpec) -> tuple[dict[str, Any], dict[str, bytes], str]:
+        """The episode's result, the files it recorded (by their path in the recording folder), and this
+        actor's node."""
         assert self.runtime is not None
-        return next(iter(self.runtime.run([episode]))).to_dict()
+        result = next(iter(self.runtime.run([episode])))
+        files: dict[str, bytes] = {}
+        if self.folder is not None:
+            files = {relative: (self.folder / relative).read_bytes() for relative in result.artifacts}
+            for left in self.folder.iterdir():  # one episode at a time: all of it went with this one
+                shutil.rmtree(left, ignore_errors=True)
+        return result.to_dict(), files, self.node
 
 
 @dataclass(eq=False)
@@ -75,71 +104,98 @@ class _Actor:
     made: float = field(default_factory=time.monotonic)
 
 
-class RayExecutor:
-    name = "ray"
+def connect(address: str) -> bool:
+    """This process connected to the cluster at `address` (`auto`, or a head's HOST:PORT); True when it
+    connected now (and so should disconnect when done). BuildError when Ray is not installed."""
+    try:
+        import ray
+    except ModuleNotFoundError:
+        raise BuildError(
+            "--executor ray: Ray is not installed here: pip install 'yardstick[cluster]'",
+            FailureKind.INSTALL_INCOMPLETE,
+        ) from None
+    if ray.is_initialized():
+        return False
+    check_answers(address)
+    ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+    return True
 
-    def __init__(self, address: str = "auto", workers: int | None = None) -> None:
-        self.address = address
-        self.workers = workers or 0  # 0: one actor per CPU of the cluster, known once connected
+
+class RayPlayer:
+    """Actors built for one run's work, kept between its batches: `run` plays the episodes handed to it on
+    them, `close` ends them. `workers` actors at most (0: one per CPU of the cluster); `here` places them on
+    this process's node. The process must be connected to the cluster (`connect`)."""
+
+    def __init__(self, work: Work, workers: int = 0, *, here: bool = False) -> None:
+        import ray
+
+        self.ray: Any = ray  # untyped where this code calls it
+        self.work = portable(work)
+        node = self.ray.get_runtime_context().get_node_id()
+        if here:  # no more actors than this node's CPUs: others could never be placed
+            cpus = next((n["Resources"].get("CPU", 1) for n in self.ray.nodes() if n["NodeID"] == node), 1)
+            self.workers = min(workers or int(cpus), max(1, int(cpus)))
+        else:
+            self.workers = workers or max(1, int(self.ray.cluster_resources().get("CPU", 1)))
         self.cold_starts: list[float] = []
         self.replayed = 0  # episodes whose actor was lost mid-episode, handed out again
+        self.nodes: dict[int, str] = {}  # the node that played each episode that landed
+        options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0, "max_task_retries": 0}
+        if here:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    def run(self, work: Work, episodes: Sequence[EpisodeSpec]) -> Iterator[EpisodeResult]:
-        import logging
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
+        self._remote = ray.remote(**options)(_Player)
+        self._actors: list[_Actor] = []
+        self._building: dict[Any, _Actor] = {}
 
-        try:
-            import ray
-        except ModuleNotFoundError:
-            raise BuildError(
-                "--executor ray: Ray is not installed here: pip install 'yardstick[cluster]'",
-                FailureKind.INSTALL_INCOMPLETE,
-            ) from None
+    def start(self, actors: int | None = None) -> None:
+        """Make actors up to `actors` (default: `workers`) and wait until one has built: a run that cannot
+        be built is refused here (BuildError with its kind), before any episode is handed out."""
+        self._grow(actors or self.workers)
+        deadline = time.monotonic() + BUILD_WAIT_S
+        while not any(actor.ready for actor in self._actors):
+            if not self._building:
+                raise BuildError("no actor is left to play the run", FailureKind.WORKER_LOST)
+            done, _ = self.ray.wait(list(self._building), num_returns=1, timeout=POLL_S)
+            for ref in done:
+                self._built(ref, self._building.pop(ref))
+            if time.monotonic() > deadline:
+                raise BuildError(
+                    f"no actor of the cluster built the run within {BUILD_WAIT_S:g} s",
+                    FailureKind.WORKER_LOST,
+                )
 
-        started_here = not ray.is_initialized()
-        if started_here:
-            _answers(self.address)
-            ray.init(address=self.address, log_to_driver=False, logging_level=logging.WARNING)
-        try:
-            yield from self._run(ray, portable(work), episodes)
-        finally:
-            if started_here:
-                ray.shutdown()
-
-    def _run(self, ray: Any, work: Work, episodes: Sequence[EpisodeSpec]) -> Iterator[EpisodeResult]:
+    def run(self, episodes: Iterable[EpisodeSpec]) -> Iterator[EpisodeResult]:
+        ray = self.ray
+        episodes = list(episodes)
         if not episodes:
             return
-        player = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(_Player)
-        if not self.workers:
-            self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self._grow(min(self.workers, len(episodes)))
         todo = Dispenser(episodes)
         losses: dict[int, int] = {}
         landed: set[int] = set()
-        actors = [_Actor(player.remote(work)) for _ in range(min(self.workers, len(episodes)))]
-        building = {actor.handle.built.remote(): actor for actor in actors}
         playing: dict[Any, tuple[_Actor, EpisodeSpec]] = {}
         deadline = time.monotonic() + BUILD_WAIT_S
         try:
             while len(landed) < len(episodes):
-                for actor in actors:
+                for actor in self._actors:
                     if actor.ready and todo and all(a is not actor for a, _ in playing.values()):
                         episode = todo.next_for(actor)
                         playing[actor.handle.play.remote(episode)] = (actor, episode)
-                waiting = list(building) + list(playing)
+                waiting = list(self._building) + list(playing)
                 if not waiting:
-                    if not actors:
-                        raise BuildError("no actor is left to play the run", FailureKind.WORKER_LOST)
-                    continue
+                    raise BuildError("no actor is left to play the run", FailureKind.WORKER_LOST)
                 done, _ = ray.wait(waiting, num_returns=1, timeout=POLL_S)
                 for ref in done:
-                    if ref in building:
-                        actor = building.pop(ref)
-                        self._built(ray, ref, actor, actors, player, work, building)
+                    if ref in self._building:
+                        self._built(ref, self._building.pop(ref))
                         continue
                     actor, episode = playing.pop(ref)
                     try:
-                        result = EpisodeResult.from_dict(ray.get(ref))
+                        data, files, node = ray.get(ref)
                     except ray.exceptions.RayActorError as exc:
-                        actors.remove(actor)
+                        self._actors.remove(actor)
                         losses[episode.index] = losses.get(episode.index, 0) + 1
                         if losses[episode.index] >= MOST_LOSSES:
                             landed.add(episode.index)
@@ -148,39 +204,50 @@ class RayExecutor:
                             todo.put_back(episode)
                             self.replayed += 1
                         if todo:
-                            fresh = _Actor(player.remote(work))
-                            actors.append(fresh)
-                            building[fresh.handle.built.remote()] = fresh
+                            self._make()
                         continue
+                    result = EpisodeResult.from_dict(data)
                     if result.index not in landed:  # delivered at least once: counted once
                         landed.add(result.index)
+                        self._keep(files)
+                        self.nodes[result.index] = node
                         yield result
-                if building and not any(a.ready for a in actors) and time.monotonic() > deadline:
+                if self._building and not any(a.ready for a in self._actors) and time.monotonic() > deadline:
                     raise BuildError(
                         f"no actor of the cluster built the run within {BUILD_WAIT_S:g} s",
                         FailureKind.WORKER_LOST,
                     )
         finally:
-            for actor in actors:
-                ray.kill(actor.handle, no_restart=True)
+            # Left before its episodes landed (the caller stopped, or failed): the actors still playing go,
+            # so the next run starts on actors with nothing in hand.
+            for actor, _ in playing.values():
+                self._end(actor)
 
-    def _built(
-        self,
-        ray: Any,
-        ref: Any,
-        actor: _Actor,
-        actors: list[_Actor],
-        player: Any,
-        work: Work,
-        building: dict[Any, _Actor],
-    ) -> None:
+    def close(self) -> None:
+        for actor in list(self._actors):
+            self._end(actor)
+        self._building.clear()
+
+    def _grow(self, wanted: int) -> None:
+        while len(self._actors) < wanted:
+            self._make()
+
+    def _make(self) -> None:
+        fresh = _Actor(self._remote.remote(self.work))
+        self._actors.append(fresh)
+        self._building[fresh.handle.built.remote()] = fresh
+
+    def _end(self, actor: _Actor) -> None:
+        if actor in self._actors:
+            self._actors.remove(actor)
+        self.ray.kill(actor.handle, no_restart=True)
+
+    def _built(self, ref: Any, actor: _Actor) -> None:
         try:
-            built = ray.get(ref)
-        except ray.exceptions.RayActorError:
-            actors.remove(actor)  # its node went while it built: another takes its place
-            fresh = _Actor(player.remote(work))
-            actors.append(fresh)
-            building[fresh.handle.built.remote()] = fresh
+            built = self.ray.get(ref)
+        except self.ray.exceptions.RayActorError:
+            self._actors.remove(actor)  # its node went while it built: another takes its place
+            self._make()
             return
         if isinstance(built, tuple | list):
             reason, kind = built
@@ -188,8 +255,54 @@ class RayExecutor:
         actor.ready = True
         self.cold_starts.append(float(built))
 
+    def _keep(self, files: dict[str, bytes]) -> None:
+        """What an episode recorded on its actor's machine, written where this run records."""
+        recording = self.work.recording
+        if not files or recording is None or recording.folder is None:
+            return
+        for relative, data in files.items():
+            path = Path(recording.folder) / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
 
-def _answers(address: str) -> None:
+
+class RayExecutor:
+    """A whole run on the cluster (`yardstick eval run --executor ray`): connect, play, disconnect."""
+
+    name = "ray"
+
+    def __init__(self, address: str = "auto", workers: int | None = None) -> None:
+        self.address = address
+        self.workers = workers or 0  # 0: one actor per CPU of the cluster, known once connected
+        self.cold_starts: list[float] = []  # the player's own list, as it fills, once it plays
+        self._player: RayPlayer | None = None
+
+    @property
+    def replayed(self) -> int:
+        """Episodes whose actor was lost mid-episode, handed out again."""
+        return self._player.replayed if self._player is not None else 0
+
+    def run(self, work: Work, episodes: Sequence[EpisodeSpec]) -> Iterator[EpisodeResult]:
+        import ray
+
+        started_here = connect(self.address)
+        try:
+            self._player = RayPlayer(work, self.workers)
+            self.workers, self.cold_starts = self._player.workers, self._player.cold_starts
+            yield from self._player.run(episodes)
+        finally:
+            if self._player is not None:
+                self._player.close()
+            if started_here:
+                ray.shutdown()
+
+
+def served_here(ref: str) -> bool:
+    """Whether a policy reference is a server on a unix socket of this machine."""
+    return ref.startswith(UNIX_SCHEMES)
+
+
+def check_answers(address: str) -> None:
     """ConnectionError at once when nothing listens at a head's HOST:PORT (Ray itself would wait minutes
     for its GCS to come up); `auto` is Ray's to find."""
     host, colon, port = address.rpartition(":")

@@ -54,7 +54,7 @@ from yardstick.store.models import Run, WorkerBeat, utcnow
 from yardstick.store.queue import EpisodeQueue, LeasedEpisode
 from yardstick.store.states import ACTIVE_RUNS, RunStatus
 from yardstick.worker.act_server.host import ActHost
-from yardstick.worker.players import Masking, Player, Players, boxed_player
+from yardstick.worker.players import Masking, Player, Players, boxed_player, played_on
 
 log = logging.getLogger("yardstick.worker")
 T = TypeVar("T")
@@ -62,6 +62,8 @@ T = TypeVar("T")
 # Well inside the 30 s after which the platform counts a worker gone (liveness.WORKER_ALIVE_S).
 BEAT_EVERY_S = 5.0
 KEPT_RUNTIMES = 2
+# Episodes a worker on a Ray cluster leases at a time: enough to keep a few machines' actors playing.
+RAY_BATCH = 32
 # How often the vigil looks at the beacon; how long past a call's limit it waits for the alarm to cut it.
 VIGIL_EVERY_S = 0.5
 HANG_GRACE_S = 5.0
@@ -105,7 +107,7 @@ class PlatformWorker:
         self.queue = EpisodeQueue(self.db, lease_s=settings.lease_s, max_attempts=settings.max_attempts)
         self.lifecycle = lifecycle.Lifecycle(self.db, self.store, ledger)
         self.name = name or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
-        self.batch = batch
+        self.batch = max(batch, RAY_BATCH) if settings.ray_address is not None else batch
         self.poll_s = poll_s
         self.call_timeout_s = settings.call_timeout_s
         self.stopping = threading.Event()
@@ -436,6 +438,8 @@ class PlatformWorker:
                 "attempt": episode.attempt,
                 "worker": self.name,
             }
+            if (node := played_on(player, result.index)) is not None:
+                record["ray_node"] = node
             if result.failure is not None:
                 shutil.rmtree(episode_folder(self._recordings, result.index), ignore_errors=True)
                 if self.queue.fail(self.name, episode.id, result.error or "", record):

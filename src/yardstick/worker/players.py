@@ -30,6 +30,7 @@ from yardstick.core.volume_store import volume_store
 from yardstick.core.volumes import Volumes
 from yardstick.engine.failures import Failed, FailureKind
 from yardstick.engine.guard import CallBeacon
+from yardstick.engine.ray_executor import RayPlayer, connect, served_here  # Ray itself only when used
 from yardstick.engine.recording import Recording
 from yardstick.engine.remote import RemotePolicyError, probe_spec
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
@@ -192,6 +193,12 @@ class Masking:
         self.inner.close()
 
 
+def played_on(player: Player, index: int) -> str | None:
+    """The Ray node that played episode `index`, for a player on the cluster (None for any other)."""
+    inner = player.inner if isinstance(player, Masking) else player
+    return inner.nodes.get(index) if isinstance(inner, RayPlayer) else None
+
+
 def boxed_player(player: Player | None) -> BoxedPlayer | None:
     """The boxed player behind `player`, or None for one the platform plays in its own process."""
     inner = player.inner if isinstance(player, Masking) else player
@@ -240,6 +247,7 @@ class Players:
         self.adapters = Adapters(db)
         # Unix socket paths are short (~100 bytes): the servers' sockets live in a short folder of their own.
         self._sockets = Path(tempfile.mkdtemp(prefix="ys-sock-", dir="/tmp"))
+        self._ray_connected = False  # this process connected to the Ray cluster (and leaves it on close)
 
     def player(
         self,
@@ -300,9 +308,10 @@ class Players:
         handed: Handed | None,
     ) -> Player:
         if located is None or handed is None:
-            return Runtime(
-                Work(benchmark, policy, call_timeout_s=self.call_timeout_s, recording=recording), self.beacon
-            )
+            work = Work(benchmark, policy, call_timeout_s=self.call_timeout_s, recording=recording)
+            if self.settings.ray_address is not None:
+                return self._on_ray(work)
+            return Runtime(work, self.beacon)
         work = Work(
             Component(located.handler_ref, dict(benchmark.params)),
             policy,
@@ -321,6 +330,23 @@ class Players:
             policy_hz=self._policy_hz(policy),
         )
         return BoxedPlayer(executor, work)
+
+    def _on_ray(self, work: Work) -> RayPlayer:
+        """The catalogue's benchmark played on the Ray cluster, its actors built before the first episode.
+        One run's actors at a time take the cluster: those of another run kept warm go first (theirs would
+        hold every CPU, and these never be placed)."""
+        assert self.settings.ray_address is not None
+        self._ray_connected = connect(self.settings.ray_address) or self._ray_connected
+        for kept in self._players.all():
+            if isinstance(kept, RayPlayer):
+                self._players.forget(kept)
+        player = RayPlayer(work, here=served_here(work.policy.ref))
+        try:
+            player.start()
+        except BaseException:
+            player.close()
+            raise
+        return player
 
     def _policy_hz(self, policy: Component) -> float:
         """The rate a boxed benchmark's policy plays at, as the platform knows it: the run's own `hz`, else
@@ -494,8 +520,12 @@ class Players:
 
     def rest(self) -> None:
         """The worker has nothing to play: stop and remove its policy containers (kept warm only while
-        there is work, as each holds its memory; a run's container does not outlive the run's work)."""
+        there is work, as each holds its memory; a run's container does not outlive the run's work), and
+        end its actors on the Ray cluster (they hold the cluster's CPUs)."""
         self._images.close()
+        for kept in self._players.all():
+            if isinstance(kept, RayPlayer):
+                self._players.forget(kept)
 
     def close(self) -> None:
         self._players.close()
@@ -506,6 +536,10 @@ class Players:
             self.hosting.close()
         shutil.rmtree(self._sockets, ignore_errors=True)
         shutil.rmtree(self._adapter_files, ignore_errors=True)
+        if self._ray_connected:
+            import ray
+
+            ray.shutdown()
 
 
 def _image_cache(settings: Settings, podman: Podman) -> ImageCache:
