@@ -19,7 +19,7 @@ import httpx
 import pytest
 from platform_client.eval_plan import EvalPlan
 
-from platform_harness import free_port, running_platform
+from platform_harness import free_port, running_platform, toy_plan
 from yardstick.core.artifacts import ArtifactNotFound, LocalArtifactStore
 from yardstick.core.s3_artifacts import S3ArtifactStore, s3_client
 
@@ -38,17 +38,11 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """moto's S3 on a loopback port, a bucket in it, and the AWS variables every process here reads."""
     port = free_port()
     log = tmp_path_factory.mktemp("moto") / "server.log"
-    server_bin = Path(sys.executable).with_name("moto_server")
-    with log.open("wb") as out:
-        server = subprocess.Popen(
-            [str(server_bin), "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=subprocess.STDOUT
-        )
     url = f"http://127.0.0.1:{port}"
     before = {name: os.environ.get(name) for name in (*CREDENTIALS, "AWS_ENDPOINT_URL")}
+    os.environ.update(CREDENTIALS, AWS_ENDPOINT_URL=url)
+    MOTO.append(_moto(port, log))
     try:
-        _wait_for_port(port, server, log)
-        os.environ.update(CREDENTIALS, AWS_ENDPOINT_URL=url)
-        s3_client().create_bucket(Bucket=BUCKET)
         yield url
     finally:
         for name, value in before.items():
@@ -56,8 +50,27 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        server.terminate()
-        server.wait(timeout=30)
+        for server in MOTO:
+            server.terminate()
+            server.wait(timeout=30)
+
+
+# The module's S3 servers, the one serving now last (the last test stops it and starts another).
+MOTO: list[subprocess.Popen[bytes]] = []
+
+
+def _moto(port: int, log: Path) -> subprocess.Popen[bytes]:
+    """moto's S3 server on `port`, listening, with the bucket made (its state is in memory: a new server
+    starts empty)."""
+    with log.open("ab") as out:
+        server = subprocess.Popen(
+            [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    _wait_for_port(port, server, log)
+    s3_client().create_bucket(Bucket=BUCKET)
+    return server
 
 
 def _wait_for_port(port: int, server: subprocess.Popen[bytes], log: Path) -> None:
@@ -222,3 +235,29 @@ def test_an_object_is_relayed_whole_to_a_client_that_follows_no_redirect(endpoin
         assert answered.status_code == 200 and answered.content == video
         missing = client.get("/videos/1.mp4")
         assert missing.status_code == 404 and "no video 1" in missing.text
+
+
+def test_a_bucket_that_is_down_errors_the_run_as_the_platforms_fault_refunded_and_the_worker_goes_on(
+    endpoint: str, tmp_path: Path
+) -> None:
+    """Last in the module: it stops the module's S3 server. A run whose objects cannot be written errors as
+    the platform's fault (`storage_failed`, the day's quota given back), rather than waiting for a store
+    that may not return; the worker lives, and once the store is back the next run finishes."""
+    with running_platform(tmp_path, None, artifacts_url=f"s3://{BUCKET}/down") as platform:
+        client = platform.client("alice")
+        used = client.me().quota_for("submissions.day").used  # type: ignore[union-attr]
+        server = MOTO[-1]
+        server.kill()
+        server.wait(timeout=30)
+        created = client.create_submission(toy_plan("store-down", episodes=1))
+        view = platform.wait(client, created.submission_id, timeout=START_S * 2)
+        assert view.status.name == "errored" and view.reason_code.name == "internal_error", view.reason
+        assert "could not be stored" in (view.reason or "") and "did not answer" in (view.reason or "")
+        assert client.me().quota_for("submissions.day").used == used  # type: ignore[union-attr]
+        assert all(worker.is_alive() for worker in platform.workers)
+
+        MOTO.append(_moto(urlsplit(endpoint).port or 0, tmp_path / "moto-again.log"))
+        later = client.create_submission(toy_plan("store-back", episodes=1))
+        again = platform.wait(client, later.submission_id, timeout=START_S * 2)
+        assert again.status.name == "finished", again.reason
+        assert "result.json" in dict(platform.platform.artifacts.keys(int(later.submission_id)))

@@ -14,16 +14,22 @@ trailers that MinIO, Ceph and moto's older servers refuse) and path-style addres
 named (a bucket as a hostname does not resolve on a lab's own server or on loopback). SigV4 signs the Host
 with its port, so a presigned link is only good at the endpoint it was made for: give the endpoint the
 callers reach.
+
+A bucket that fails (its server down, a refusal that is not a missing key) raises `StoreUnavailable`, an
+OSError, after botocore's own retries: the platform treats it as any store's failure — the run errors as
+the platform's fault (`storage_failed`), refunded, and the worker goes on.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, BinaryIO, Final, cast
 
 from yardstick.core.artifacts import ArtifactNotFound, submission_hex, validate_key
 
-__all__ = ["S3_SCHEME", "S3ArtifactStore", "S3Url", "s3_client"]
+__all__ = ["S3_SCHEME", "S3ArtifactStore", "S3Url", "StoreUnavailable", "s3_client"]
 
 S3_SCHEME: Final = "s3://"
 ENDPOINT_ENV: Final = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
@@ -48,6 +54,26 @@ class S3Url:
 
     def __str__(self) -> str:
         return f"{S3_SCHEME}{self.bucket}/{self.prefix}"
+
+
+class StoreUnavailable(OSError):
+    """The bucket did not do what was asked (down, unreachable, refusing), after the client's retries."""
+
+
+@contextmanager
+def _as_os_error(store: object, doing: str) -> Iterator[None]:
+    """A failure of the bucket as the OSError every store's caller handles; a missing key is the caller's."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        yield
+    except ClientError as exc:
+        if _missing(exc):
+            raise
+        code = exc.response.get("Error", {}).get("Code")
+        raise StoreUnavailable(f"{store} refused {doing} ({code})") from None
+    except BotoCoreError as exc:
+        raise StoreUnavailable(f"{store} did not answer {doing}: {exc}") from None
 
 
 def s3_client(endpoint_url: str | None = None) -> Any:
@@ -106,16 +132,20 @@ class S3ArtifactStore:
     ) -> int:
         """`durable` is the bucket's own: an object S3 acknowledged is kept."""
         extra = {"ContentType": content_type} if content_type else {}
-        self.client.put_object(
-            Bucket=self.url.bucket, Key=self.object_key(submission_id, key), Body=data, **extra
-        )
+        with _as_os_error(self, f"a PUT of {key!r}"):
+            self.client.put_object(
+                Bucket=self.url.bucket, Key=self.object_key(submission_id, key), Body=data, **extra
+            )
         return len(data)
 
     def open(self, submission_id: int, key: str) -> BinaryIO:
         from botocore.exceptions import ClientError
 
         try:
-            found = self.client.get_object(Bucket=self.url.bucket, Key=self.object_key(submission_id, key))
+            with _as_os_error(self, f"a GET of {key!r}"):
+                found = self.client.get_object(
+                    Bucket=self.url.bucket, Key=self.object_key(submission_id, key)
+                )
         except ClientError as exc:
             if _missing(exc):
                 raise ArtifactNotFound(
@@ -128,7 +158,8 @@ class S3ArtifactStore:
         from botocore.exceptions import ClientError
 
         try:
-            self.client.head_object(Bucket=self.url.bucket, Key=self.object_key(submission_id, key))
+            with _as_os_error(self, f"a HEAD of {key!r}"):
+                self.client.head_object(Bucket=self.url.bucket, Key=self.object_key(submission_id, key))
         except ClientError as exc:
             if _missing(exc):
                 return False
@@ -146,9 +177,10 @@ class S3ArtifactStore:
         pages = self.client.get_paginator("list_objects_v2").paginate(
             Bucket=self.url.bucket, Prefix=base + prefix
         )
-        for page in pages:
-            for entry in page.get("Contents", []):
-                found.append((entry["Key"][len(base) :], int(entry["Size"])))
+        with _as_os_error(self, "a listing"):
+            for page in pages:
+                for entry in page.get("Contents", []):
+                    found.append((entry["Key"][len(base) :], int(entry["Size"])))
         return sorted(found)
 
     def presigned(self, submission_id: int, key: str, *, media_type: str | None = None) -> str | None:
