@@ -179,6 +179,25 @@ def test_the_cli_plays_on_the_cluster_and_refuses_misused_flags(cluster: Cluster
     assert nobody.returncode == 1 and "no Ray cluster at" in nobody.stderr, nobody.stderr
 
 
+def test_compare_on_the_cluster_decides_as_the_pool_does(cluster: Cluster, tmp_path: Path) -> None:
+    """`eval compare --until decided` plays its rounds on the cluster: the same pairs, the same verdict."""
+
+    def compare(*args: str) -> dict[str, Any]:
+        done = subprocess.run(
+            [sys.executable, "-m", "yardstick.cli", "eval", "compare", "-b", f"{TOYS}:Coins", "-p",
+             f"{TOYS}:Skill", "-p", f"{TOYS}:Steady", "--until", "decided", "--max-trials", "60", "--json",
+             *args],
+            capture_output=True, text=True, timeout=900, env=cluster.env,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return dict(json.loads(done.stdout)["comparison"])
+
+    on_ray = compare("--executor", "ray", "--ray-address", cluster.address, "--out", str(tmp_path / "r"))
+    in_pool = compare("--workers", "2", "--out", str(tmp_path / "p"))
+    assert on_ray["decided"] and on_ray["better"] == f"{TOYS}:Steady"
+    assert on_ray == in_pool
+
+
 def test_a_policy_on_a_unix_socket_is_played_by_actors_on_this_node_only(
     cluster: Cluster, tmp_path: Path
 ) -> None:

@@ -18,7 +18,14 @@ import typer
 
 from yardstick.cli.display import console, fail, print_table, results_table, run_progress
 from yardstick.cli.exits import Exit
-from yardstick.cli.options import parse_params, parse_seeds, split_list
+from yardstick.cli.options import (
+    ExecutorOption,
+    RayAddressOption,
+    parse_params,
+    parse_seeds,
+    run_cluster,
+    split_list,
+)
 from yardstick.engine import BuildError, Component, RunRequest, Work, prepare
 from yardstick.engine.rounds import compare_until
 from yardstick.report import build_report
@@ -48,6 +55,8 @@ def compare(
     alpha: float = typer.Option(ALPHA, "--alpha", min=1e-6, max=0.5, help="The test's error (0.05)."),
     workers: int | None = typer.Option(None, min=1, help="Worker processes (default: one per core)."),
     in_process: bool = typer.Option(False, "--in-process", help="Play everything in this process."),
+    executor: str = ExecutorOption,
+    ray_address: str | None = RayAddressOption,
     param: list[str] = typer.Option(
         [], "--param", help="benchmark.NAME=VALUE or policy.NAME=VALUE, laid over both policies' own."
     ),
@@ -70,6 +79,7 @@ def compare(
             param_hint="--until",
         )
     benchmark_params, policy_params = parse_params(param)
+    ray_at = run_cluster(executor, ray_address, in_process)
     requests = [
         RunRequest(
             work=Work(
@@ -80,6 +90,7 @@ def compare(
             tasks=split_list(tasks),
             seeds=parse_seeds(seeds),
             workers=0 if in_process else workers,
+            ray_address=ray_at,
         )
         for policy in policies
     ]
@@ -96,6 +107,8 @@ def compare(
             )
     except (AuthoringError, BuildError) as exc:
         fail(Exit.CALLER, str(exc))
+    except ConnectionError as exc:  # Ray's when no cluster answers at the address
+        fail(Exit.CALLER, f"--executor ray: no Ray cluster at {ray_at}: {exc}")
     except Exception as exc:
         fail(Exit.PLATFORM, f"internal error: {type(exc).__name__}: {exc}")
 

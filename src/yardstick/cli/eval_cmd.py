@@ -22,7 +22,14 @@ from yardstick.cli.display import (
     timing_line,
 )
 from yardstick.cli.exits import Exit
-from yardstick.cli.options import chosen_cluster, parse_params, parse_seeds, split_list
+from yardstick.cli.options import (
+    ExecutorOption,
+    RayAddressOption,
+    parse_params,
+    parse_seeds,
+    run_cluster,
+    split_list,
+)
 from yardstick.engine import BuildError, Component, Playback, RunRequest, Work, evaluate, prepare
 from yardstick.engine.recording import NO_IMAGES, Recording
 from yardstick.engine.results import EpisodeSpec
@@ -53,18 +60,8 @@ def run(
     seeds: str | None = typer.Option(None, help="Seeds to use, among the benchmark's: 0,1,5 or 0..9."),
     workers: int | None = typer.Option(None, min=1, help="Worker processes (default: one per core)."),
     in_process: bool = typer.Option(False, "--in-process", help="Play everything in this process."),
-    executor: str = typer.Option(
-        "pool",
-        "--executor",
-        help="Where episodes play: pool (worker processes on this machine) or ray (actors on a Ray "
-        "cluster, one CPU each; --workers of them, default one per CPU of the cluster).",
-    ),
-    ray_address: str | None = typer.Option(
-        None,
-        "--ray-address",
-        help="With --executor ray: the cluster, auto (RAY_ADDRESS, or the one `ray start` began on this "
-        "machine) or its head's HOST:PORT. Default auto.",
-    ),
+    executor: str = ExecutorOption,
+    ray_address: str | None = RayAddressOption,
     worlds: int | None = typer.Option(
         None, min=1, help="Worlds a vectorized benchmark builds (default: its most)."
     ),
@@ -129,7 +126,7 @@ def run(
 ) -> None:
     """Evaluate a policy on a benchmark: a progress bar, a table per task, and a run folder with
     report.json, episodes.csv and report.html."""
-    ray_at = _ray_address(executor, ray_address, in_process)
+    ray_at = run_cluster(executor, ray_address, in_process)
     try:
         gates: list[Gate] = [parse_gate(text) for text in gate]
     except ValueError as exc:
@@ -314,11 +311,3 @@ def _recording_warnings(report: dict[str, Any]) -> None:
 
 def _slug(ref: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", ref.rsplit(":", 1)[-1].rsplit("/", 1)[-1]).strip("-")[:40] or "run"
-
-
-def _ray_address(executor: str, address: str | None, in_process: bool) -> str | None:
-    """The Ray cluster a run plays on, or None for this machine; a misused flag refused by name."""
-    cluster = chosen_cluster(executor, address)
-    if cluster is not None and in_process:
-        raise typer.BadParameter("plays on a Ray cluster, not in this process", param_hint="--executor ray")
-    return cluster

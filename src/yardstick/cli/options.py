@@ -64,3 +64,25 @@ def chosen_cluster(executor: str, address: str | None) -> str | None:
             raise typer.BadParameter("is for --executor ray", param_hint="--ray-address")
         return None
     return address or "auto"
+
+
+ExecutorOption = typer.Option(
+    "pool",
+    "--executor",
+    help="Where episodes play: pool (worker processes on this machine) or ray (actors on a Ray "
+    "cluster, one CPU each; --workers of them, default one per CPU of the cluster).",
+)
+RayAddressOption = typer.Option(
+    None,
+    "--ray-address",
+    help="With --executor ray: the cluster, auto (RAY_ADDRESS, or the one `ray start` began on this "
+    "machine) or its head's HOST:PORT. Default auto.",
+)
+
+
+def run_cluster(executor: str, address: str | None, in_process: bool) -> str | None:
+    """The Ray cluster a local run plays on, or None for this machine; a misused flag refused by name."""
+    cluster = chosen_cluster(executor, address)
+    if cluster is not None and in_process:
+        raise typer.BadParameter("plays on a Ray cluster, not in this process", param_hint="--executor ray")
+    return cluster
