@@ -25,7 +25,7 @@ from platform_client.eval_plan import EvalPlan
 import toys
 from conftest import free_port
 from hosted_helpers import seq_cli
-from platform_harness import server_process
+from platform_harness import server_process, toy_plan
 from yardstick.engine.ray_executor import RayExecutor, RayPlayer, served_here
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.run import RunRequest, evaluate
@@ -42,6 +42,8 @@ REACH = f"{ROOT / 'examples' / 'reach2d.py'}"
 TOYS = f"{Path(__file__).parent / 'toys.py'}"
 # Generous for a loaded two-core machine: a Ray node starts in ~3 s idle, several times that under load.
 START_S = 180.0
+# The platform's episode deadline in its test: far past a toy episode's second on a loaded machine.
+WEDGED_S = 30.0
 
 
 @dataclass
@@ -242,9 +244,11 @@ def test_the_platform_on_the_cluster_plays_a_positronic_submission_and_a_sequenc
 ) -> None:
     """`yardstick server --executor ray`: one worker process, its episodes on actors across both nodes. A
     submission made with the real Positronic client (two endpoints, videos recorded on the actors and carried
-    back) and an eval made with the real `seq` CLI finish with the episodes the platform plays in process."""
+    back) and an eval made with the real `seq` CLI finish with the episodes the platform plays in process. A
+    policy that hangs where no alarm reaches fails its run once its episode is past `--episode-timeout`,
+    and the worker goes on (the `seq` eval comes after it)."""
     nodes = {node["NodeID"] for node in ray.nodes() if node["Alive"]}
-    extra = ("--executor", "ray", "--ray-address", cluster.address)
+    extra = ("--executor", "ray", "--ray-address", cluster.address, "--episode-timeout", str(WEDGED_S))
     with server_process(tmp_path, None, extra=extra, env=cluster.env) as server:
         server.start()
         said = server.log.read_text()
@@ -265,12 +269,16 @@ def test_the_platform_on_the_cluster_plays_a_positronic_submission_and_a_sequenc
         submission = client.create_submission(plan).submission_id
         view = server.wait(client, submission, timeout=START_S * 2)
         assert view.status.name == "finished", view
+        wedged = client.create_submission(toy_plan("wedged-on-ray", spec="wedge", episodes=1)).submission_id
+        stuck = server.wait(client, wedged, timeout=START_S * 2)
+        assert stuck.status.name == "errored", stuck
+        assert f"ran past its {WEDGED_S:g} s of wall-clock time on its Ray actor" in (stuck.reason or "")
         ran = seq_cli(server.url, server.keys["alice"], "eval", "run", "rows", "--benchmark", "toys.tally",
                       "--trials", "2")  # fmt: skip
         assert ran.returncode == 0, ran.stdout + ran.stderr
         assert server.stop() == 0
 
-    records = _records(server.settings.artifact_root)
+    records = [r for r in _records(server.settings.artifact_root) if r["endpoint"] != "policy"]  # not wedged
     canvas = [r for r in records if r["task"] in ("left", "right")]
     tally = [r for r in records if r["task"] in ("three", "ten")]
     assert len(canvas) == 8 and len(tally) == 4, [(r["task"], r["endpoint"]) for r in records]

@@ -102,8 +102,8 @@ EpisodeTimeout = typer.Option(
     None,
     "--episode-timeout",
     min=1.0,
-    help="Seconds of wall-clock time one episode of an org's code may take before its box is killed "
-    "(default 1800).",
+    help="Seconds of wall-clock time one episode of an org's code may take before its box is killed, and "
+    "any episode on a Ray actor before the actor is (default 1800).",
 )
 
 

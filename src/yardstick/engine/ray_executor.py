@@ -124,13 +124,18 @@ def connect(address: str) -> bool:
 class RayPlayer:
     """Actors built for one run's work, kept between its batches: `run` plays the episodes handed to it on
     them, `close` ends them. `workers` actors at most (0: one per CPU of the cluster); `here` places them on
-    this process's node. The process must be connected to the cluster (`connect`)."""
+    this process's node; `episode_timeout_s` the wall-clock time an episode may take on its actor before the
+    actor is ended and the episode failed (a hang no alarm reaches: no supervisor watches an actor's calls
+    as the pool's does). The process must be connected to the cluster (`connect`)."""
 
-    def __init__(self, work: Work, workers: int = 0, *, here: bool = False) -> None:
+    def __init__(
+        self, work: Work, workers: int = 0, *, here: bool = False, episode_timeout_s: float | None = None
+    ) -> None:
         import ray
 
         self.ray: Any = ray  # untyped where this code calls it
         self.work = portable(work)
+        self.episode_timeout_s = episode_timeout_s
         node = self.ray.get_runtime_context().get_node_id()
         if here:  # no more actors than this node's CPUs: others could never be placed
             cpus = next((n["Resources"].get("CPU", 1) for n in self.ray.nodes() if n["NodeID"] == node), 1)
@@ -176,13 +181,25 @@ class RayPlayer:
         losses: dict[int, int] = {}
         landed: set[int] = set()
         playing: dict[Any, tuple[_Actor, EpisodeSpec]] = {}
+        handed_at: dict[Any, float] = {}
         deadline = time.monotonic() + BUILD_WAIT_S
         try:
             while len(landed) < len(episodes):
                 for actor in self._actors:
                     if actor.ready and todo and all(a is not actor for a, _ in playing.values()):
                         episode = todo.next_for(actor)
-                        playing[actor.handle.play.remote(episode)] = (actor, episode)
+                        ref = actor.handle.play.remote(episode)
+                        playing[ref], handed_at[ref] = (actor, episode), time.monotonic()
+                for ref in self._overdue(handed_at):
+                    actor, episode = playing.pop(ref)
+                    del handed_at[ref]
+                    self._end(actor)
+                    landed.add(episode.index)
+                    yield EpisodeResult.failed(episode, self._timed_out(episode))
+                    if todo:
+                        self._make()
+                if len(landed) == len(episodes):
+                    break
                 waiting = list(self._building) + list(playing)
                 if not waiting:
                     raise BuildError("no actor is left to play the run", FailureKind.WORKER_LOST)
@@ -192,6 +209,7 @@ class RayPlayer:
                         self._built(ref, self._building.pop(ref))
                         continue
                     actor, episode = playing.pop(ref)
+                    handed_at.pop(ref, None)
                     try:
                         data, files, node = ray.get(ref)
                     except ray.exceptions.RayActorError as exc:
@@ -222,6 +240,19 @@ class RayPlayer:
             # so the next run starts on actors with nothing in hand.
             for actor, _ in playing.values():
                 self._end(actor)
+
+    def _overdue(self, handed_at: dict[Any, float]) -> list[Any]:
+        if self.episode_timeout_s is None:
+            return []
+        now = time.monotonic()
+        return [ref for ref, since in handed_at.items() if now - since > self.episode_timeout_s]
+
+    def _timed_out(self, episode: EpisodeSpec) -> Failed:
+        return Failed(
+            f"episode {episode.index} ran past its {self.episode_timeout_s:g} s of wall-clock time on its "
+            "Ray actor, which was ended",
+            FailureKind.WORKER_LOST,
+        )
 
     def close(self) -> None:
         for actor in list(self._actors):

@@ -340,7 +340,9 @@ class Players:
         for kept in self._players.all():
             if isinstance(kept, RayPlayer):
                 self._players.forget(kept)
-        player = RayPlayer(work, here=served_here(work.policy.ref))
+        player = RayPlayer(
+            work, here=served_here(work.policy.ref), episode_timeout_s=self.settings.episode_timeout_s
+        )
         try:
             player.start()
         except BaseException:
