@@ -6,83 +6,34 @@ own expiring links, which the contract's client and a browser's video follow."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
 from platform_client.eval_plan import EvalPlan
 
-from platform_harness import free_port, running_platform, toy_plan
+from platform_harness import running_platform, toy_plan
+from s3_helpers import BUCKET, CREDENTIALS, START_S, moto, moto_bucket
 from yardstick.core.artifacts import ArtifactNotFound, LocalArtifactStore
 from yardstick.core.s3_artifacts import S3ArtifactStore, s3_client
-
-BUCKET = "yardstick-lab"
-CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "lab-key-id",
-    "AWS_SECRET_ACCESS_KEY": "lab-secret-key",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
-# Generous for a loaded two-core machine: moto's server imports Flask and every service's models.
-START_S = 90.0
+from yardstick.core.s3_volumes import S3VolumeStore
+from yardstick.core.volume_store import FromUpload, FromVersion, LocalVolumeStore, Placed, VolumeFilesMissing
 
 
 @pytest.fixture(scope="module")
 def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """moto's S3 on a loopback port, a bucket in it, and the AWS variables every process here reads."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("moto") / "server.log"
-    url = f"http://127.0.0.1:{port}"
-    before = {name: os.environ.get(name) for name in (*CREDENTIALS, "AWS_ENDPOINT_URL")}
-    os.environ.update(CREDENTIALS, AWS_ENDPOINT_URL=url)
-    MOTO.append(_moto(port, log))
-    try:
+    with moto_bucket(tmp_path_factory.mktemp("moto"), MOTO) as url:
         yield url
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        for server in MOTO:
-            server.terminate()
-            server.wait(timeout=30)
 
 
 # The module's S3 servers, the one serving now last (the last test stops it and starts another).
 MOTO: list[subprocess.Popen[bytes]] = []
-
-
-def _moto(port: int, log: Path) -> subprocess.Popen[bytes]:
-    """moto's S3 server on `port`, listening, with the bucket made (its state is in memory: a new server
-    starts empty)."""
-    with log.open("ab") as out:
-        server = subprocess.Popen(
-            [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    _wait_for_port(port, server, log)
-    s3_client().create_bucket(Bucket=BUCKET)
-    return server
-
-
-def _wait_for_port(port: int, server: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + START_S
-    while time.monotonic() < deadline:
-        assert server.poll() is None, log.read_text()[-2000:]
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            threading.Event().wait(0.1)
-    raise AssertionError(f"moto's server did not listen within {START_S:g} s: {log.read_text()[-2000:]}")
 
 
 def test_the_bucket_keeps_reads_lists_and_links_objects_as_the_folder_does(
@@ -237,6 +188,63 @@ def test_an_object_is_relayed_whole_to_a_client_that_follows_no_redirect(endpoin
         assert missing.status_code == 404 and "no video 1" in missing.text
 
 
+def test_a_volume_arrives_commits_and_mounts_in_the_bucket_as_in_the_folder(
+    endpoint: str, tmp_path: Path
+) -> None:
+    """The volume store's calls, the same on both stores: chunks of any size (under S3's 5 MiB part minimum
+    too) appended at the held offset only, a restart, the digest, a commit from an upload and from an earlier
+    version, a version mounted as a folder and read by path, and what is dropped gone."""
+    big, small = os.urandom(11 << 20), b"config"
+    stores = {
+        "folder": LocalVolumeStore(tmp_path / "volumes"),
+        "bucket": S3VolumeStore(f"s3://{BUCKET}/lab", tmp_path / "cache"),
+    }
+    seen: dict[str, list[Any]] = {}
+    for name, store in stores.items():
+        said: list[Any] = [store.held(3, 10, 0)]
+        said.append(store.append(3, 10, 0, 5, big[:5]))  # not at the held offset: nothing written
+        for first, last in ((0, 1 << 20), (1 << 20, 7 << 20), (7 << 20, 11 << 20)):  # a small chunk, then big
+            said.append(store.append(3, 10, 0, first, big[first:last]))
+        said.append(store.held(3, 10, 0))
+        store.append(3, 10, 1, 0, b"stale")
+        store.restart(3, 10, 1)  # a new session: the file starts over
+        said += [store.held(3, 10, 1), store.append(3, 10, 1, 0, small)]
+        said += [store.digest(3, 10, 0), store.digest(3, 10, 1), store.digest(3, 10, 2)]
+        store.commit(
+            3,
+            20,
+            [
+                Placed("weights/model.bin", FromUpload(10, 0)),
+                Placed("config.json", FromUpload(10, 1)),
+                Placed("empty", FromUpload(10, 2)),
+            ],
+        )
+        store.discard(3, 10)
+        store.commit(3, 21, [Placed("weights/model.bin", FromVersion(20, "weights/model.bin"))])
+        with pytest.raises(ValueError, match="already laid out"):
+            store.commit(3, 21, [])
+        tree = store.tree(3, 20)
+        said.append(sorted(str(p.relative_to(tree)) for p in tree.rglob("*") if p.is_file()))
+        said.append((tree / "weights" / "model.bin").read_bytes() == big)
+        with store.open(3, 21, "weights/model.bin") as stream:
+            said.append(stream.read() == big)
+        with pytest.raises(VolumeFilesMissing):
+            store.open(3, 21, "config.json")
+        store.drop_version(3, 20)
+        with pytest.raises(VolumeFilesMissing):
+            store.open(3, 20, "config.json")
+        store.drop(3)
+        with pytest.raises(VolumeFilesMissing):
+            store.tree(3, 21)
+        seen[name] = said
+    assert seen["bucket"] == seen["folder"]
+    assert seen["folder"][:6] == [0, 0, 1 << 20, 7 << 20, 11 << 20, 11 << 20]
+    # Nothing of the volume is left in the bucket: no object, no multipart upload.
+    client = s3_client()
+    assert client.list_objects_v2(Bucket=BUCKET, Prefix="lab/volumes/").get("KeyCount", 0) == 0
+    assert not client.list_multipart_uploads(Bucket=BUCKET, Prefix="lab/volumes/").get("Uploads")
+
+
 def test_a_bucket_that_is_down_errors_the_run_as_the_platforms_fault_refunded_and_the_worker_goes_on(
     endpoint: str, tmp_path: Path
 ) -> None:
@@ -256,7 +264,7 @@ def test_a_bucket_that_is_down_errors_the_run_as_the_platforms_fault_refunded_an
         assert client.me().quota_for("submissions.day").used == used  # type: ignore[union-attr]
         assert all(worker.is_alive() for worker in platform.workers)
 
-        MOTO.append(_moto(urlsplit(endpoint).port or 0, tmp_path / "moto-again.log"))
+        MOTO.append(moto(urlsplit(endpoint).port or 0, tmp_path / "moto-again.log"))
         later = client.create_submission(toy_plan("store-back", episodes=1))
         again = platform.wait(client, later.submission_id, timeout=START_S * 2)
         assert again.status.name == "finished", again.reason

@@ -27,6 +27,8 @@ from sqlalchemy import func, select
 
 from conftest import free_port, fresh_database
 from platform_harness import Harness, running_platform
+from s3_helpers import BUCKET, moto_bucket
+from yardstick.core.s3_artifacts import s3_client
 from yardstick.sequences import paths
 from yardstick.store.models import Volume, VolumeUpload, VolumeUploadFile, VolumeVersion
 
@@ -36,12 +38,33 @@ EXAMPLES = Path(__file__).parent / "seq_examples"
 MIB = 1 << 20
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=["sqlite", "postgresql", "s3"])
 def platform(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    """The platform on each database, and on SQLite with its volumes in a bucket (moto's S3 on loopback)."""
     assert SEQ.exists(), f"{SEQ} is missing: `make env` installs the Sequences CLI in a venv apart"
     folder = tmp_path_factory.mktemp(request.param)
-    with fresh_database(request.param, folder) as url, running_platform(folder, url) as harness:
-        yield harness
+    with contextlib.ExitStack() as stack:
+        bucket = {}
+        if request.param == "s3":
+            stack.enter_context(moto_bucket(folder))
+            bucket = {"artifacts_url": f"s3://{BUCKET}/lab"}
+        url = stack.enter_context(
+            fresh_database("sqlite" if request.param == "s3" else request.param, folder)
+        )
+        yield stack.enter_context(running_platform(folder, url, **bucket))
+
+
+def stored(platform: Harness, volume_id: int) -> list[str]:
+    """What the volume store holds of a volume, by key under the volume (`uploads/…`, `versions/…`), on
+    either store: the folder's files, or the bucket's objects and open multipart uploads."""
+    if platform.settings.artifacts_url is None:
+        root = platform.settings.volume_root / format(volume_id, "x")
+        return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    client = s3_client()
+    prefix = f"lab/volumes/{volume_id:x}/"
+    objects = client.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", [])
+    uploads = client.list_multipart_uploads(Bucket=BUCKET, Prefix=prefix).get("Uploads", [])
+    return sorted({entry["Key"][len(prefix) :] for entry in [*objects, *uploads]})
 
 
 def seq(
@@ -174,6 +197,8 @@ def started_again(platform: Harness, log: Path) -> tuple[subprocess.Popen[bytes]
     """The same install served by a gateway of its own, in another process (`yardstick server`)."""
     port = free_port()
     args = ["--data-dir", str(platform.settings.data_dir), "--port", str(port), "--no-worker"]
+    if platform.settings.artifacts_url:
+        args += ["--artifacts", platform.settings.artifacts_url]
     if platform.settings.database_url:
         args += ["--database", platform.settings.database_url]
     with log.open("wb") as out:
@@ -243,7 +268,7 @@ def _committed_nothing(platform: Harness, name: str) -> None:
         volume_id = session.execute(select(Volume.id).where(Volume.name == name)).scalar_one()
         versions = select(func.count()).select_from(VolumeVersion).where(VolumeVersion.volume_id == volume_id)
         assert session.execute(versions).scalar_one() == 0
-    assert not (platform.settings.volume_root / format(volume_id, "x") / "versions").exists()
+    assert not [key for key in stored(platform, volume_id) if key.startswith(("versions/", "laid/"))]
 
 
 def test_a_commit_refuses_a_wrong_md5_or_size_naming_the_file_and_commits_nothing(platform: Harness) -> None:
@@ -324,11 +349,11 @@ def test_the_bytes_of_an_upload_left_past_its_life_are_swept_by_the_next_upload(
         found = db.get(VolumeUpload, upload_id)
         assert found is not None
         volume_id = found.volume_id
-        partials = platform.settings.volume_root / format(volume_id, "x") / "uploads" / format(upload_id, "x")
-        assert partials.exists()
+        partials = f"uploads/{upload_id:x}/"
+        assert any(key.startswith(partials) for key in stored(platform, volume_id))
         found.expires_at = found.expires_at.replace(year=found.expires_at.year - 1)
     _start(platform, "fresh", [{"path": "b", "size": 1, "md5": md5(b"b")}])
-    assert not partials.exists()
+    assert not any(key.startswith(partials) for key in stored(platform, volume_id))
     late = httpx.put(session, content=b"cd", headers={"Content-Range": "bytes 2-3/4"}, timeout=30)
     assert late.status_code == 403 and "expired" in late.json()["detail"], late.text
 
@@ -362,12 +387,12 @@ def test_rm_deletes_a_volume_and_its_files(platform: Harness, tmp_path: Path) ->
     assert seq(platform, "volume", "put", "gone", str(data), state=tmp_path / "state").returncode == 0
     with platform.platform.db.reading() as session:
         volume_id = session.execute(select(Volume.id).where(Volume.name == "gone")).scalar_one()
-    assert (platform.settings.volume_root / format(volume_id, "x")).is_dir()
+    assert stored(platform, volume_id)
     removed = seq(platform, "volume", "rm", "gone", state=tmp_path / "state")
     assert removed.returncode == 0 and "deleted gone" in removed.stdout, removed.stdout + removed.stderr
     assert "gone" not in seq(platform, "volume", "ls", state=tmp_path / "state").stdout
     assert seq(platform, "volume", "show", "gone", state=tmp_path / "state").returncode == 4
-    assert not (platform.settings.volume_root / format(volume_id, "x")).exists()
+    assert not stored(platform, volume_id)
 
 
 def test_a_benchmark_reads_its_assets_volume_during_an_eval(platform: Harness, tmp_path: Path) -> None:

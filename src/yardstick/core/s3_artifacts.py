@@ -29,7 +29,15 @@ from typing import Any, BinaryIO, Final, cast
 
 from yardstick.core.artifacts import ArtifactNotFound, submission_hex, validate_key
 
-__all__ = ["S3_SCHEME", "S3ArtifactStore", "S3Url", "StoreUnavailable", "s3_client"]
+__all__ = [
+    "S3_SCHEME",
+    "S3ArtifactStore",
+    "S3Url",
+    "StoreUnavailable",
+    "bucket_errors",
+    "is_missing",
+    "s3_client",
+]
 
 S3_SCHEME: Final = "s3://"
 ENDPOINT_ENV: Final = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
@@ -61,14 +69,14 @@ class StoreUnavailable(OSError):
 
 
 @contextmanager
-def _as_os_error(store: object, doing: str) -> Iterator[None]:
+def bucket_errors(store: object, doing: str) -> Iterator[None]:
     """A failure of the bucket as the OSError every store's caller handles; a missing key is the caller's."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         yield
     except ClientError as exc:
-        if _missing(exc):
+        if is_missing(exc):
             raise
         code = exc.response.get("Error", {}).get("Code")
         raise StoreUnavailable(f"{store} refused {doing} ({code})") from None
@@ -132,7 +140,7 @@ class S3ArtifactStore:
     ) -> int:
         """`durable` is the bucket's own: an object S3 acknowledged is kept."""
         extra = {"ContentType": content_type} if content_type else {}
-        with _as_os_error(self, f"a PUT of {key!r}"):
+        with bucket_errors(self, f"a PUT of {key!r}"):
             self.client.put_object(
                 Bucket=self.url.bucket, Key=self.object_key(submission_id, key), Body=data, **extra
             )
@@ -142,12 +150,12 @@ class S3ArtifactStore:
         from botocore.exceptions import ClientError
 
         try:
-            with _as_os_error(self, f"a GET of {key!r}"):
+            with bucket_errors(self, f"a GET of {key!r}"):
                 found = self.client.get_object(
                     Bucket=self.url.bucket, Key=self.object_key(submission_id, key)
                 )
         except ClientError as exc:
-            if _missing(exc):
+            if is_missing(exc):
                 raise ArtifactNotFound(
                     f"no artifact {key!r} in submission {submission_hex(submission_id)}"
                 ) from None
@@ -158,10 +166,10 @@ class S3ArtifactStore:
         from botocore.exceptions import ClientError
 
         try:
-            with _as_os_error(self, f"a HEAD of {key!r}"):
+            with bucket_errors(self, f"a HEAD of {key!r}"):
                 self.client.head_object(Bucket=self.url.bucket, Key=self.object_key(submission_id, key))
         except ClientError as exc:
-            if _missing(exc):
+            if is_missing(exc):
                 return False
             raise
         return True
@@ -177,7 +185,7 @@ class S3ArtifactStore:
         pages = self.client.get_paginator("list_objects_v2").paginate(
             Bucket=self.url.bucket, Prefix=base + prefix
         )
-        with _as_os_error(self, "a listing"):
+        with bucket_errors(self, "a listing"):
             for page in pages:
                 for entry in page.get("Contents", []):
                     found.append((entry["Key"][len(base) :], int(entry["Size"])))
@@ -191,6 +199,6 @@ class S3ArtifactStore:
         return str(self.client.generate_presigned_url("get_object", Params=params, ExpiresIn=self.link_ttl_s))
 
 
-def _missing(exc: Any) -> bool:
+def is_missing(exc: Any) -> bool:
     error = exc.response.get("Error", {})
     return str(error.get("Code")) in ("404", "NoSuchKey", "NotFound")

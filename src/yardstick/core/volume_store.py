@@ -7,9 +7,10 @@ offset already held), so the store keeps a partial object per file of an open up
 version's files at once (`commit`), each the object an upload sent or a file of an earlier version (held, not
 sent again); a worker mounts a version as a folder (`tree`).
 
-An S3-compatible store plugs in behind the same calls: `append` as UploadPart of a multipart upload (the
-SDK's 16 MiB chunks are above S3's 5 MiB part minimum), `held` as the parts' sizes, `digest` read back once,
-`commit` as CompleteMultipartUpload and CopyObject, `tree` as a download into a worker's local cache.
+An S3-compatible store plugs in behind the same calls (`s3_volumes.S3VolumeStore`, chosen with the
+install's `--artifacts s3://…`): `append` as UploadPart of a multipart upload, `held` as the parts' sizes,
+`digest` completing it and reading it back once, `commit` as CopyObject, `tree` as a download into a
+worker's local cache.
 """
 
 from __future__ import annotations
@@ -230,8 +231,13 @@ class LocalVolumeStore:
 
 
 def volume_store(settings: Settings) -> VolumeStore:
-    """The store an install keeps its volumes in: a folder of its data directory (shared with its workers, as
-    its hosted code is)."""
+    """The store an install keeps its volumes in: the bucket its artifacts are in (`--artifacts s3://…`,
+    under `volumes/`), else a folder of its data directory (shared with its workers, as its hosted code
+    is)."""
+    if settings.artifacts_url is not None:
+        from yardstick.core.s3_volumes import S3VolumeStore  # boto3 only for an install that uses it
+
+        return S3VolumeStore(settings.artifacts_url, settings.data_dir / "volume-cache")
     return LocalVolumeStore(settings.volume_root)
 
 
