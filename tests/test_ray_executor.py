@@ -277,6 +277,7 @@ def test_the_platform_on_the_cluster_plays_a_positronic_submission_and_a_sequenc
                       "--trials", "2")  # fmt: skip
         assert ran.returncode == 0, ran.stdout + ran.stderr
         assert server.stop() == 0
+        assert "SIGTERM received" not in server.log.read_text()  # a clean stop, not a crash's dump
 
     records = [r for r in _records(server.settings.artifact_root) if r["endpoint"] != "policy"]  # not wedged
     canvas = [r for r in records if r["task"] in ("left", "right")]

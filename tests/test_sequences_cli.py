@@ -11,6 +11,8 @@ import io
 import os
 import re
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -210,7 +212,26 @@ def test_cancel_stops_a_running_eval(platform: Harness) -> None:
     assert "report: canceled" in report.stdout, report.stdout
 
 
-def test_a_catalogue_benchmarks_tasks_are_listed_as_a_registered_ones_are(platform: Harness) -> None:
+def test_a_failed_episode_is_counted_done_and_not_scored(platform: Harness) -> None:
+    """The CLI scores `done - failed` of an eval's episodes: a failed episode is one that is done."""
+    ran = seq(
+        platform, "eval", "run", "crash", "--benchmark", "toys.tally", "--tasks", "ten", "--trials", "1"
+    )
+    eval_id = eval_id_of(ran.stdout + ran.stderr)
+    headers = {"Authorization": f"Bearer {platform.keys['alice']}"}
+    deadline = time.monotonic() + 180
+    while httpx.get(f"{platform.url}/v1/eval/{eval_id}", headers=headers, timeout=60).json()["status"] in (
+        "queued",
+        "pending",
+        "running",
+    ):
+        assert time.monotonic() < deadline, f"{eval_id} did not end"
+        threading.Event().wait(0.2)
+    report = seq(platform, "eval", "report", eval_id)
+    said = report.stdout + report.stderr
+    assert "partial results: 0 of 1 episodes scored (1 failed)" in said, said
+    assert "1 / 1 episodes done (1 failed)" in seq(platform, "eval", "status", eval_id).stdout
+
     shown = seq(platform, "benchmark", "tasks", "toys.tally")
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert re.search(r"^three\s", shown.stdout, re.M) and re.search(r"^ten\s", shown.stdout, re.M), (

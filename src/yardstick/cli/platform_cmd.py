@@ -359,7 +359,7 @@ def server(
         try:
             console.print(f"data: {settings.data_dir}  database: {settings.database.split('@')[-1]}")
             console.print(f"artifacts: {services.platform.artifacts}")
-            console.print(f"episodes: {_executor(no_worker, workers, settings.ray_address)}")
+            console.print(f"episodes: {_executor(no_worker, workers, settings.ray_address)}", soft_wrap=True)
             console.print(f"API:  http://{host}:{port}/v1  (OpenAPI at /docs)")
             console.print(f"sign-in: http://{host}:{port}/device  (yardstick login)")
             with held():
@@ -417,7 +417,7 @@ def worker(
     )
     supervisor = Supervisor(settings, concurrency, run_worker)
     console.print(f"artifacts: {_artifact_place(settings)}")
-    console.print(f"episodes: {_executor(False, concurrency, settings.ray_address)}")
+    console.print(f"episodes: {_executor(False, concurrency, settings.ray_address)}", soft_wrap=True)
     with _stopped_by_signals() as held:
         try:
             with held():

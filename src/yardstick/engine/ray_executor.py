@@ -107,6 +107,9 @@ class _Actor:
 def connect(address: str) -> bool:
     """This process connected to the cluster at `address` (`auto`, or a head's HOST:PORT); True when it
     connected now (and so should disconnect when done). BuildError when Ray is not installed."""
+    # Ray's own handler of fatal signals would dump a stack for the SIGTERM that stops a worker cleanly;
+    # it is read as Ray is imported, so it is set first.
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     try:
         import ray
     except ModuleNotFoundError:

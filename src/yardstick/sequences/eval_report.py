@@ -195,11 +195,13 @@ def _timing(episodes: Sequence[RunEpisode]) -> EvalTiming:
 
 
 def progress(run: Run, episodes: Sequence[RunEpisode]) -> dict[str, Any]:
+    """The contract's counts. `done` is every episode that ended, a failed one too (the CLI scores `done -
+    failed` of them); the rest say what the others are doing."""
     counts = {state: 0 for state in EpisodeState}
     for e in episodes:
         counts[EpisodeState(e.state)] += 1
     return {
-        "done": counts[EpisodeState.DONE],
+        "done": counts[EpisodeState.DONE] + counts[EpisodeState.FAILED],
         "failed": counts[EpisodeState.FAILED],
         "total": run.episodes_total,
         "running": counts[EpisodeState.LEASED],
