@@ -300,6 +300,15 @@ def test_compare_of_equals_stays_undecided_to_the_cap_and_exits_9(tmp_path: Path
     assert printed["comparison"] == comparison and printed["a"]["episodes"]["planned"] == 60
 
 
+def test_compare_with_too_few_trials_says_so_and_what_would_decide(tmp_path: Path) -> None:
+    code, output, comparison = compare(tmp_path, "Skill", "Steady", "--max-trials", "2")
+    assert code == 9, output
+    planning = comparison["planning"]
+    assert planning["power"] < 0.8 and planning["fixed_n_power"] == 0.8 and planning["fixed_n_pairs"] > 4
+    said = " ".join(output.split())
+    assert "too few to decide" in said and f"needs {planning['fixed_n_pairs']} pairs for power 0.80" in said
+
+
 def test_compare_without_a_rule_plays_its_fixed_trials_and_reads_the_test_once(tmp_path: Path) -> None:
     code, output, comparison = compare(tmp_path, "Steady", "Skill", "--max-trials", "40")
     assert code == 0, output

@@ -34,6 +34,9 @@ from yardstick.scoring.sequential import ALPHA, MAX_TRIALS, checkpoints
 from yardstick.sdk.errors import AuthoringError
 from yardstick.web.run_folder import write_run_folder
 
+# Below this power a comparison's cap is called too small to decide, and the pairs for this power are named.
+USEFUL_POWER = 0.8
+
 
 def compare(
     benchmark: str = typer.Option(..., "--benchmark", "-b", help="The benchmark both policies play."),
@@ -170,8 +173,9 @@ def _comparison(
         a_only, b_only = test.a_only / pairs, test.b_only / pairs
         looks = [c * tasks for c in checkpoints(cap)] if sequential else [cap * tasks]
         power, used = sequential_power(a_only, b_only, looks, test.alpha)
-        # A fixed-n test reaches a power of 1 only in the limit: past 0.99 it is matched at 0.99.
-        matched = min(power, 0.99)
+        # A fixed-n test reaches a power of 1 only in the limit: past 0.99 it is matched at 0.99. A cap too
+        # small to decide anything is set beside the pairs a useful power (0.8) would need instead.
+        matched = min(power, 0.99) if power >= USEFUL_POWER else USEFUL_POWER
         out["planning"] = {
             "a_only_rate": a_only,
             "b_only_rate": b_only,
@@ -204,6 +208,14 @@ def _lines(comparison: dict[str, Any]) -> list[str]:
     if planning:
         fixed = planning["fixed_n_pairs"]
         needed = f"{fixed} pairs" if fixed is not None else "more than 5000 pairs"
+        if planning["power"] < USEFUL_POWER:
+            lines.append(
+                f"at the rates seen ({planning['a_only_rate']:.2f} a pair only {a}, "
+                f"{planning['b_only_rate']:.2f} only {b}) {comparison['max_pairs']} pairs give this test "
+                f"power {planning['power']:.2f}: too few to decide; a fixed-n exact paired test needs "
+                f"{needed} for power {planning['fixed_n_power']:.2f}"
+            )
+            return lines
         lines.append(
             f"at the rates seen ({planning['a_only_rate']:.2f} a pair only {a}, "
             f"{planning['b_only_rate']:.2f} only {b}) this test decides with power "
