@@ -31,6 +31,7 @@ from yardstick.cli.options import (
     split_list,
 )
 from yardstick.engine import BuildError, Component, Playback, RunRequest, Work, evaluate, prepare
+from yardstick.engine.ray_executor import check_answers
 from yardstick.engine.recording import NO_IMAGES, Recording
 from yardstick.engine.results import EpisodeSpec
 from yardstick.engine.rounds import evaluate_until, planned_at_cap
@@ -178,6 +179,8 @@ def run(
         else:
             planned = planned_at_cap(request, cap)
             stopping = _sequential(planned, rule, gates, alpha)
+        if ray_at is not None:  # refused before a progress bar is drawn
+            check_answers(ray_at)
         with run_progress(len(planned), quiet=False) as progress:
             if stopping is None:
                 outcome = evaluate(request, on_result=progress)
