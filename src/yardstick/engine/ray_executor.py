@@ -101,7 +101,16 @@ class _Actor:
     handle: Any
     task: str | None = None  # the task it is on (the dispenser's affinity)
     ready: bool = False
-    made: float = field(default_factory=time.monotonic)
+    busy: bool = False  # an episode in hand
+
+
+@dataclass(frozen=True)
+class _InHand:
+    """An episode handed to an actor, and when."""
+
+    actor: _Actor
+    episode: EpisodeSpec
+    since: float = field(default_factory=time.monotonic)
 
 
 def connect(address: str) -> bool:
@@ -168,11 +177,7 @@ class RayPlayer:
             done, _ = self.ray.wait(list(self._building), num_returns=1, timeout=POLL_S)
             for ref in done:
                 self._built(ref, self._building.pop(ref))
-            if time.monotonic() > deadline:
-                raise BuildError(
-                    f"no actor of the cluster built the run within {BUILD_WAIT_S:g} s",
-                    FailureKind.WORKER_LOST,
-                )
+            self._refuse_past(deadline)
 
     def run(self, episodes: Iterable[EpisodeSpec]) -> Iterator[EpisodeResult]:
         ray = self.ray
@@ -183,22 +188,20 @@ class RayPlayer:
         todo = Dispenser(episodes)
         losses: dict[int, int] = {}
         landed: set[int] = set()
-        playing: dict[Any, tuple[_Actor, EpisodeSpec]] = {}
-        handed_at: dict[Any, float] = {}
+        playing: dict[Any, _InHand] = {}
         deadline = time.monotonic() + BUILD_WAIT_S
         try:
             while len(landed) < len(episodes):
                 for actor in self._actors:
-                    if actor.ready and todo and all(a is not actor for a, _ in playing.values()):
+                    if actor.ready and not actor.busy and todo:
                         episode = todo.next_for(actor)
-                        ref = actor.handle.play.remote(episode)
-                        playing[ref], handed_at[ref] = (actor, episode), time.monotonic()
-                for ref in self._overdue(handed_at):
-                    actor, episode = playing.pop(ref)
-                    del handed_at[ref]
-                    self._end(actor)
-                    landed.add(episode.index)
-                    yield EpisodeResult.failed(episode, self._timed_out(episode))
+                        playing[actor.handle.play.remote(episode)] = _InHand(actor, episode)
+                        actor.busy = True
+                for ref in self._overdue(playing):
+                    held = playing.pop(ref)
+                    self._end(held.actor)
+                    landed.add(held.episode.index)
+                    yield EpisodeResult.failed(held.episode, self._timed_out(held.episode))
                     if todo:
                         self._make()
                 if len(landed) == len(episodes):
@@ -211,8 +214,9 @@ class RayPlayer:
                     if ref in self._building:
                         self._built(ref, self._building.pop(ref))
                         continue
-                    actor, episode = playing.pop(ref)
-                    handed_at.pop(ref, None)
+                    held = playing.pop(ref)
+                    actor, episode = held.actor, held.episode
+                    actor.busy = False
                     try:
                         data, files, node = ray.get(ref)
                     except ray.exceptions.RayActorError as exc:
@@ -233,22 +237,26 @@ class RayPlayer:
                         self._keep(files)
                         self.nodes[result.index] = node
                         yield result
-                if self._building and not any(a.ready for a in self._actors) and time.monotonic() > deadline:
-                    raise BuildError(
-                        f"no actor of the cluster built the run within {BUILD_WAIT_S:g} s",
-                        FailureKind.WORKER_LOST,
-                    )
+                if not any(a.ready for a in self._actors):
+                    self._refuse_past(deadline)
         finally:
             # Left before its episodes landed (the caller stopped, or failed): the actors still playing go,
             # so the next run starts on actors with nothing in hand.
-            for actor, _ in playing.values():
-                self._end(actor)
+            for held in playing.values():
+                self._end(held.actor)
 
-    def _overdue(self, handed_at: dict[Any, float]) -> list[Any]:
+    def _overdue(self, playing: dict[Any, _InHand]) -> list[Any]:
         if self.episode_timeout_s is None:
             return []
         now = time.monotonic()
-        return [ref for ref, since in handed_at.items() if now - since > self.episode_timeout_s]
+        return [ref for ref, held in playing.items() if now - held.since > self.episode_timeout_s]
+
+    def _refuse_past(self, deadline: float) -> None:
+        """BuildError once past `deadline` with actors still building and none built."""
+        if self._building and time.monotonic() > deadline:
+            raise BuildError(
+                f"no actor of the cluster built the run within {BUILD_WAIT_S:g} s", FailureKind.WORKER_LOST
+            )
 
     def _timed_out(self, episode: EpisodeSpec) -> Failed:
         return Failed(
