@@ -193,15 +193,20 @@ class Masking:
         self.inner.close()
 
 
+def _inner(player: Player | None) -> Player | None:
+    """What plays behind the masking of an endpoint's player."""
+    return player.inner if isinstance(player, Masking) else player
+
+
 def played_on(player: Player, index: int) -> str | None:
     """The Ray node that played episode `index`, for a player on the cluster (None for any other)."""
-    inner = player.inner if isinstance(player, Masking) else player
+    inner = _inner(player)
     return inner.nodes.get(index) if isinstance(inner, RayPlayer) else None
 
 
 def boxed_player(player: Player | None) -> BoxedPlayer | None:
     """The boxed player behind `player`, or None for one the platform plays in its own process."""
-    inner = player.inner if isinstance(player, Masking) else player
+    inner = _inner(player)
     return inner if isinstance(inner, BoxedPlayer) else None
 
 
@@ -337,9 +342,7 @@ class Players:
         hold every CPU, and these never be placed)."""
         assert self.settings.ray_address is not None
         self._ray_connected = connect(self.settings.ray_address) or self._ray_connected
-        for kept in self._players.all():
-            if isinstance(kept, RayPlayer):
-                self._players.forget(kept)
+        self._end_ray_players()
         player = RayPlayer(
             work, here=served_here(work.policy.ref), episode_timeout_s=self.settings.episode_timeout_s
         )
@@ -518,13 +521,18 @@ class Players:
 
     def forget(self, player: Player) -> None:
         """Close `player` and build afresh next time: it failed in a way that may have left it broken."""
-        self._players.forget(player.inner if isinstance(player, Masking) else player)
+        inner = _inner(player)
+        assert inner is not None
+        self._players.forget(inner)
 
     def rest(self) -> None:
         """The worker has nothing to play: stop and remove its policy containers (kept warm only while
         there is work, as each holds its memory; a run's container does not outlive the run's work), and
         end its actors on the Ray cluster (they hold the cluster's CPUs)."""
         self._images.close()
+        self._end_ray_players()
+
+    def _end_ray_players(self) -> None:
         for kept in self._players.all():
             if isinstance(kept, RayPlayer):
                 self._players.forget(kept)
