@@ -21,13 +21,13 @@ from yardstick.cli.exits import Exit
 from yardstick.cli.options import (
     ExecutorOption,
     RayAddressOption,
+    no_cluster,
     parse_params,
     parse_seeds,
     run_cluster,
     split_list,
 )
 from yardstick.engine import BuildError, Component, RunRequest, Work, prepare
-from yardstick.engine.ray_executor import check_answers
 from yardstick.engine.rounds import compare_until
 from yardstick.report import build_report
 from yardstick.scoring.compare import PAIRED_PRIOR, PairedTest, fixed_n_for_power, sequential_power
@@ -105,8 +105,6 @@ def compare(
         trials = (max_trials or MAX_TRIALS) if sequential else max_trials
         plan = prepare(dataclasses.replace(requests[0], trials=trials))[2]
         cap = max(e.trial for e in plan) + 1
-        if ray_at is not None:  # refused before a progress bar is drawn
-            check_answers(ray_at)
         with run_progress(2 * len(plan), quiet=False) as progress:
             compared = compare_until(
                 requests[0], requests[1], test, cap, until_decided=sequential, on_result=progress
@@ -114,7 +112,7 @@ def compare(
     except (AuthoringError, BuildError) as exc:
         fail(Exit.CALLER, str(exc))
     except ConnectionError as exc:  # Ray's when no cluster answers at the address
-        fail(Exit.CALLER, f"--executor ray: no Ray cluster at {ray_at}: {exc}")
+        fail(Exit.CALLER, no_cluster(str(ray_at), exc))
     except Exception as exc:
         fail(Exit.PLATFORM, f"internal error: {type(exc).__name__}: {exc}")
 

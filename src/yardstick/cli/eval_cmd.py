@@ -25,13 +25,13 @@ from yardstick.cli.exits import Exit
 from yardstick.cli.options import (
     ExecutorOption,
     RayAddressOption,
+    no_cluster,
     parse_params,
     parse_seeds,
     run_cluster,
     split_list,
 )
 from yardstick.engine import BuildError, Component, Playback, RunRequest, Work, evaluate, prepare
-from yardstick.engine.ray_executor import check_answers
 from yardstick.engine.recording import NO_IMAGES, Recording
 from yardstick.engine.results import EpisodeSpec
 from yardstick.engine.rounds import evaluate_until, planned_at_cap
@@ -179,8 +179,6 @@ def run(
         else:
             planned = planned_at_cap(request, cap)
             stopping = _sequential(planned, rule, gates, alpha)
-        if ray_at is not None:  # refused before a progress bar is drawn
-            check_answers(ray_at)
         with run_progress(len(planned), quiet=False) as progress:
             if stopping is None:
                 outcome = evaluate(request, on_result=progress)
@@ -191,7 +189,7 @@ def run(
     except typer.BadParameter:
         raise
     except ConnectionError as exc:  # Ray's when no cluster answers at the address
-        fail(Exit.CALLER, f"--executor ray: no Ray cluster at {ray_at}: {exc}")
+        fail(Exit.CALLER, no_cluster(str(ray_at), exc))
     except Exception as exc:
         fail(Exit.PLATFORM, f"internal error: {type(exc).__name__}: {exc}")
 

@@ -81,8 +81,23 @@ RayAddressOption = typer.Option(
 
 
 def run_cluster(executor: str, address: str | None, in_process: bool) -> str | None:
-    """The Ray cluster a local run plays on, or None for this machine; a misused flag refused by name."""
+    """The Ray cluster a local run plays on, or None for this machine; a misused flag refused by name, and
+    an address where nothing answers refused before anything is drawn (exit 1)."""
+    from yardstick.cli.display import fail
+    from yardstick.cli.exits import Exit
+    from yardstick.engine.ray_executor import check_answers
+
     cluster = chosen_cluster(executor, address)
     if cluster is not None and in_process:
         raise typer.BadParameter("plays on a Ray cluster, not in this process", param_hint="--executor ray")
+    if cluster is not None:
+        try:
+            check_answers(cluster)
+        except ConnectionError as exc:
+            fail(Exit.CALLER, no_cluster(cluster, exc))
     return cluster
+
+
+def no_cluster(address: str, exc: Exception) -> str:
+    """What a local run says when no Ray cluster answers (at its start, or as Ray connects)."""
+    return f"--executor ray: no Ray cluster at {address}: {exc}"

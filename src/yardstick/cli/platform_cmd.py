@@ -18,7 +18,7 @@ import typer
 
 from yardstick.cli.display import console, print_error, print_table
 from yardstick.cli.exits import Exit
-from yardstick.cli.options import chosen_cluster
+from yardstick.cli.options import RayAddressOption, chosen_cluster
 from yardstick.core.settings import Settings
 
 DataDir = typer.Option(
@@ -91,12 +91,6 @@ Executor = typer.Option(
     help="Where the catalogue's episodes play: pool (this machine's worker processes) or ray (a Ray "
     "cluster, one worker process driving actors on all its machines; org code stays in this machine's "
     "boxes).",
-)
-RayAddress = typer.Option(
-    None,
-    "--ray-address",
-    help="With --executor ray: the cluster, auto (RAY_ADDRESS, or the one `ray start` began on this "
-    "machine) or its head's HOST:PORT.",
 )
 EpisodeTimeout = typer.Option(
     None,
@@ -327,7 +321,7 @@ def server(
     robot_idle: float | None = RobotIdle,
     artifacts: str | None = Artifacts,
     executor: str = Executor,
-    ray_address: str | None = RayAddress,
+    ray_address: str | None = RayAddressOption,
 ) -> None:
     """The whole platform on one machine: the API, workers, the database and the artifacts, migrations
     applied. OpenAPI at /docs."""
@@ -393,7 +387,7 @@ def worker(
     robot_idle: float | None = RobotIdle,
     artifacts: str | None = Artifacts,
     executor: str = Executor,
-    ray_address: str | None = RayAddress,
+    ray_address: str | None = RayAddressOption,
 ) -> None:
     """Play queued episodes from a platform's database (PostgreSQL for workers on other machines; the
     artifact folder must be shared with the server's). The worker processes are supervised: one that dies is
