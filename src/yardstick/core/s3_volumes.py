@@ -24,6 +24,7 @@ import os
 import secrets
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Final, cast
 
@@ -35,6 +36,17 @@ __all__ = ["MIN_PART", "S3VolumeStore"]
 
 # S3's least size of a multipart upload's part (all but the last).
 MIN_PART: Final = 5 << 20
+
+
+@dataclass(frozen=True)
+class _Arrived:
+    """An upload's file as the bucket holds it: its open multipart upload and parts (number, ETag, size),
+    the size kept aside past them, and all it holds (a completed file: its object's size)."""
+
+    multipart: str | None
+    parts: list[tuple[int, str, int]]
+    tail: int
+    held: int
 
 
 class S3VolumeStore:
@@ -67,28 +79,25 @@ class S3VolumeStore:
     def held(self, volume_id: int, upload_id: int, position: int) -> int:
         key = self._partial(volume_id, upload_id, position)
         with bucket_errors(self, f"how much of {key!r} is held"):
-            multipart = self._multipart(key)
-            if multipart is not None:
-                return sum(size for _, _, size in self._parts(key, multipart)) + self._size(key + ".tail")
-            return self._size(key)
+            return self._arrived(key).held
 
     def append(self, volume_id: int, upload_id: int, position: int, offset: int, data: bytes) -> int:
         key = self._partial(volume_id, upload_id, position)
-        held = self.held(volume_id, upload_id, position)
-        if held != offset or not data:
-            return held
         with bucket_errors(self, f"a part of {key!r}"):
-            multipart = self._multipart(key)
-            if multipart is None:
-                if self._size(key):  # whole already (its digest was taken): nothing more can arrive
-                    return held
-                multipart = self.client.create_multipart_upload(Bucket=self.url.bucket, Key=key)["UploadId"]
-            tail = self._read(key + ".tail") + data
+            arrived = self._arrived(key)
+            # Not at the held offset, or whole already (its digest was taken): nothing is written.
+            if arrived.held != offset or not data or (arrived.multipart is None and arrived.held):
+                return arrived.held
+            multipart = arrived.multipart or str(
+                self.client.create_multipart_upload(Bucket=self.url.bucket, Key=key)["UploadId"]
+            )
+            tail = (self._read(key + ".tail") if arrived.tail else b"") + data
             if len(tail) < MIN_PART:  # under a part's minimum: kept aside until more arrives, or the end
                 self._put(key + ".tail", tail)
             else:
-                self._upload_part(key, multipart, tail)
-                self._delete(key + ".tail")
+                self._upload_part(key, multipart, len(arrived.parts) + 1, tail)
+                if arrived.tail:
+                    self._delete(key + ".tail")
         return offset + len(data)
 
     def restart(self, volume_id: int, upload_id: int, position: int) -> None:
@@ -103,19 +112,24 @@ class S3VolumeStore:
         reads it back once for its md5."""
         key = self._partial(volume_id, upload_id, position)
         with bucket_errors(self, f"the digest of {key!r}"):
-            multipart = self._multipart(key)
-            if multipart is not None:
-                tail = self._read(key + ".tail")
-                if tail:
-                    self._upload_part(key, multipart, tail)
-                parts = [{"PartNumber": n, "ETag": tag} for n, tag, _ in self._parts(key, multipart)]
+            arrived = self._arrived(key)
+            if arrived.multipart is not None:
+                parts = [{"PartNumber": n, "ETag": tag} for n, tag, _ in arrived.parts]
+                if arrived.tail:
+                    tail = self._read(key + ".tail")
+                    number = len(parts) + 1
+                    tag = self._upload_part(key, arrived.multipart, number, tail)
+                    parts.append({"PartNumber": number, "ETag": tag})
+                    self._delete(key + ".tail")
                 if parts:
                     self.client.complete_multipart_upload(
-                        Bucket=self.url.bucket, Key=key, UploadId=multipart, MultipartUpload={"Parts": parts}
+                        Bucket=self.url.bucket,
+                        Key=key,
+                        UploadId=arrived.multipart,
+                        MultipartUpload={"Parts": parts},
                     )
                 else:
                     self._abort(key)
-                self._delete(key + ".tail")
             found, size = hashlib.md5(), 0
             if self._exists(key):
                 body = self.client.get_object(Bucket=self.url.bucket, Key=key)["Body"]
@@ -227,11 +241,21 @@ class S3VolumeStore:
             parts += [(int(p["PartNumber"]), str(p["ETag"]), int(p["Size"])) for p in page.get("Parts", [])]
         return sorted(parts)
 
-    def _upload_part(self, key: str, multipart: str, data: bytes) -> None:
-        number = len(self._parts(key, multipart)) + 1
-        self.client.upload_part(
+    def _arrived(self, key: str) -> _Arrived:
+        """What the bucket holds of an upload's file, read once a call."""
+        multipart = self._multipart(key)
+        if multipart is None:
+            return _Arrived(None, [], 0, self._size(key) or 0)
+        parts = self._parts(key, multipart)
+        tail = self._size(key + ".tail") or 0
+        return _Arrived(multipart, parts, tail, sum(size for _, _, size in parts) + tail)
+
+    def _upload_part(self, key: str, multipart: str, number: int, data: bytes) -> str:
+        """The part's ETag."""
+        sent = self.client.upload_part(
             Bucket=self.url.bucket, Key=key, UploadId=multipart, PartNumber=number, Body=data
         )
+        return str(sent["ETag"])
 
     def _abort(self, key: str) -> None:
         found = self.client.list_multipart_uploads(Bucket=self.url.bucket, Prefix=key).get("Uploads", [])
@@ -254,26 +278,19 @@ class S3VolumeStore:
             batch = [{"Key": key} for key in keys[start : start + 1000]]
             self.client.delete_objects(Bucket=self.url.bucket, Delete={"Objects": batch, "Quiet": True})
 
-    def _size(self, key: str) -> int:
+    def _size(self, key: str) -> int | None:
+        """The object's size, or None when there is none."""
         from botocore.exceptions import ClientError
 
         try:
             return int(self.client.head_object(Bucket=self.url.bucket, Key=key)["ContentLength"])
         except ClientError as exc:
             if is_missing(exc):
-                return 0
+                return None
             raise
 
     def _exists(self, key: str) -> bool:
-        from botocore.exceptions import ClientError
-
-        try:
-            self.client.head_object(Bucket=self.url.bucket, Key=key)
-        except ClientError as exc:
-            if is_missing(exc):
-                return False
-            raise
-        return True
+        return self._size(key) is not None
 
     def _read(self, key: str) -> bytes:
         from botocore.exceptions import ClientError
