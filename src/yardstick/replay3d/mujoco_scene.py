@@ -1,0 +1,286 @@
+"""A MuJoCo model's scene as a replay draws it: a glTF binary of its visible geoms, one node per body.
+
+What is drawn is what MuJoCo's own renderer draws by default: geoms of groups 0-2 that are not fully
+transparent (collision copies sit in group 3 in robosuite and most menagerie models). Each body is a node
+named as the body (the world body is `world`; an unnamed body `body<id>`), its geoms baked into its mesh at
+their place in the body's frame, so a body's world pose is all a frame needs. Bodies welded to another (no
+joint of their own) are drawn in the node of the body they move with, and bodies that draw nothing have no
+node: a frame records only what can be seen to move. Primitives are tessellated
+(`shapes`), meshes exported with MuJoCo's own normals and texture coordinates. A geom's colour is its rgba,
+or its material's when the geom kept the default grey (MuJoCo's rule); a 2D texture on a mesh with
+texture coordinates ships as a PNG, and any other texture (a box's, a cube map) tints its geom with the
+texture's mean colour: close at a glance, and it costs no texture-coordinate generation here.
+
+Height fields and SDF geoms are left out (none of the benchmarks shipped has one); an infinite plane is
+drawn `PLANE_EXTENT` metres each way.
+
+A node *moves* when a joint or a mocap body is on its path to the world: those are the nodes a replay
+records (`moving_names`, read from `moving_bodies`). The export is cached per model object; its bytes, and
+so its sha256, depend only on the model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from yardstick.replay3d import shapes
+from yardstick.replay3d.gltf import Material, Node, Primitive, glb
+
+VISIBLE_GROUPS = 3  # MuJoCo's default: geom groups 0, 1, 2 are drawn
+PLANE_EXTENT = 10.0
+_DEFAULT_RGBA = (0.5, 0.5, 0.5, 1.0)
+_PLANE, _SPHERE, _CAPSULE, _ELLIPSOID, _CYLINDER, _BOX, _MESH = 0, 2, 3, 4, 5, 6, 7
+_TEXTURE_2D, _ROLE_RGB = 0, 1
+_CACHE_SIZE = 64  # MT50 builds 50 models in a process
+
+
+@dataclass(frozen=True)
+class Scene:
+    """A model's exported scene: the .glb, its sha256, its nodes' names, and the nodes that move with the body
+    whose world pose each takes."""
+
+    glb: bytes
+    sha256: str
+    nodes: list[str]
+    moving_names: list[str]
+    moving_bodies: npt.NDArray[np.intp]
+
+
+# Keyed by the model object's id, which stays that model's while the entry holds the model itself.
+_cache: OrderedDict[int, tuple[Any, Scene]] = OrderedDict()
+
+
+def scene_of(model: Any) -> Scene:
+    """The scene of `model` (a mujoco.MjModel), exported on first use and cached for the model's life."""
+    key = id(model)
+    hit = _cache.get(key)
+    if hit is not None and hit[0] is model:
+        _cache.move_to_end(key)
+        return hit[1]
+    exported = export(model)
+    _cache[key] = (model, exported)
+    while len(_cache) > _CACHE_SIZE:
+        _cache.popitem(last=False)
+    return exported
+
+
+def export(model: Any) -> Scene:
+    import mujoco
+
+    data = mujoco.MjData(model)
+    mujoco.mj_kinematics(model, data)  # every body's world pose at the model's reference configuration
+    names = body_names(model)
+    roots = rigid_roots(model)
+    materials: list[Material] = []
+    known: dict[tuple[Any, ...], int] = {}
+    primitives: dict[int, list[Primitive]] = {}
+    for geom in range(model.ngeom):
+        if model.geom_group[geom] >= VISIBLE_GROUPS or model.geom_rgba[geom][3] <= 0.0:
+            continue
+        made = _geom_mesh(model, geom)
+        if made is None:
+            continue
+        positions, normals, indices, uv, png = made
+        # Into the frame of the body its rigid group moves with: world, then that body's frame.
+        root = int(roots[model.geom_bodyid[geom]])
+        to_world = data.geom_xmat[geom].reshape(3, 3)
+        to_root = data.xmat[root].reshape(3, 3)
+        positions = (positions @ to_world.T + data.geom_xpos[geom] - data.xpos[root]) @ to_root
+        normals = normals @ to_world.T @ to_root
+        primitives.setdefault(root, []).append(
+            Primitive(
+                positions=positions.astype(np.float32),
+                normals=normals.astype(np.float32),
+                uv=uv,
+                indices=indices,
+                material=_material(model, geom, png, materials, known),
+            )
+        )
+    drawn = sorted(set(primitives) | {0})
+    nodes = [
+        Node(
+            name=names[b], translation=data.xpos[b], rotation=data.xquat[b], primitives=primitives.get(b, [])
+        )
+        for b in drawn
+    ]
+    binary = glb(nodes, materials)
+    moving = np.asarray([b for b in drawn if b != 0], dtype=np.intp)
+    return Scene(
+        glb=binary,
+        sha256=hashlib.sha256(binary).hexdigest(),
+        nodes=[names[b] for b in drawn],
+        moving_names=[names[b] for b in moving],
+        moving_bodies=moving,
+    )
+
+
+def body_names(model: Any) -> list[str]:
+    """Each body's node name: its own, `world` for body 0, `body<id>` when it has none; unique."""
+    import mujoco
+
+    names: list[str] = []
+    taken: set[str] = set()
+    for body in range(model.nbody):
+        name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, body) or ("world" if body == 0 else "")
+        name = name or f"body{body}"
+        unique, counter = name, 2
+        while unique in taken:
+            unique, counter = f"{name}-{counter}", counter + 1
+        taken.add(unique)
+        names.append(unique)
+    return names
+
+
+def rigid_roots(model: Any) -> npt.NDArray[np.intp]:
+    """For each body, the body it moves rigidly with: itself when a joint or mocap moves it (or it is the
+    world), else its parent's. A scene has a node per such body that draws something, not per body: a
+    welded child (a camera mount, a finger pad) adds no pose to record. (A body's parent comes before it.)"""
+    roots = np.zeros(model.nbody, dtype=np.intp)
+    for body in range(1, model.nbody):
+        moves = model.body_jntnum[body] > 0 or model.body_mocapid[body] >= 0
+        roots[body] = body if moves else roots[model.body_parentid[body]]
+    return roots
+
+
+def _geom_mesh(
+    model: Any, geom: int
+) -> (
+    tuple[
+        npt.NDArray[np.float32],
+        npt.NDArray[np.float32],
+        npt.NDArray[np.uint32] | None,
+        npt.NDArray[np.float32] | None,
+        bytes | None,
+    ]
+    | None
+):
+    """(positions, normals, indices, uv, png) of geom `geom` in its own frame; None for what is not drawn."""
+    kind = int(model.geom_type[geom])
+    size = [float(s) for s in model.geom_size[geom]]
+    made: shapes.Mesh
+    if kind == _MESH:
+        return _mesh(model, geom)
+    if kind == _PLANE:
+        made = shapes.plane(size[0] or PLANE_EXTENT, size[1] or PLANE_EXTENT)
+    elif kind == _SPHERE:
+        made = shapes.sphere(size[0])
+    elif kind == _CAPSULE:
+        made = shapes.capsule(size[0], size[1])
+    elif kind == _ELLIPSOID:
+        made = shapes.ellipsoid(*size)
+    elif kind == _CYLINDER:
+        made = shapes.cylinder(size[0], size[1])
+    elif kind == _BOX:
+        made = shapes.box(*size)
+    else:
+        return None
+    return made[0], made[1], made[2], None, None
+
+
+def _mesh(
+    model: Any, geom: int
+) -> tuple[
+    npt.NDArray[np.float32],
+    npt.NDArray[np.float32],
+    npt.NDArray[np.uint32],
+    npt.NDArray[np.float32] | None,
+    bytes | None,
+]:
+    """A mesh geom, a vertex per distinct (position, normal, uv) of its faces' corners, as MuJoCo draws it."""
+    mesh = int(model.geom_dataid[geom])
+    vertadr, faceadr, facenum = model.mesh_vertadr[mesh], model.mesh_faceadr[mesh], model.mesh_facenum[mesh]
+    faces = model.mesh_face[faceadr : faceadr + facenum]
+    corners = [model.mesh_vert[vertadr + faces].reshape(-1, 3)]
+    normaladr = model.mesh_normaladr[mesh]
+    corners.append(
+        model.mesh_normal[normaladr + model.mesh_facenormal[faceadr : faceadr + facenum]].reshape(-1, 3)
+    )
+    texcoordadr = model.mesh_texcoordadr[mesh]
+    texture = _texture(model, geom, encode=texcoordadr >= 0)
+    textured = texture is not None and texture[1] is not None and texcoordadr >= 0
+    if textured:
+        uv = model.mesh_texcoord[texcoordadr + model.mesh_facetexcoord[faceadr : faceadr + facenum]].reshape(
+            -1, 2
+        )
+        corners.append(uv)
+    rows = np.concatenate(corners, axis=1).astype(np.float32)
+    unique, inverse = np.unique(rows, axis=0, return_inverse=True)
+    positions, normals = unique[:, :3], unique[:, 3:6]
+    uv_out = unique[:, 6:8].copy() if textured else None
+    png = texture[1] if textured and texture is not None else None
+    return positions, normals, inverse.ravel().astype(np.uint32), uv_out, png
+
+
+def _texture(model: Any, geom: int, *, encode: bool) -> tuple[npt.NDArray[np.float64], bytes | None] | None:
+    """The geom's material's colour texture: (its mean rgb in [0, 1], a PNG when `encode` and it is a 2D
+    texture)."""
+    material = int(model.geom_matid[geom])
+    if material < 0 or model.ntex == 0:
+        return None
+    texture = int(model.mat_texid[material][_ROLE_RGB])
+    if texture < 0:
+        return None
+    pixels = _pixels(model, texture)
+    mean = pixels.reshape(-1, pixels.shape[-1])[:, :3].mean(axis=0) / 255.0
+    if not encode or int(model.tex_type[texture]) != _TEXTURE_2D:
+        return mean, None
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="PNG", optimize=False)
+    return mean, out.getvalue()
+
+
+def _pixels(model: Any, texture: int) -> npt.NDArray[np.uint8]:
+    height, width, channels = (
+        int(model.tex_height[texture]),
+        int(model.tex_width[texture]),
+        int(model.tex_nchannel[texture]),
+    )
+    start = int(model.tex_adr[texture])
+    pixels = np.asarray(model.tex_data[start : start + height * width * channels], dtype=np.uint8)
+    image = pixels.reshape(height, width, channels)
+    return image if channels in (3, 4) else np.repeat(image[..., :1], 3, axis=2)
+
+
+def _material(
+    model: Any, geom: int, png: bytes | None, materials: list[Material], known: dict[tuple[Any, ...], int]
+) -> int:
+    """The index of the geom's material, shared with every geom that looks the same."""
+    rgba = np.asarray(model.geom_rgba[geom], dtype=np.float64)
+    matid = int(model.geom_matid[geom])
+    roughness = 0.7
+    if matid >= 0:
+        if tuple(float(v) for v in rgba) == _DEFAULT_RGBA:
+            rgba = np.asarray(model.mat_rgba[matid], dtype=np.float64)
+        roughness = float(np.clip(1.0 - model.mat_shininess[matid], 0.05, 1.0))
+        if png is None:
+            texture = _texture(model, geom, encode=False)
+            if texture is not None:
+                rgba = np.concatenate([rgba[:3] * texture[0], rgba[3:]])
+    colour = tuple(round(float(v), 6) for v in rgba)
+    key = (colour, roughness, png)
+    found = known.get(key)
+    if found is None:
+        found = known[key] = len(materials)
+        materials.append(Material(name=f"material{found}", rgba=colour, roughness=roughness, png=png))  # type: ignore[arg-type]
+    return found
+
+
+def rotation_matrix(quat: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """The rotation matrix of a unit quaternion w x y z."""
+    w, x, y, z = (float(v) for v in np.asarray(quat))
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )

@@ -1,0 +1,211 @@
+"""3D replays: the `.seqreplay` file read back as written, a MuJoCo model's scene as a glTF binary (a node
+a moving rigid group under `seq_root`, Y up), and a frame drawn from scene and poses covering the pixels
+MuJoCo's own render of that state covers."""
+
+from __future__ import annotations
+
+import gzip
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from silhouettes import free_camera, iou, mujoco_mask, replay_mask
+from yardstick.replay3d import format as replay_format
+from yardstick.replay3d.gltf import Z_UP_TO_Y_UP, accessor_array, unpack
+from yardstick.replay3d.mujoco_poses import MujocoPoses, NotMujoco, mujoco_pair
+from yardstick.replay3d.mujoco_scene import export, scene_of
+
+mujoco = pytest.importorskip("mujoco")
+
+# Every primitive MuJoCo draws, a mesh, a welded child, a mocap body, a collision copy (group 3, not drawn)
+# and a body that draws nothing.
+XML = """
+<mujoco>
+  <asset>
+    <mesh name="tetra" vertex="0 0 0  .08 0 0  0 .08 0  0 0 .08"/>
+    <material name="red" rgba=".9 .1 .1 1"/>
+  </asset>
+  <worldbody>
+    <geom name="floor" type="plane" size="1 1 .1" rgba=".8 .8 .8 1"/>
+    <body name="crate" pos=".2 .1 .1">
+      <freejoint/>
+      <geom type="box" size=".06 .04 .03" material="red"/>
+      <geom type="box" size=".2 .2 .2" group="3"/>
+      <body name="lid" pos="0 0 .04"><geom type="cylinder" size=".03 .01" rgba="0 .5 1 1"/></body>
+    </body>
+    <body name="arm" pos="-.2 0 .2">
+      <joint type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 .15 0 0" size=".02"/>
+      <body name="tip" pos=".15 0 0"><joint type="hinge" axis="0 0 1"/><geom type="mesh" mesh="tetra"/></body>
+    </body>
+    <body name="ball" pos="0 -.2 .1">
+      <freejoint/><geom type="sphere" size=".04"/><geom type="ellipsoid" size=".02 .03 .05" pos="0 0 .06"/>
+    </body>
+    <body name="ghost" pos="0 .3 .1"><freejoint/><geom type="sphere" size=".04" rgba="1 1 1 0"/></body>
+    <body name="target" mocap="true" pos="0 0 .3"><geom type="sphere" size=".02" rgba="0 1 0 1"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+
+@pytest.fixture(scope="module")
+def world() -> tuple[Any, Any]:
+    model = mujoco.MjModel.from_xml_string(XML)
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    return model, data
+
+
+def test_a_replay_reads_back_as_written_and_the_same_frames_give_the_same_bytes() -> None:
+    rng = np.random.default_rng(0)
+    nodes = ["arm", "crate", "ball"]
+    writer = replay_format.ReplayWriter(
+        nodes, engine="mujoco", scene_sha256="ab" * 32, meta={"hz": 80.0}, capacity=2
+    )
+    pos = np.cumsum(rng.normal(0, 0.01, (37, 3, 3)), axis=0).astype(np.float32)
+    quat = rng.normal(size=(37, 3, 4)).astype(np.float32)
+    for frame in range(37):
+        looks = {"crate": {"rgba": [0, 1, 0, 1]}, "goal": {"visible": False}} if frame == 5 else None
+        writer.frame(frame / 80, frame, pos[frame], quat[frame], looks=looks)
+    data = writer.to_bytes()
+    assert data == writer.to_bytes()  # mtime 0: nothing of the moment it was written
+
+    replay = replay_format.read(data)
+    assert replay.frames == 37 and replay.nodes == nodes and replay.engine == "mujoco"
+    assert replay.scene_sha256 == "ab" * 32 and replay.meta == {"hz": 80.0}
+    assert np.array_equal(replay.pos, pos) and np.array_equal(replay.quat, quat)  # lossless
+    assert replay.t.tolist() == [f / 80 for f in range(37)] and replay.step.tolist() == list(range(37))
+    assert replay.looks == [(5, "crate", {"rgba": [0.0, 1.0, 0.0, 1.0]}), (5, "goal", {"visible": False})]
+    assert gzip.decompress(data).startswith(replay_format.MAGIC)
+
+
+def test_a_node_still_for_a_whole_episode_costs_next_to_nothing() -> None:
+    def size(moving: int) -> int:
+        writer = replay_format.ReplayWriter([f"n{i}" for i in range(20)], engine="own")
+        rng = np.random.default_rng(1)
+        pos, quat = rng.normal(size=(20, 3)), rng.normal(size=(20, 4))
+        for frame in range(300):
+            pos[:moving] += rng.normal(0, 1e-3, (moving, 3))
+            writer.frame(frame / 10, frame, pos, quat)
+        return len(writer.to_bytes())
+
+    assert size(0) < 5_000  # 20 nodes × 300 frames of float32 poses are 168 kB raw (times and steps: 3.6 kB)
+    assert size(2) < size(0) + 2 * 300 * 3 * 4  # a moving node costs at most its raw positions
+
+
+def test_what_is_not_a_replay_is_refused_saying_so(tmp_path: Any) -> None:
+    writer = replay_format.ReplayWriter(["a"], engine="own")
+    writer.frame(0.0, 0, [[0, 0, 0]], [[1, 0, 0, 0]])
+    whole = gzip.decompress(writer.to_bytes())
+    for bad, said in [
+        (b"not gzip", "not a gzip stream"),
+        (gzip.compress(b"PK\x03\x04"), "not a .seqreplay"),
+        (gzip.compress(whole[:-3]), "bytes after the header"),
+    ]:
+        with pytest.raises(replay_format.NotAReplay, match=said):
+            replay_format.read(bad)
+    with pytest.raises(ValueError, match="each node is named once; repeated: \\['a'\\]"):
+        replay_format.ReplayWriter(["a", "b", "a"], engine="own")
+    with pytest.raises(ValueError, match=r"looks\['a'\].rgba"):
+        writer.frame(0.1, 1, [[0, 0, 0]], [[1, 0, 0, 0]], looks={"a": {"rgba": [2, 0, 0, 1]}})
+    path = writer.write(tmp_path / "episode.seqreplay")
+    assert replay_format.read(path).frames == 1 and not list(tmp_path.glob("*.partial"))
+
+
+def test_the_scene_has_a_node_per_moving_rigid_group_under_seq_root_turned_y_up(
+    world: tuple[Any, Any],
+) -> None:
+    model, _ = world
+    scene = export(model)
+    document, binary = unpack(scene.glb)
+    root = document["nodes"][0]
+    assert root["name"] == "seq_root" and root["rotation"] == list(Z_UP_TO_Y_UP)
+    names = [document["nodes"][i]["name"] for i in root["children"]]
+    # The lid is welded to the crate and drawn in its node; the ghost draws nothing: neither is a node.
+    assert names == ["world", "crate", "arm", "tip", "ball", "target"] == scene.nodes
+    assert scene.moving_names == ["crate", "arm", "tip", "ball", "target"]
+    nodes = {n["name"]: n for n in document["nodes"][1:]}
+    assert nodes["crate"]["translation"] == pytest.approx([0.2, 0.1, 0.1])
+    crate = document["meshes"][nodes["crate"]["mesh"]]["primitives"]
+    assert len(crate) == 2  # the box and the lid's cylinder; the group-3 copy is not drawn
+    box = accessor_array(document, binary, crate[0]["attributes"]["POSITION"])
+    assert box.min(axis=0) == pytest.approx([-0.06, -0.04, -0.03]) and box.max(axis=0) == pytest.approx(
+        [0.06, 0.04, 0.03]
+    )
+    lid = accessor_array(document, binary, crate[1]["attributes"]["POSITION"])
+    assert lid[:, 2].min() == pytest.approx(0.03) and lid[:, 2].max() == pytest.approx(0.05)
+    colours = [document["materials"][p["material"]]["pbrMetallicRoughness"]["baseColorFactor"] for p in crate]
+    assert colours == [
+        [0.9, 0.1, 0.1, 1.0],
+        [0.0, 0.5, 1.0, 1.0],
+    ]  # the material's colour where the geom kept grey
+    tip = document["meshes"][nodes["tip"]["mesh"]]["primitives"][0]
+    assert len(accessor_array(document, binary, tip["indices"])) == 12  # the tetrahedron's 4 faces
+    # A point at Z up lands at Y up under the root's rotation.
+    x, y, z, w = Z_UP_TO_Y_UP
+    assert _rotate((w, x, y, z), (0.0, 0.0, 1.0)) == pytest.approx((0.0, 1.0, 0.0))
+
+
+def test_a_model_exports_to_the_same_bytes_and_is_exported_once(world: tuple[Any, Any]) -> None:
+    model, _ = world
+    again = mujoco.MjModel.from_xml_string(XML)
+    assert export(model).glb == export(again).glb
+    assert scene_of(model) is scene_of(model)
+
+
+def test_the_state_is_found_in_what_simulators_hand_over(world: tuple[Any, Any]) -> None:
+    model, data = world
+
+    class Physics:  # dm_control's shape: wrappers with the struct under .ptr
+        def __init__(self) -> None:
+            self.model = type("M", (), {"ptr": model})()
+            self.data = type("D", (), {"ptr": data})()
+
+    for state in [(model, data), data, Physics()]:
+        assert mujoco_pair(state) == (model, data)
+    with pytest.raises(NotMujoco, match="answered dict"):
+        mujoco_pair({"qpos": [0.0]})
+
+
+def test_a_frame_drawn_from_scene_and_poses_covers_what_mujoco_draws(world: tuple[Any, Any]) -> None:
+    model, _ = world
+    data = mujoco.MjData(model)
+    recorder = MujocoPoses((model, data))
+    data.qpos[:] = model.qpos0
+    data.qvel[:] = 0.0
+    data.qvel[model.jnt_dofadr[model.body("arm").jntadr[0]]] = 3.0  # the arm swings
+    data.mocap_pos[0] = (0.1, 0.1, 0.35)
+    for step in range(40):
+        mujoco.mj_step(model, data)
+        recorder.capture(step * model.opt.timestep, step)
+    height, width = 72, 96
+    renderer = mujoco.Renderer(model, height, width)
+    try:
+        camera = free_camera((0.0, 0.0, 0.1), 0.8, 135, -35)
+        truth, view = mujoco_mask(renderer, model, data, camera, recorder.scene.moving_bodies)
+    finally:
+        renderer.close()
+    writer = recorder.writer
+    replay = replay_format.read(writer.to_bytes())
+
+    def frame(index: int) -> np.ndarray:
+        poses = {n: (replay.pos[index, i], replay.quat[index, i]) for i, n in enumerate(replay.nodes)}
+        return replay_mask(recorder.scene.glb, poses, view, height, width)
+
+    assert truth.sum() > 150
+    assert iou(truth, frame(replay.frames - 1)) > 0.95
+    assert iou(truth, frame(0)) < 0.9  # the check tells frames apart: the first is elsewhere
+
+
+def _rotate(quat: tuple[float, ...], vector: tuple[float, ...]) -> tuple[float, ...]:
+    w, x, y, z = quat
+    u = np.array([x, y, z])
+    v = np.array(vector)
+    out = v + 2 * np.cross(u, np.cross(u, v) + w * v)
+    return tuple(float(c) for c in out)
+
+
+def test_the_root_rotation_is_a_quarter_turn() -> None:
+    assert math.isclose(np.linalg.norm(Z_UP_TO_Y_UP), 1.0)
