@@ -10,6 +10,7 @@ from yardstick import __version__
 from yardstick.engine.recording import VIDEO_SUFFIX
 from yardstick.engine.results import Timing
 from yardstick.engine.run import RunOutcome
+from yardstick.replay3d.format import SUFFIX as REPLAY_SUFFIX
 from yardstick.scoring import summarize
 from yardstick.scoring.rates import DEFAULT_INTERVAL
 from yardstick.scoring.sequential import ANYTIME, SequentialEval, anytime_summary
@@ -122,9 +123,11 @@ def _recording(outcome: RunOutcome) -> dict[str, Any]:
         "folder": recording.folder,
         "video": recording.video,
         "trajectory": recording.trajectory,
+        "replay": recording.replay,
         "fps": recording.fps,
         "files": sum(len(r.artifacts) for r in outcome.results),
         "videos": sum(1 for r in outcome.results for a in r.artifacts if a.endswith(VIDEO_SUFFIX)),
+        "replays": sum(1 for r in outcome.results for a in r.artifacts if a.endswith(REPLAY_SUFFIX)),
         "problems": [{"problem": text, "episodes": indices} for text, indices in problems.items()],
     }
 

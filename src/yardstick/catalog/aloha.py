@@ -194,6 +194,12 @@ class _Aloha:
         metrics = {"reward": reward, "max_reward": self._best, "physics_error": 0.0}
         return self._observe(world, ts.observation), success, success, metrics
 
+    def replay_state(self) -> Any:
+        """What a 3D replay reads of the episode playing: dm_control's Physics of the task."""
+        if self._world is None:
+            raise RuntimeError("replay_state before reset: no episode is playing")
+        return self._world.env.physics
+
     def close(self) -> None:
         """Free the environments and their renderers."""
         for world in self._worlds.values():
@@ -228,11 +234,19 @@ class _Aloha:
 
 _INIT = {"hz": "{policy.hz}"}
 _ACTION_SPACE = (ARM_LOW * 2, ARM_HIGH * 2)
+_REPLAY = {"engine": "mujoco", "state": "replay_state"}
 _SEEDS = range(50)
 _MAX_SECONDS = MAX_STEPS / HZ
 
 
-@benchmark(tasks=TASKS, seeds=_SEEDS, max_seconds=_MAX_SECONDS, init=_INIT, action_space=_ACTION_SPACE)
+@benchmark(
+    tasks=TASKS,
+    seeds=_SEEDS,
+    max_seconds=_MAX_SECONDS,
+    init=_INIT,
+    action_space=_ACTION_SPACE,
+    replay=_REPLAY,
+)
 class Aloha(_Aloha):
     """ALOHA's two simulated tasks, insertion and transfer-cube: 50 Hz, 400 steps, 14 joint targets."""
 
@@ -250,6 +264,7 @@ class Aloha(_Aloha):
     max_seconds=_MAX_SECONDS,
     init=_INIT,
     action_space=_ACTION_SPACE,
+    replay=_REPLAY,
 )
 class AlohaInsertion(_Aloha):
     """ALOHA insertion alone."""
@@ -265,6 +280,7 @@ class AlohaInsertion(_Aloha):
     max_seconds=_MAX_SECONDS,
     init=_INIT,
     action_space=_ACTION_SPACE,
+    replay=_REPLAY,
 )
 class AlohaTransferCube(_Aloha):
     """ALOHA transfer-cube alone."""

@@ -172,6 +172,12 @@ class _Libero:
         success = bool(done)
         return self._observe(world, raw), success, success
 
+    def replay_state(self) -> Any:
+        """What a 3D replay reads of the episode playing: robosuite's MjSim of the task."""
+        if self._world is None:
+            raise RuntimeError("replay_state before reset: no episode is playing")
+        return self._world.env.sim
+
     def close(self) -> None:
         """Free the environments and their renderers."""
         for world in self._worlds.values():
@@ -231,6 +237,7 @@ def _declare(suite: str) -> Any:
         max_seconds=STEP_CAPS[suite] / HZ,
         init=_INIT,
         action_space=_ACTION_SPACE,
+        replay={"engine": "mujoco", "state": "replay_state"},
     )
 
 

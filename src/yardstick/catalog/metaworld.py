@@ -247,6 +247,12 @@ class _MetaWorld:
                 metrics[name] = float(info[name])
         return self._observe(world, state), success, success, metrics
 
+    def replay_state(self) -> Any:
+        """What a 3D replay reads of the episode playing: the task's gymnasium MuJoCo env."""
+        if self._world is None:
+            raise RuntimeError("replay_state before reset: no episode is playing")
+        return self._world.env
+
     def close(self) -> None:
         """Free the environments and their renderers."""
         for world in self._worlds.values():
@@ -284,9 +290,22 @@ class _MetaWorld:
 
 _INIT = {"hz": "{policy.hz}"}
 _ACTION_SPACE = ([-1.0] * 4, [1.0] * 4)
+_REPLAY = {"engine": "mujoco", "state": "replay_state"}
 
 
-@benchmark(tasks=MT10_TASKS, seeds=range(50), max_seconds=MAX_SECONDS, init=_INIT, action_space=_ACTION_SPACE)
+def _declare(tasks: dict[str, str]) -> Any:
+    """The declaration MT10 and MT50 share but for their tasks."""
+    return benchmark(
+        tasks=tasks,
+        seeds=range(50),
+        max_seconds=MAX_SECONDS,
+        init=_INIT,
+        action_space=_ACTION_SPACE,
+        replay=_REPLAY,
+    )
+
+
+@_declare(MT10_TASKS)
 class MT10(_MetaWorld):
     """Meta-World MT10: ten manipulation tasks on a Sawyer arm. Observation: `state` (39 floats: hand xyz,
     gripper opening, two objects' positions and quaternions, the same for the previous step, the goal
@@ -296,7 +315,7 @@ class MT10(_MetaWorld):
     TASKS: ClassVar[dict[str, str]] = MT10_TASKS
 
 
-@benchmark(tasks=MT50_TASKS, seeds=range(50), max_seconds=MAX_SECONDS, init=_INIT, action_space=_ACTION_SPACE)
+@_declare(MT50_TASKS)
 class MT50(_MetaWorld):
     """Meta-World MT50: all fifty tasks, played as MT10 plays its ten."""
 

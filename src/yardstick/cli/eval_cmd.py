@@ -94,7 +94,8 @@ def run(
         [],
         "--record",
         help="What to record of each episode into the run folder: video (an mp4 per camera), trajectory "
-        "(gzip JSON lines), or none. Repeatable or a comma list: --record video,trajectory.",
+        "(gzip JSON lines), replay (the 3D replay: a .seqreplay of poses, drawn in the scene's .glb under "
+        "scenes/), or none. Repeatable or a comma list: --record video,trajectory.",
     ),
     record_fps: float | None = typer.Option(
         None, min=0.001, help="Frames a second of the videos (default: one a step, the policy's rate)."
@@ -148,6 +149,7 @@ def run(
         Recording(
             video="video" in recorded,
             trajectory="trajectory" in recorded,
+            replay="replay" in recorded,
             folder=str(folder.resolve()),
             fps=record_fps,
         )
@@ -274,7 +276,7 @@ def _decided(gate: Gate, stopping: SequentialEval) -> tuple[bool | None, str]:
     return decision == "met", f"{gate}: {bounds}: {'met' if decision == 'met' else 'not met'}"
 
 
-RECORDABLE = ("video", "trajectory")
+RECORDABLE = ("video", "trajectory", "replay")
 
 
 def _parse_record(values: list[str]) -> set[str]:
@@ -283,12 +285,14 @@ def _parse_record(values: list[str]) -> set[str]:
     unknown = sorted(chosen - {*RECORDABLE, "none"})
     if unknown:
         raise typer.BadParameter(
-            f"{', '.join(unknown)}: --record takes video, trajectory or none (a comma list or repeated)",
+            f"{', '.join(unknown)}: --record takes video, trajectory, replay or none (a comma list or "
+            "repeated)",
             param_hint="--record",
         )
     if "none" in chosen and len(chosen) > 1:
         raise typer.BadParameter(
-            "none records nothing: it cannot be asked for with video or trajectory", param_hint="--record"
+            "none records nothing: it cannot be asked for with video, trajectory or replay",
+            param_hint="--record",
         )
     return chosen - {"none"}
 

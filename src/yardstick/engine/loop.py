@@ -321,7 +321,8 @@ def _begin(
         slots[index] = slot
         if recording is not None:
             opened = time.perf_counter()
-            slot.recorder = EpisodeRecorder.open(recording, episode.index, hz)
+            state = (lambda at=index: worlds.replay_state(at)) if recording.replay else None
+            slot.recorder = EpisodeRecorder.open(recording, episode.index, hz, state)
             slot.recorder.frame(0, 0.0, obs)
             slot.timing.recording += time.perf_counter() - opened
         try:

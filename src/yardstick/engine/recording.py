@@ -1,10 +1,12 @@
-"""Recording of episodes: a video per camera (H.264 in mp4) and the trajectory (gzip JSON lines).
+"""Recording of episodes: a video per camera (H.264 in mp4), the trajectory (gzip JSON lines), the 3D replay.
 
 A run that records writes, under its recording folder, one folder per episode (`episode_folder`):
 
     episodes/000003/image.corner.mp4     one video per camera found in the observations
     episodes/000003/trajectory.jsonl.gz  one JSON line per step: step, robot_time, action, done,
                                          success, metrics
+    episodes/000003/replay.seqreplay     the 3D replay: every frame's poses of the scene's moving nodes
+    scenes/<sha256>.glb                  the scene replays are drawn in, once a model (`replay_track`)
 
 A camera is any key of an observation dict that starts with `image` and holds a uint8 H×W×3 array
 (`image.corner`, Meta-World's form). Every video of an episode starts at the episode's first frame (the
@@ -34,7 +36,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -44,6 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from yardstick.engine import mp4
+from yardstick.engine.replay_track import ReplayTrack
 
 if TYPE_CHECKING:
     from av.container import OutputContainer
@@ -76,6 +79,7 @@ class Recording:
     video: bool = False
     trajectory: bool = False
     folder: str | None = None
+    replay: bool = False
     fps: float | None = None
 
     def __post_init__(self) -> None:
@@ -89,7 +93,7 @@ class Recording:
 
     @property
     def active(self) -> bool:
-        return self.video or self.trajectory
+        return self.video or self.trajectory or self.replay
 
     def every(self, hz: float) -> int:
         """Steps between kept frames at a policy rate of `hz`."""
@@ -195,9 +199,17 @@ def _fit(image: Image, height: int, width: int) -> Image:
 class EpisodeRecorder:
     """Records one episode into `folder`: `frame` after the reset and after every step, `action` for every
     step, `close` at the end. No method raises: a failure lands in `errors` and stops the part that failed.
-    Paths it returns are absolute; `relative` gives them as the run names them (from `root`)."""
+    Paths it returns are absolute; `relative` gives them as the run names them (from `root`). `state`
+    answers the simulator's state for a 3D replay (the run's recording asks for one)."""
 
-    def __init__(self, recording: Recording, folder: Path, hz: float, root: Path | None = None) -> None:
+    def __init__(
+        self,
+        recording: Recording,
+        folder: Path,
+        hz: float,
+        root: Path | None = None,
+        state: Callable[[], Any] | None = None,
+    ) -> None:
         self.folder = folder
         self.root = root if root is not None else folder
         self.errors: list[str] = []
@@ -211,6 +223,7 @@ class EpisodeRecorder:
         self._trajectory: gzip.GzipFile | None = None
         self._trajectory_path = folder / TRAJECTORY
         self._written: list[Path] = []
+        self._replay = ReplayTrack(state, hz) if recording.replay and state is not None else None
         try:
             folder.mkdir(parents=True, exist_ok=True)
             if recording.trajectory:
@@ -221,13 +234,21 @@ class EpisodeRecorder:
             self._video = False
 
     @classmethod
-    def open(cls, recording: Recording, index: int, hz: float) -> EpisodeRecorder:
+    def open(
+        cls, recording: Recording, index: int, hz: float, state: Callable[[], Any] | None = None
+    ) -> EpisodeRecorder:
         """The recorder of episode `index` of a run recording as `recording` says."""
         root = Path(recording.folder or ".")
-        return cls(recording, episode_folder(root, index), hz, root)
+        return cls(recording, episode_folder(root, index), hz, root, state)
 
     def frame(self, step: int, robot_time: float, observation: Any) -> None:
         """The observation after `step` steps (0: the reset's) at `robot_time` seconds."""
+        if self._replay is not None:
+            try:
+                self._replay.frame(step, robot_time)
+            except Exception as exc:
+                self._note("replay", exc)
+                self._replay = None
         if not self._video:
             return
         try:
@@ -277,6 +298,12 @@ class EpisodeRecorder:
 
     def close(self) -> list[Path]:
         """Finish every file (the encoders flushed) and return those written."""
+        if self._replay is not None:
+            replay, self._replay = self._replay, None
+            try:
+                self._written.extend(replay.close(self.folder, self.root))
+            except Exception as exc:
+                self._note("replay", exc)
         if self._trajectory is not None:
             try:
                 self._trajectory.close()

@@ -19,6 +19,26 @@ class Worlds(Protocol):
 
     def step(self, slots: list[int], actions: list[Any]) -> list[StepOutcome]: ...
 
+    def replay_state(self, slot: int) -> Any:
+        """The simulator's state of the episode in `slot`, from the method the benchmark's `replay` names."""
+        ...
+
+
+class NoReplay(Exception):
+    """The benchmark declares no way to read its simulator's state for a 3D replay."""
+
+
+def _state_method(instance: Any, spec: BenchmarkSpec) -> Callable[..., Any]:
+    replay = spec.replay
+    if replay is None or replay.state is None:
+        raise NoReplay(
+            f"benchmark {spec.name} declares no replay state: @benchmark(..., replay={{'engine': 'mujoco', "
+            "'state': '<method>'}) names the method that answers its simulator (an MjModel and MjData, a "
+            "gymnasium MuJoCo env, dm_control's Physics, robosuite's MjSim)"
+        )
+    method: Callable[..., Any] = getattr(instance, replay.state)
+    return method
+
 
 class SingleWorld:
     """A benchmark whose instance is one world: reset(task, seed), step(action)."""
@@ -28,12 +48,16 @@ class SingleWorld:
     def __init__(self, instance: Any, spec: BenchmarkSpec) -> None:
         self._reset: Callable[[str, int], Any] = getattr(instance, spec.reset_method)
         self._step: Callable[[Any], StepOutcome] = getattr(instance, spec.step_method)
+        self._instance, self._spec = instance, spec
 
     def reset(self, slots: list[int], tasks: list[str], seeds: list[int]) -> list[Any]:
         return [self._reset(tasks[0], seeds[0])]
 
     def step(self, slots: list[int], actions: list[Any]) -> list[StepOutcome]:
         return [self._step(actions[0])]
+
+    def replay_state(self, slot: int) -> Any:
+        return _state_method(self._instance, self._spec)()
 
 
 class ManyWorlds:
@@ -47,12 +71,16 @@ class ManyWorlds:
         self._step: Callable[[list[int], list[Any]], Sequence[StepOutcome]] = getattr(
             instance, spec.step_method
         )
+        self._instance, self._spec = instance, spec
 
     def reset(self, slots: list[int], tasks: list[str], seeds: list[int]) -> list[Any]:
         return _one_each(self._reset(slots, tasks, seeds), len(slots), "reset", "observation")
 
     def step(self, slots: list[int], actions: list[Any]) -> list[StepOutcome]:
         return _one_each(self._step(slots, actions), len(slots), "step", "(observation, done, success)")
+
+    def replay_state(self, slot: int) -> Any:
+        return _state_method(self._instance, self._spec)(slot)
 
 
 def _one_each(answers: Sequence[Any], count: int, method: str, what: str) -> list[Any]:

@@ -1,7 +1,7 @@
 """A MuJoCo model's scene as a replay draws it: a glTF binary of its visible geoms, one node per body.
 
-What is drawn is what MuJoCo's own renderer draws by default: geoms of groups 0-2 that are not fully
-transparent (collision copies sit in group 3 in robosuite and most menagerie models). Each body is a node
+What is drawn is what MuJoCo's own renderer draws by default, geoms of groups 0-2 that are not fully
+transparent, less collision copies where a body has visual geoms (`drawn_geoms`). Each body is a node
 named as the body (the world body is `world`; an unnamed body `body<id>`), its geoms baked into its mesh at
 their place in the body's frame, so a body's world pose is all a frame needs. Bodies welded to another (no
 joint of their own) are drawn in the node of the body they move with, and bodies that draw nothing have no
@@ -9,7 +9,8 @@ node: a frame records only what can be seen to move. Primitives are tessellated
 (`shapes`), meshes exported with MuJoCo's own normals and texture coordinates. A geom's colour is its rgba,
 or its material's when the geom kept the default grey (MuJoCo's rule); a 2D texture on a mesh with
 texture coordinates ships as a PNG, and any other texture (a box's, a cube map) tints its geom with the
-texture's mean colour: close at a glance, and it costs no texture-coordinate generation here.
+texture's mean colour: close at a glance, and it costs no texture-coordinate generation here. Textures are
+shrunk to `TEXTURE_SIDE` pixels at most.
 
 Height fields and SDF geoms are left out (none of the benchmarks shipped has one); an infinite plane is
 drawn `PLANE_EXTENT` metres each way.
@@ -35,6 +36,7 @@ from yardstick.replay3d.gltf import Material, Node, Primitive, glb
 
 VISIBLE_GROUPS = 3  # MuJoCo's default: geom groups 0, 1, 2 are drawn
 PLANE_EXTENT = 10.0
+TEXTURE_SIDE = 512  # a texture's longest side in the scene, in pixels
 _DEFAULT_RGBA = (0.5, 0.5, 0.5, 1.0)
 _PLANE, _SPHERE, _CAPSULE, _ELLIPSOID, _CYLINDER, _BOX, _MESH = 0, 2, 3, 4, 5, 6, 7
 _TEXTURE_2D, _ROLE_RGB = 0, 1
@@ -81,9 +83,7 @@ def export(model: Any) -> Scene:
     materials: list[Material] = []
     known: dict[tuple[Any, ...], int] = {}
     primitives: dict[int, list[Primitive]] = {}
-    for geom in range(model.ngeom):
-        if model.geom_group[geom] >= VISIBLE_GROUPS or model.geom_rgba[geom][3] <= 0.0:
-            continue
+    for geom in drawn_geoms(model):
         made = _geom_mesh(model, geom)
         if made is None:
             continue
@@ -136,6 +136,19 @@ def body_names(model: Any) -> list[str]:
         taken.add(unique)
         names.append(unique)
     return names
+
+
+def drawn_geoms(model: Any) -> list[int]:
+    """The geoms a scene draws: those of groups 0-2 that are not fully transparent, less the collision
+    copies of a body that has visual geoms of its own. robosuite (LIBERO) keeps its collision meshes in group
+    0, where MuJoCo draws them over the visual ones unless a renderer hides the group; a visual geom collides
+    with nothing (contype and conaffinity 0), so a body holding one is drawn from those alone."""
+    shown = [
+        g for g in range(model.ngeom) if model.geom_group[g] < VISIBLE_GROUPS and model.geom_rgba[g][3] > 0.0
+    ]
+    collides = (model.geom_contype != 0) | (model.geom_conaffinity != 0)
+    has_visual = {int(model.geom_bodyid[g]) for g in shown if not collides[g]}
+    return [g for g in shown if not (collides[g] and int(model.geom_bodyid[g]) in has_visual)]
 
 
 def rigid_roots(model: Any) -> npt.NDArray[np.intp]:
@@ -233,8 +246,13 @@ def _texture(model: Any, geom: int, *, encode: bool) -> tuple[npt.NDArray[np.flo
         return mean, None
     from PIL import Image
 
+    image = Image.fromarray(pixels)
+    if max(image.size) > TEXTURE_SIDE:
+        # A floor's 4k texture is megabytes of PNG for what a browser draws at a few hundred pixels.
+        scale = TEXTURE_SIDE / max(image.size)
+        image = image.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))))
     out = io.BytesIO()
-    Image.fromarray(pixels).save(out, format="PNG", optimize=False)
+    image.save(out, format="PNG", optimize=False)
     return mean, out.getvalue()
 
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from yardstick.sdk.errors import SpecError
-from yardstick.sdk.specs import BenchmarkSpec, Constructor, PolicySpec, validated
+from yardstick.sdk.specs import BenchmarkSpec, Constructor, PolicySpec, ReplaySpec, validated
 
 _C = TypeVar("_C", bound=type)
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -124,9 +124,11 @@ def benchmark(
     make: str | None = None,
     name: str | None = None,
     action_space: tuple[Iterable[float], Iterable[float]] | None = None,
+    replay: ReplaySpec | dict[str, Any] | None = None,
 ) -> Callable[[_C], _C]:
     """Declare a class a benchmark. `action_space` (low, high), when given, is shown to policies that
-    sample."""
+    sample. `replay` says how its episodes are recorded in 3D (`ReplaySpec`: which simulator, the method
+    answering its state)."""
 
     def decorate(cls: _C) -> _C:
         owner = f"benchmark {name or cls.__name__}"
@@ -169,7 +171,16 @@ def benchmark(
             step_method=roles["step"],
             worlds=max(sizes) if sizes else None,
             action_space=space,
+            replay=replay,
         )
+        if (
+            spec.replay is not None
+            and spec.replay.state is not None
+            and not callable(getattr(cls, spec.replay.state, None))
+        ):
+            raise SpecError(
+                owner, "replay.state", f"names a method of the class; it has no {spec.replay.state}"
+            )
         setattr(cls, _SPEC, spec)
         return cls
 

@@ -8,7 +8,7 @@ the field and the rule.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -55,6 +55,20 @@ class Constructor(BaseModel):
         )
 
 
+class ReplaySpec(BaseModel):
+    """How a benchmark's episodes are recorded as 3D replays (the Sequences contract's `seq.Replay`): `engine`
+    the simulator an adapter reads ("mujoco"; "own" when the benchmark hands its frames itself); `state` the
+    benchmark's method that answers the simulator's state of the episode playing (called with no argument,
+    or with the world's index for a vectorized benchmark); `looks` the method that says what the adapter
+    cannot read (colours, visibility)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: Literal["mujoco", "own"] = "mujoco"
+    state: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    looks: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
 def names_worlds(constructor: Constructor) -> bool:
     """Whether the constructor is handed "{num_worlds}" anywhere, in a string at any depth."""
     from yardstick.sdk.construct import FORMS
@@ -87,6 +101,7 @@ class BenchmarkSpec(BaseModel):
     step_method: str
     worlds: int | None = Field(default=None, ge=1, le=MAX_WORLDS)
     action_space: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    replay: ReplaySpec | None = None
 
     @field_validator("seeds", mode="before")
     @classmethod
