@@ -1,0 +1,132 @@
+"""What a 3D replay costs against video: MT10, the scripted expert, the same episodes three ways in one run.
+
+  none     state only, nothing recorded (the floor)
+  replay   `--record replay`: each step the moving bodies' poses; each episode a .seqreplay, each model a .glb
+  video    `--record video` with the demo's camera (corner, 128², reflections off): a frame rendered and
+           encoded each step
+Each way is the engine in this process (`--in-process`), `--rounds` times interleaved so that a change in the
+machine's load falls on all three; each way's best round counts. Prints, per step: the wall time of each way,
+the extra a replay costs over none (target <= 3%) and what the video costs beside it; the replay's own
+recording time a step, with the scenes' export (once a model a process: ten models here, each built anew by
+each round's fresh benchmark) apart from the poses; and the files: a replay's bytes an episode against the
+same episode's 128² video (target <= 10%), and a scene's bytes (once a model, shared by its episodes).
+Run with `make bench` or `python bench/replay.py [--trials N] [--rounds N]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from machine import machine
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+WAYS = ("none", "replay", "video")
+CAMERA = {"cameras": ["corner"], "image_size": 128, "reflections": False}
+
+
+def play(way: str, trials: int, folder: Path) -> dict[str, Any]:
+    """One way's run: wall seconds, steps, the engine's recording seconds, export seconds, files' sizes."""
+    from yardstick.engine import Component, RunRequest, Work, evaluate
+    from yardstick.engine.recording import Recording
+    from yardstick.replay3d import mujoco_scene
+
+    recording = None
+    params: dict[str, Any] = {}
+    if way == "replay":
+        recording = Recording(replay=True, folder=str(folder))
+    elif way == "video":
+        recording, params = Recording(video=True, folder=str(folder)), dict(CAMERA)
+    exported = _timed_exports(mujoco_scene)
+    work = Work(Component("mt10", params), Component("expert"), recording=recording)
+    started = time.perf_counter()
+    outcome = evaluate(RunRequest(work=work, trials=trials, workers=0))
+    wall = time.perf_counter() - started
+    assert outcome.complete, [r.error for r in outcome.results if r.error]
+    steps = sum(r.steps for r in outcome.results)
+    replays = sorted(folder.rglob("*.seqreplay"))
+    videos = sorted(folder.rglob("*.mp4"))
+    scenes = sorted(folder.rglob("*.glb"))
+    return {
+        "wall": wall,
+        "steps": steps,
+        "episodes": len(outcome.results),
+        "recording": sum(r.timing.recording for r in outcome.results),
+        "rendering": sum(r.timing.rendering for r in outcome.results),
+        "export": sum(exported),
+        "replay_bytes": [p.stat().st_size for p in replays],
+        "video_bytes": [p.stat().st_size for p in videos],
+        "scene_bytes": [p.stat().st_size for p in scenes],
+    }
+
+
+def _timed_exports(module: Any) -> list[float]:
+    """Seconds each scene export of this run takes (the module's export, wrapped while the run plays)."""
+    seconds: list[float] = []
+    original = module.__dict__.setdefault("_untimed_export", module.export)
+
+    def export(model: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return original(model)
+        finally:
+            seconds.append(time.perf_counter() - started)
+
+    module.export = export
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--trials", type=int, default=3, help="episodes a task (MT10 has ten tasks)")
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    print(machine())
+    best: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for round_ in range(args.rounds):
+            for way in WAYS:
+                measured = play(way, args.trials, Path(scratch) / f"{way}-{round_}")
+                if way not in best or measured["wall"] < best[way]["wall"]:
+                    best[way] = measured
+    none, replay, video = (best[w] for w in WAYS)
+    steps = none["steps"]
+    assert replay["steps"] == video["steps"] == steps, "the three ways played different episodes"
+    per_step = {w: best[w]["wall"] / steps * 1e3 for w in WAYS}
+    print(f"MT10 expert, {none['episodes']} episodes, {steps} steps a way, best of {args.rounds} rounds")
+    for way in WAYS:
+        print(f"  {way:<7} {per_step[way]:7.3f} ms a step")
+    print(
+        f"replay costs {per_step['replay'] / per_step['none'] - 1:+.1%} of a step over none (target <= +3%); "
+        f"video {per_step['video'] / per_step['none'] - 1:+.1%}"
+    )
+    ms = {key: replay[key] / steps * 1e3 for key in ("recording", "export")}
+    poses = ms["recording"] - ms["export"]
+    print(
+        f"replay's recording: {ms['recording']:.3f} ms a step, of which the scenes' export "
+        f"{ms['export']:.3f} (ten models, {replay['export'] / 10 * 1e3:.0f} ms each, once a model a process) "
+        f"and the poses and files {poses:.3f} ms ({poses / per_step['none']:.1%} of a step)"
+    )
+    print(
+        f"video: rendering {video['rendering'] / steps * 1e3:.3f} ms and encoding "
+        f"{video['recording'] / steps * 1e3:.3f} ms a step"
+    )
+    replay_kib = statistics.mean(replay["replay_bytes"]) / 1024
+    video_kib = statistics.mean(video["video_bytes"]) / 1024
+    scene_mib = statistics.mean(replay["scene_bytes"]) / 2**20
+    print(
+        f"an episode's replay: {replay_kib:.1f} KiB against its 128² video's {video_kib:.1f} KiB "
+        f"({replay_kib / video_kib:.0%}; target <= 10%); a scene: {scene_mib:.2f} MiB, once a model "
+        f"({len(replay['scene_bytes'])} here)"
+    )
+
+
+if __name__ == "__main__":
+    main()
