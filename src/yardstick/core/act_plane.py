@@ -45,6 +45,7 @@ __all__ = [
     "Robot",
     "Warming",
     "direct_secret",
+    "platform_secret",
 ]
 
 BEAT_S: Final = 2.0
@@ -59,6 +60,12 @@ START_S: Final = 120.0
 def direct_secret(install_secret: bytes, worker_id: int) -> str:
     """The secret a robot presents to worker `worker_id`: the gateway and the worker each derive it."""
     return hmac.new(install_secret, f"act-worker\n{worker_id}".encode(), hashlib.sha256).hexdigest()
+
+
+def platform_secret(install_secret: bytes, worker_id: int) -> str:
+    """The secret the platform's own calls to worker `worker_id` present (a planner reading its robots'
+    episodes and writing their plans): never handed to a robot, which holds `direct_secret` alone."""
+    return hmac.new(install_secret, f"act-worker-platform\n{worker_id}".encode(), hashlib.sha256).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from yardstick.sequences import account as sequence_account
 from yardstick.sequences import act_routes as sequence_act
 from yardstick.sequences import adapters as sequence_adapters
 from yardstick.sequences import paths as sequence_paths
+from yardstick.sequences import planners as sequence_planners
 from yardstick.sequences import registry as sequence_registry
 from yardstick.sequences import robots as sequence_robots
 from yardstick.sequences import routes as sequences
@@ -131,6 +132,7 @@ def create_app(services: Services) -> FastAPI:
         sequence_adapters.router,
         sequence_act.router,
         sequence_robots.router,
+        sequence_planners.router,
         oauth.router,
         site.router,
         signin_pages.router,

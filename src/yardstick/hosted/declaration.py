@@ -47,6 +47,8 @@ def benchmark(cls: type) -> dict[str, Any]:
         if spec.action_space
         else None,
         "deployment": dict(seq["deployment"]) if seq else {},
+        # A planner (`@seq.planner`): its members, its cadence and the keys that wake it; None on a policy.
+        "planner": dict(seq["planner"]) if seq and seq.get("planner") else None,
     }
 
 
@@ -79,6 +81,8 @@ def policy(cls: type) -> dict[str, Any]:
         "init_params": {name: p.to_dict() for name, p in init_params.items()},
         "constructor": _constructor(spec.constructor),
         "deployment": dict(seq["deployment"]) if seq else {},
+        # A planner (`@seq.planner`): its members, its cadence and the keys that wake it; None on a policy.
+        "planner": dict(seq["planner"]) if seq and seq.get("planner") else None,
     }
 
 

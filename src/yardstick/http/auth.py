@@ -13,6 +13,7 @@ from starlette.concurrency import run_in_threadpool
 
 from yardstick.core.accounts import Authenticator, Caller
 from yardstick.core.keys import digest
+from yardstick.core.planners import KEY_MARK as PLANNER_KEY_MARK
 from yardstick.core.refusals import unauthenticated
 from yardstick.core.robot_keys import ROBOT_KEY_MARK
 from yardstick.http.services import platform_of
@@ -46,6 +47,11 @@ async def caller(request: Request) -> Caller:
             raise unauthenticated(
                 "a robot key reaches its deployment's robots' calls only (sequence_ai.connect, policy.label):"
                 " the rest of the API takes the account's key"
+            )
+        if key.startswith(PLANNER_KEY_MARK):
+            raise unauthenticated(
+                "a planner key says into its planner only (sequence_ai.planner(name).observe): the rest of"
+                " the API takes the account's key"
             )
         raise unauthenticated()
     # For the audit trail, which records the change once it is answered (`gateway.audit_trail`).

@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 
+from yardstick.core import planners
 from yardstick.core.act_plane import LEASE_TTL_S, Connected, Robot, Warming
 from yardstick.core.keys import digest
 from yardstick.core.platform import Platform
@@ -119,7 +120,22 @@ def deployment_for(platform: Platform, who: ActCaller, name: str) -> tuple[Hoste
             )
         raise not_found(f"no deployment {name!r}: `seq policy ls` lists yours")
     ready = platform.hosting.ready(found.org_id, HostedKind.POLICY, name)
+    if ready is not None and planners.spec_of(ready[1]) is not None:
+        raise Refusal(
+            RefusalKind.CONFLICT,
+            f"{name} is a planner: a robot connects to its own policy, which the planner names as a member"
+            " and plans for; say into the planner with sequence_ai.planner(name).observe(data)",
+        )
     return found, ready[1] if ready is not None else None
+
+
+def _want_planners_above(platform: Platform, hosted: Hosted) -> None:
+    """A robot connected below a planner: a worker for each planner above it is wanted, as one is for the
+    policy (a planner plans while robots sit below it)."""
+    with platform.db.reading() as session:
+        above = planners.planners_above(session, hosted)
+    for planner, version in above:
+        platform.act_plane.want(planner, version)
 
 
 def _look_at_its_worker(plat: Platform, hosted: Hosted, session_id: str) -> None:
@@ -216,6 +232,7 @@ def connect(request_body: ConnectRequest, who: ActWho, plat: Plat) -> JSONRespon
         seat = plat.act_plane.connect(who.as_robot(hosted), hosted, version, request_body.session)
     except Warming as exc:
         return _warming(exc)
+    _want_planners_above(plat, hosted)
     return JSONResponse(_connected(plat, hosted, version, seat))
 
 
@@ -255,6 +272,7 @@ def keepalive(request_body: SeatRequest, who: ActWho, plat: Plat) -> JSONRespons
     gone = plat.act_plane.keepalive(hosted, request_body.session)
     if gone is not None:
         return JSONResponse({"held": False, "why": gone})
+    _want_planners_above(plat, hosted)
     return JSONResponse({"held": True, **_keepalive(plat), "request_timeout_s": _request_timeout(hosted)})
 
 

@@ -90,6 +90,10 @@ ROBOT = f"{ROBOTS}/{{ref}}"
 DEPLOYMENT_LABEL = f"{DEPLOYMENT}/episodes/{{episode}}/label"
 DEPLOYMENT_CAPTURE_FILES = f"{DEPLOYMENT}/capture/files"
 DEPLOYMENT_CAPTURE_FILE = f"{DEPLOYMENT_CAPTURE_FILES}/{{path:path}}"
+PLANNER = f"{API}/planners/{{name}}"
+PLANNER_KEYS = f"{PLANNER}/keys"
+PLANNER_KEY = f"{PLANNER_KEYS}/{{ref}}"
+PLANNER_OBSERVE = f"{PLANNER}/observe"
 
 # The signed, resumable targets a volume's files go to (no key: the signed address is the credential).
 UPLOAD_TARGETS = f"{API}/volume-uploads"

@@ -15,6 +15,7 @@ from fastapi import Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from yardstick.billing.purchases import Purchases
+from yardstick.core import planners
 from yardstick.core.accounts import Caller
 from yardstick.core.captures import CAPTURE_SETTING
 from yardstick.core.hosting import Hosting, Upload, serving_of
@@ -307,6 +308,7 @@ def remove_benchmark(
 
 @router.post(paths.DEPLOYMENTS_VALIDATE, responses=refusals(409, 424))
 def validate_deployment(body: DeploymentRequest, who: Who, hosting: HostingService) -> JSONResponse:
+    _check_planner(body, who, hosting)
     state, version = hosting.would(_org(who), _policy_upload(body))
     return JSONResponse(
         {"ok": True, "name": body.name, "state": state, "version": version, "contract": CONTRACT}
@@ -318,10 +320,22 @@ def validate_deployment(body: DeploymentRequest, who: Who, hosting: HostingServi
 )
 def deploy(body: DeploymentRequest, request: Request, who: Who, hosting: HostingService) -> JSONResponse:
     audit_target(request, body.name)
+    _check_planner(body, who, hosting)
     version = hosting.register(_org(who), _policy_upload(body))
     hosting.wait(version.id, BUILD_WAIT_S)
     shown = DeploymentAccepted(deployment_id=body.name)
     return JSONResponse(shown.model_dump(mode="json"), status_code=202)
+
+
+def _check_planner(body: DeploymentRequest, who: Who, hosting: HostingService) -> None:
+    """A planner's members, as the contract rules them (`core.planners.check_members`)."""
+    if body.policy.planner is None:
+        return
+    members = body.policy.planner.get("members")
+    if not isinstance(members, list) or not members or not all(isinstance(m, str) for m in members):
+        raise bad_request("policy.planner.members: the names of the policies and planners it plans for")
+    with hosting.db.reading() as session:
+        planners.check_members(session, _org(who), body.name, members)
 
 
 @router.get(paths.DEPLOYMENTS)

@@ -38,18 +38,12 @@ class Unoffered:
         return any(re.fullmatch(f"{paths.API}/{pattern}", path) for pattern in self.patterns)
 
 
-_PLANNERS_LATER = (
-    "robots drive a deployment live here (sequence_ai.connect, seq robot); a planner over several of them is "
-    "not served by this install yet"
-)
-
 TABLE: tuple[Unoffered, ...] = (
     Unoffered(
         "VLM models (seq models, chat, decide)",
         "this install runs no model service: a policy brings its own model in its code or its weights volume",
         ("models(/.*)?", "chat", "decide"),
     ),
-    Unoffered("planners (seq planner, sequence_ai.planner)", _PLANNERS_LATER, ("planners(/.*)?",)),
     Unoffered(
         "promoting a dev policy to production (seq prod promote)",
         "this install keeps no dev and production policies apart: every deployment is evaluated alike",

@@ -751,3 +751,54 @@ class ActSeat(Base):
     api_key_digest: Mapped[str | None] = mapped_column(Chars(64), nullable=True)
     created_at: Mapped[dt.datetime] = _time()
     kept_until: Mapped[dt.datetime] = _time()
+
+
+class PlannerKey(Base):
+    """A key a planner holds for one of its members (`seq planner key add PLANNER --member NAME`): a device's
+    (a site's iPad) is shown once and says into that planner alone (`POST /v1/planners/{name}/observe`); a
+    deployed member's is held by the platform and never shown. Stored as every key is (a prefix to find the
+    row, a SHA-256 to check it)."""
+
+    __tablename__ = "planner_keys"
+
+    id: Mapped[int] = mapped_column(primary_key=True, default=new_id)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    planner_id: Mapped[int] = mapped_column(ForeignKey("hosted.id", ondelete="CASCADE"), index=True)
+    member: Mapped[str] = mapped_column(Chars(64))
+    member_kind: Mapped[str] = mapped_column(Chars(16))
+    name: Mapped[str | None] = mapped_column(Chars(64), nullable=True)
+    prefix: Mapped[str] = mapped_column(Chars(32), unique=True)
+    digest: Mapped[str] = mapped_column(Chars(64))
+    last_four: Mapped[str] = mapped_column(Chars(4))
+    created_at: Mapped[dt.datetime] = _time()
+    revoked_at: Mapped[dt.datetime | None] = _time(nullable=True)
+    last_used_at: Mapped[dt.datetime | None] = _time(nullable=True)
+
+
+class PlannerRecord(Base):
+    """One thing a planner's next round reads: an observation someone on the site made into it (`kind`
+    "observation"), or a plan the planner above wrote for it ("plan"). Numbered as they come (`id` rises:
+    a round hands those past the last it handed), kept `planners.KEPT` newest a planner."""
+
+    __tablename__ = "planner_records"
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True
+    )
+    planner_id: Mapped[int] = mapped_column(ForeignKey("hosted.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(Chars(16))
+    by: Mapped[str | None] = mapped_column(Chars(64), nullable=True)
+    data: Mapped[Any] = mapped_column(JSON, nullable=True)
+    at: Mapped[dt.datetime] = _time()
+
+
+class PlannerState(Base):
+    """A planner's own record between rounds: the keys its plan left in `group.state` (handed up to a
+    planner above as its `m.state`), and the last `PlannerRecord` a round handed it."""
+
+    __tablename__ = "planner_states"
+
+    planner_id: Mapped[int] = mapped_column(ForeignKey("hosted.id", ondelete="CASCADE"), primary_key=True)
+    state: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    seen: Mapped[int] = mapped_column(default=0)
+    planned_at: Mapped[dt.datetime | None] = _time(nullable=True)

@@ -11,7 +11,9 @@ Yardstick adds fields that a stock peer ignores (it reads only the keys above): 
 episode's step the observation was made at), `episode` (task, seed, trial: what a policy's on-episode
 hook is told) and `observed` (`[[step, observation], ...]`: those made since the last request, before its
 own, for a server whose meta says `observes_each`; a robot observes faster than it acts; and `again: true`
-when its observation was handed before, not to be observed twice); an end request
+when its observation was handed before, not to be observed twice; and `plans`, `[{step, value}, ...]`:
+what a planner wrote for the robot since its last request, appended to the episode's
+`state["seq.plans"]` before the policy is asked); an end request
 may carry `next_session: true`, and a server that advertises `next_session` in its meta then opens the
 next session on the same connection instead of closing it.
 """
@@ -38,6 +40,7 @@ STEP = "step"
 EPISODE = "episode"
 OBSERVED = "observed"
 AGAIN = "again"
+PLANS = "plans"
 OBSERVES_EACH = "observes_each"
 NEXT_SESSION = "next_session"
 YARDSTICK_META = "yardstick"

@@ -194,10 +194,11 @@ class V3Session:
         step: int | None = None,
         observed: Sequence[tuple[int, Any]] = (),
         again: bool = False,
+        plans: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         """Send one request; `answer` reads its reply. The episode is told with its first request;
-        `observed` (step, observation) pairs made before this one go to a server that observes each, and
-        `again` tells it this one was handed before."""
+        `observed` (step, observation) pairs made before this one go to a server that observes each,
+        `again` tells it this one was handed before, and `plans` are what a planner wrote since."""
         request: dict[str, Any] = {p.SESSION_ID: self.session_id, p.OBSERVATION: observation}
         if seed is not None:
             request[p.SEED] = seed
@@ -207,6 +208,8 @@ class V3Session:
             request[p.OBSERVED] = [[number, seen] for number, seen in observed]
         if again and self.info.observes_each:
             request[p.AGAIN] = True
+        if plans:
+            request[p.PLANS] = [dict(entry) for entry in plans]
         if episode is not None and not self._told:
             request[p.EPISODE] = dict(episode)
             self._told = True
@@ -283,6 +286,7 @@ class DialectSession:
         step: int | None = None,
         observed: Sequence[tuple[int, Any]] = (),  # a dialect's server answers the newest alone
         again: bool = False,
+        plans: Sequence[Mapping[str, Any]] = (),  # and has no episode state to hand them to
     ) -> None:
         if self.roboarena:
             if not isinstance(observation, dict):

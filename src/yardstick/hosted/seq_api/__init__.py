@@ -34,7 +34,6 @@ from yardstick.hosted.seq_api.marks import (
     observation,
     observe,
     on_episode,
-    plan,
     reset,
     sample,
     score,
@@ -43,6 +42,7 @@ from yardstick.hosted.seq_api.marks import (
     step,
     warmup,
 )
+from yardstick.hosted.seq_api.planner import plan, planner
 from yardstick.hosted.seq_api.policy import Policy, policy
 from yardstick.sdk.construct import config
 from yardstick.sdk.episode import Episode
@@ -76,6 +76,7 @@ __all__ = [
     "observe",
     "on_episode",
     "plan",
+    "planner",
     "policy",
     "replay",
     "reset",
@@ -117,7 +118,6 @@ PLATFORM_CALLS: Final = frozenset(
         "robot_add",
         "robot_list",
         "robot_revoke",
-        "planner",
         "team",
         "adapter_source",
         "gpu_usage",

@@ -160,8 +160,3 @@ load = _gone(
     PolicyDefinitionError,
 )
 batched = _gone("batched", f"is removed: {CONCURRENT_HOW}", PolicyDefinitionError)
-plan = _gone(
-    "plan",
-    "marks a planner's method, and Yardstick runs no planners: a policy answers with @seq.infer",
-    PolicyDefinitionError,
-)

@@ -128,6 +128,7 @@ class ServerSession:
             episode.step = step
         episode.earlier = _earlier(request.get(p.OBSERVED))
         episode.again = request.get(p.AGAIN) is True
+        _plans_into(episode, request.get(p.PLANS))
         observation = request[p.OBSERVATION]
         try:
             # A quick policy with nothing queued answers here, without a trip to the slot thread.
@@ -226,3 +227,17 @@ def _numbered(pair: Any) -> bool:
     if not isinstance(pair, list) or len(pair) != 2:
         return False
     return isinstance(pair[0], int) and not isinstance(pair[0], bool)
+
+
+# The most plans an episode keeps in `state["seq.plans"]`: the newest, as the contract keeps a planner's.
+KEPT_PLANS = 256
+
+
+def _plans_into(episode: Episode, plans: Any) -> None:
+    """What a planner wrote for the robot, appended to the episode's `state["seq.plans"]` (a policy reads
+    the newest as `episode.state["seq.plans"][-1]["value"]`)."""
+    if not isinstance(plans, list) or not plans:
+        return
+    kept = episode.state.setdefault("seq.plans", [])
+    kept.extend(dict(entry) for entry in plans if isinstance(entry, dict))
+    del kept[:-KEPT_PLANS]

@@ -27,6 +27,8 @@ FRAMES_WAIT_S: Final = 3.0
 # The most observations kept for an episode between two acts: past it a post is refused (the robot leaves
 # them out and says so once).
 KEPT_FRAMES: Final = 4096
+# The most plans an episode keeps (the contract keeps as many of a planner's records).
+KEPT_PLANS: Final = 256
 # An episode with no call for this long is ended by the worker (a robot that vanished mid-episode).
 EPISODE_IDLE_S: Final = 120.0
 
@@ -56,6 +58,22 @@ class Episode:
     acts: int = 0
     used_at: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)  # one act at a time per episode
+    # What a planner wrote for this robot: all of it (what the planner reads back of the robot), and
+    # what its next act has not handed the policy yet.
+    plans: list[dict[str, Any]] = field(default_factory=list)
+    unhanded: list[dict[str, Any]] = field(default_factory=list)
+
+    def planned(self, value: Any) -> dict[str, Any]:
+        """Keep one plan for this episode's next act, at the step of its newest observation."""
+        entry = {"step": max(self.through() - 1, 0), "value": value}
+        self.plans.append(entry)
+        del self.plans[:-KEPT_PLANS]
+        self.unhanded.append(entry)
+        return entry
+
+    def take_plans(self) -> list[dict[str, Any]]:
+        taken, self.unhanded = self.unhanded, []
+        return taken
 
     def through(self) -> int:
         """The number before which every observation is here (the answer to a post)."""
@@ -145,6 +163,13 @@ class Episodes:
             for episode in gone:
                 del self._episodes[episode.id]
             return gone
+
+    def of_session(self, prefix: str) -> Episode | None:
+        """The open episode of the robot whose session begins `prefix` (as a planner names a robot), its
+        newest if it has several."""
+        with self._changed:
+            found = [e for e in self._episodes.values() if e.session.startswith(prefix)]
+            return max(found, key=lambda e: e.used_at) if found else None
 
     def all(self) -> list[Episode]:
         with self._changed:

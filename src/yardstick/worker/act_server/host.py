@@ -5,6 +5,8 @@ worker (`ActPlane.claim`) while it serves fewer than `MOST_SERVED`, starts the d
 and an `ActServer` in front of it, says where it listens, and beats for each it serves. One stops when no act
 came for the install's `act_idle_s` (and no episode is open), when the gateway ended it (a stopped
 deployment), or when its policy's server died; stopping the platform worker stops them all, boxes reaped.
+A planner's worker (its version declares `planner`) starts its box the same way and runs its rounds
+(`planning.PlannerLoop`) instead of a server robots reach; it idles when no robot is connected below it.
 """
 
 from __future__ import annotations
@@ -18,17 +20,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from yardstick.core.act_plane import BEAT_S, ActPlane, Claimed, direct_secret
+from yardstick.core import planners
+from yardstick.core.act_plane import BEAT_S, ActPlane, Claimed, direct_secret, platform_secret
 from yardstick.core.captures import CAPTURE_SETTING, Captures
 from yardstick.core.hosting import Hosting
+from yardstick.core.planners import PlannerSpec
 from yardstick.core.secrets import Secrets
 from yardstick.core.settings import Settings
 from yardstick.core.signing import load_secret
 from yardstick.core.volume_store import volume_store
 from yardstick.core.volumes import Volumes
 from yardstick.store.db import Database
-from yardstick.store.models import Hosted
+from yardstick.store.models import Hosted, HostedVersion
 from yardstick.worker.act_server.certs import make_certificate
+from yardstick.worker.act_server.planning import PlannerLoop
 from yardstick.worker.act_server.server import ActServer
 from yardstick.worker.boxes.server import BoxedPolicyServer
 from yardstick.worker.players import deployment_server
@@ -47,7 +52,7 @@ REQUEST_TIMEOUT_S: Final = 60.0
 class Served:
     claimed: Claimed
     box: BoxedPolicyServer
-    server: ActServer
+    server: ActServer | PlannerLoop  # a policy's robots act on the one; a planner plans in the other
     beaten: float
 
 
@@ -97,7 +102,7 @@ class ActHost:
             why = None
             if server.failed is not None or not served.box.alive():
                 why = server.failed or "its policy's server stopped"
-            elif now - server.last_act > self.settings.act_idle_s and not server.episodes.all():
+            elif now - server.last_act > self.settings.act_idle_s and not server.busy():
                 why = f"idle: no act for {self.settings.act_idle_s:g} s"
             elif now - served.beaten >= BEAT_S:
                 served.beaten = now
@@ -117,6 +122,12 @@ class ActHost:
                 hosted = session.get(Hosted, claimed.hosted_id)
                 settings = dict(hosted.settings) if hosted is not None else {}
             box = deployment_server(self.settings, located, handed, self._folder, {})
+            with self.db.reading() as session:
+                version = session.get(HostedVersion, claimed.version_id)
+                spec = planners.spec_of(version) if version is not None else None
+            if spec is not None:
+                self._plan(claimed, box, spec, _request_timeout(settings, located.checked))
+                return
             certificate = make_certificate(
                 self._folder / f"worker-{claimed.worker_id}", self.settings.act_host
             )
@@ -134,6 +145,7 @@ class ActHost:
                 host=self.settings.act_host,
                 request_timeout_s=_request_timeout(settings, located.checked),
                 capture=capture,
+                platform_secret=platform_secret(self.secret, claimed.worker_id),
             )
             url = server.start()
         except Exception as exc:
@@ -144,6 +156,15 @@ class ActHost:
             return
         self._served[claimed.worker_id] = Served(claimed, box, server, time.monotonic())
         self.plane.listening(claimed.worker_id, url, server.fingerprint)
+
+    def _plan(self, claimed: Claimed, box: BoxedPolicyServer, spec: PlannerSpec, timeout_s: float) -> None:
+        """A planner's worker: its rounds, in a thread of their own; nothing listens for robots."""
+        loop = PlannerLoop(
+            self.db, self.secret, claimed.hosted_id, spec, box.endpoint, request_timeout_s=timeout_s
+        )
+        loop.start()
+        self._served[claimed.worker_id] = Served(claimed, box, loop, time.monotonic())
+        self.plane.beat(claimed.worker_id)
 
     def _end(self, worker_id: int, why: str) -> None:
         served = self._served.pop(worker_id)

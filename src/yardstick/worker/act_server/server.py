@@ -73,10 +73,12 @@ class ActServer:
         host: str,
         request_timeout_s: float,
         capture: Callable[[str], EpisodeFile] | None = None,
+        platform_secret: str = "",
     ) -> None:
         self.worker_id = worker_id
         self.policy = policy
         self._secret = secret
+        self._platform_secret = platform_secret
         self._seated = seated
         self._seats: frozenset[str] = frozenset()
         self._seats_read = -float("inf")
@@ -94,6 +96,8 @@ class ActServer:
                 Route("/observe", self._observe, methods=["POST"]),
                 Route("/act", self._act, methods=["POST"]),
                 Route("/act/episode_end", self._episode_end, methods=["POST"]),
+                Route("/robots", self._robots, methods=["GET"]),
+                Route("/robots/plans", self._plan, methods=["POST"]),
             ]
         )
         config = uvicorn.Config(
@@ -123,6 +127,10 @@ class ActServer:
         self.url = f"https://{host}:{port}"
         return self.url
 
+    def busy(self) -> bool:
+        """Whether a robot has an episode open here (the worker is not idle, however long since an act)."""
+        return bool(self.episodes.all())
+
     def close(self) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=10)
@@ -144,6 +152,15 @@ class ActServer:
                 "this robot holds no seat on this worker (released, run out, or its key revoked):"
                 " connect again through the platform",
             )
+        return None
+
+    def _not_the_platform(self, request: Request) -> JSONResponse | None:
+        """Refused unless the call presents the platform's own secret for this worker (a robot's direct
+        secret reads no other robot's episode)."""
+        header = request.headers.get("authorization", "")
+        presented = header[7:].strip() if header[:7].lower() == "bearer " else ""
+        if not self._platform_secret or not hmac.compare_digest(presented, self._platform_secret):
+            return _error(401, "unauthenticated", "the platform's secret for this worker was not presented")
         return None
 
     def _holds_seat(self, session: str) -> bool:
@@ -293,9 +310,46 @@ class ActServer:
             step=number - 1 if "inputs" not in payload else number,
             observed=earlier,
             again=again,
+            plans=episode.take_plans(),
         )
         result, _ = episode.wire.answer()
         return result
+
+    async def _robots(self, request: Request) -> Response:
+        """The robots' open episodes as a planner reads them: each robot's session (its first 8), its
+        episode, its newest observation and its step, and the plans it was handed."""
+        refused = self._not_the_platform(request)
+        if refused is not None:
+            return refused
+        robots = [
+            {
+                "session": episode.session[:8],
+                "episode": episode.id,
+                "step": max(episode.through() - 1, 0),
+                "observation": episode.latest if episode.latest is not None else _newest(episode),
+                "plans": list(episode.plans),
+            }
+            for episode in self.episodes.all()
+        ]
+        return Response(seq_msgpack.pack({"robots": robots}), media_type=seq_msgpack.MEDIA_TYPE)
+
+    async def _plan(self, request: Request) -> Response:
+        """One plan for the robot whose session begins `session`, appended to its open episode's
+        `seq.plans` at its next act; 404 when it has none open here."""
+        refused = self._not_the_platform(request)
+        if refused is not None:
+            return refused
+        prefix = request.query_params.get("session") or ""
+        try:
+            value = seq_msgpack.unpack(await request.body()).get("value")
+        except (ValueError, AttributeError) as exc:
+            return _error(400, "invalid_request", f"a plan's body is {{value}}: {exc}")
+        episode = self.episodes.of_session(prefix) if len(prefix) >= 8 else None
+        if episode is None:
+            return _error(404, "not_found", f"no robot {prefix!r} has an episode open on this worker")
+        with episode.lock:
+            entry = episode.planned(value)
+        return JSONResponse({"episode": episode.id, "step": entry["step"]})
 
     async def _episode_end(self, request: Request) -> Response:
         refused = self._refused(request)
@@ -360,3 +414,9 @@ class ActServer:
             return JSONResponse(seq_msgpack.plain(body), headers=headers)
         except TypeError as exc:
             return _error(500, "policy_error", f"the policy's answer cannot go as JSON: {exc}")
+
+
+def _newest(episode: Episode) -> Any:
+    """The newest observation an episode holds that no act has used yet (None: it holds none)."""
+    frames = dict(episode.frames)  # a copy: the act threads take from it meanwhile
+    return frames[max(frames)] if frames else None
