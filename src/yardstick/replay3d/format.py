@@ -6,27 +6,39 @@ metres) of each node that moves. Nodes it does not name stay where the scene put
 
 The file is one gzip stream holding, in this order:
 
-    b"seqreplay 1\\n"          magic and format version
+    b"seqreplay 2\\n"          magic and format version
     header                     one line of UTF-8 JSON, ended by b"\\n":
         engine                 what recorded it: "mujoco", "own", ...
         scene_sha256           the scene's sha256 (hex), or null
         nodes                  the N moving nodes' names, in the order of the arrays' columns
         frames                 F, the number of frames
+        pos_unit               metres a position count is (5e-05: a 0.05 mm grid)
+        quat_unit              what a quaternion count is (1/32767)
         looks                  [[frame, node, change], ...]: from that frame on, `change` holds for that node,
                                {"rgba": [r, g, b, a]} or {"visible": false}; in frame order
         meta                   anything else the recorder said (hz, task, seed, ...): a JSON object
     t                          float64[F] little-endian: seconds since the episode's reset
     step                       int32[F] little-endian: steps played when the frame was taken (0: the reset's)
-    pos                        float32[F, N, 3]: each node's position in the world, metres, Z up
-    quat                       float32[F, N, 4]: each node's orientation, w x y z
+    pos                        counts[F, N, 3]: each node's world position (Z up), metres / pos_unit, rounded
+    quat                       counts[F, N, 4]: each node's orientation w x y z, part / quat_unit, rounded
 
-`pos` and `quat` are stored *delta-xor in byte planes*, which is lossless and what makes a replay small: each
-float32's 4 bytes are read as a little-endian uint32; each frame's words are XORed with the previous frame's
-(frame 0 kept as is); the words are ordered number by number (every frame of node 0's x, then of its y, ...,
-then node 1's); and their bytes are regrouped by significance (every word's lowest byte, then every second
-byte, ...). A node that did not move is all zeros; one that moved a little shares its high bytes with the
-frame before, so the high planes are nearly all zeros and gzip packs them to almost nothing, where raw floats
-barely compress. Reading undoes the three steps (`_unplane`, then a cumulative XOR).
+`pos` and `quat` are integers on a grid (a position within 0.025 mm, a quaternion's part within 1.5e-5),
+stored as *second differences, zigzagged, in byte planes*, which is what makes a replay small. Taking each
+number's frames in turn (every frame of node 0's x, then of its y, ..., then node 1's x; for quat node 0's
+w, x, y, z, ...), a count c[f] is kept as the residual of a straight-line guess from the two frames before:
+
+    r[0] = c[0]        r[1] = c[1] - c[0]        r[f] = c[f] - 2 c[f-1] + c[f-2]   (f >= 2)
+
+A node at rest is all zeros from frame 1 on, one moving steadily nearly so. Each residual is zigzagged into
+a uint32 (z = (r << 1) ^ (r >> 31): 0, -1, 1, -2 ... become 0, 1, 2, 3 ...), and the uint32s, in that order,
+are written as four byte planes: every uint32's lowest byte, then every one's second byte, then third, then
+highest. The high planes are then nearly all zeros and gzip packs them to almost nothing. Reading undoes
+it: the planes regrouped into little-endian uint32s, r = (z >> 1) ^ -(z & 1), then c[0] = r[0],
+c[1] = r[1] + c[0], c[f] = r[f] + 2 c[f-1] - c[f-2] (two running sums), and a position is c × pos_unit
+metres, a quaternion's part c × quat_unit. A position is within ±10 km (2e8 counts) and a quaternion's part
+within [-1, 1] (32767 counts), so every count and residual fits an int32 (a JS reader may use Int32Array).
+
+Version 1 (float32 poses, delta-xor, lossless) was an early draft and is not read: about 3.5 times larger.
 """
 
 from __future__ import annotations
@@ -43,7 +55,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-MAGIC = b"seqreplay 1\n"
+MAGIC = b"seqreplay 2\n"
+# The grids (see above): 0.05 mm is far below what a viewer shows; 1/32767 puts a quaternion in int16's range.
+POS_UNIT = 5e-05
+QUAT_SCALE = 32767
+# A position counts at most 2e8 (10 km / 0.05 mm), so a second difference (at most 4x that) fits an int32.
+POS_LIMIT = 10_000.0
+# A unit quaternion's part is within ±1; float32 arithmetic may leave it a hair past (clipped when written).
+QUAT_LIMIT = 1.0 + 1e-4
 SUFFIX = ".seqreplay"
 PARTIAL = ".partial"
 # Level 6: within a few percent of 9 on these byte planes at a third of the time (an episode's close).
@@ -117,7 +136,8 @@ class ReplayWriter:
         looks: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         """The moving nodes at `t` s after the reset, `step` steps in: pos [N, 3], quat [N, 4] (w x y z).
-        A bad look raises before anything of the frame is kept."""
+        A bad look, or a pose off the file's grids (not finite, a position past ±10 km, a quaternion's part
+        past ±1), raises before anything of the frame is kept."""
         changes = []
         for node, change in (looks or {}).items():
             # A look may touch a node that never moves (a goal marker turning green): any name goes.
@@ -129,6 +149,12 @@ class ReplayWriter:
             self._grow()
         self._pos[index] = pos  # converts to float32 and checks the shape, in one copy
         self._quat[index] = quat
+        # One comparison a kind (a NaN fails it too): a few microseconds, where a bad pose would only show at
+        # the episode's end, as a replay that cannot be written.
+        if not (np.abs(self._pos[index]) <= POS_LIMIT).all():
+            raise ValueError(f"pos: finite metres within ±{POS_LIMIT:g}, not {np.asarray(pos).tolist()}")
+        if not (np.abs(self._quat[index]) <= QUAT_LIMIT).all():
+            raise ValueError(f"quat: a unit quaternion (parts within ±1), not {np.asarray(quat).tolist()}")
         self._t[index] = t
         self._step[index] = step
         self._frames = index + 1
@@ -142,6 +168,8 @@ class ReplayWriter:
             "scene_sha256": self.scene_sha256,
             "nodes": self.nodes,
             "frames": count,
+            "pos_unit": POS_UNIT,
+            "quat_unit": 1 / QUAT_SCALE,
             "looks": [[frame, node, change] for frame, node, change in self.looks],
             "meta": self.meta,
         }
@@ -152,8 +180,8 @@ class ReplayWriter:
             out.write(json.dumps(header, separators=(",", ":"), allow_nan=False).encode() + b"\n")
             out.write(self._t[:count].astype("<f8").tobytes())
             out.write(self._step[:count].astype("<i4").tobytes())
-            out.write(_plane(self._pos[:count]))
-            out.write(_plane(self._quat[:count]))
+            out.write(_encode(self._pos[:count], 1 / POS_UNIT))
+            out.write(_encode(np.clip(self._quat[:count], -1.0, 1.0), QUAT_SCALE))
         return buffer.getvalue()
 
     def write(self, path: str | Path) -> Path:
@@ -184,7 +212,7 @@ def read(source: str | Path | bytes) -> Replay:
     except (OSError, EOFError) as exc:
         raise NotAReplay(f"not a gzip stream: {exc}") from None
     if not body.startswith(MAGIC):
-        raise NotAReplay(f"no {MAGIC!r} at its start: not a .seqreplay of version 1")
+        raise NotAReplay(f"no {MAGIC!r} at its start: not a .seqreplay of version 2")
     end = body.find(b"\n", len(MAGIC))
     if end < 0:
         raise NotAReplay("its header line is not ended")
@@ -193,10 +221,11 @@ def read(source: str | Path | bytes) -> Replay:
         nodes = [str(n) for n in header["nodes"]]
         count = int(header["frames"])
         engine = str(header["engine"])
+        units = float(header["pos_unit"]), float(header["quat_unit"])
     except (ValueError, KeyError, TypeError) as exc:
         raise NotAReplay(f"its header is not the JSON this format says: {exc}") from None
     width = len(nodes)
-    sizes = (8 * count, 4 * count, 12 * count * width, 16 * count * width)
+    sizes = (8 * count, 4 * count, 12 * count * width, 16 * count * width)  # a count is 4 bytes
     if len(body) - end - 1 != sum(sizes):
         raise NotAReplay(f"{len(body) - end - 1} bytes after the header where {sum(sizes)} are due")
     at = end + 1
@@ -211,27 +240,33 @@ def read(source: str | Path | bytes) -> Replay:
         nodes=nodes,
         t=np.frombuffer(parts[0], dtype="<f8").astype(np.float64),
         step=np.frombuffer(parts[1], dtype="<i4").astype(np.int32),
-        pos=_unplane(parts[2], (count, width, 3)),
-        quat=_unplane(parts[3], (count, width, 4)),
+        pos=_decode(parts[2], (count, width, 3), units[0]),
+        quat=_decode(parts[3], (count, width, 4), units[1]),
         looks=[(int(f), str(n), dict(c)) for f, n, c in header.get("looks", [])],
         meta=dict(header.get("meta") or {}),
     )
 
 
-def _plane(values: Floats) -> bytes:
-    """float32[F, ...] as delta-xor words in byte planes (the module's docstring)."""
-    words = np.ascontiguousarray(values, dtype="<f4").view("<u4").reshape(len(values), -1)
-    deltas = words.copy()
-    deltas[1:] ^= words[:-1]
-    # Signal by signal (one number's frames together): a fifth smaller than frame by frame once gzipped.
-    return np.ascontiguousarray(deltas.T).view(np.uint8).reshape(-1, 4).T.tobytes()
+def _encode(values: Floats, scale: float) -> bytes:
+    """float32[F, ...] as counts on a grid of 1/scale, second differences zigzagged in byte planes (above)."""
+    counts = np.rint(values.reshape(len(values), -1).astype(np.float64) * scale).astype(np.int64)
+    residuals = counts.copy()
+    residuals[1:] -= counts[:-1]
+    residuals[2:] -= counts[1:-1] - counts[:-2]
+    zigzag = ((residuals << 1) ^ (residuals >> 63)).astype("<u4")
+    # Number by number (one number's frames together), so a still or steady number is a run of zeros.
+    return np.ascontiguousarray(zigzag.T).view(np.uint8).reshape(-1, 4).T.tobytes()
 
 
-def _unplane(data: bytes, shape: tuple[int, ...]) -> Floats:
+def _decode(data: bytes, shape: tuple[int, ...], unit: float) -> Floats:
     planes = np.frombuffer(data, dtype=np.uint8).reshape(4, -1)
-    deltas = np.ascontiguousarray(planes.T).view("<u4").reshape(-1, shape[0]).T
-    words = np.bitwise_xor.accumulate(deltas, axis=0) if shape[0] else deltas
-    return words.view("<f4").astype(np.float32).reshape(shape)
+    zigzag = np.ascontiguousarray(planes.T).view("<u4").reshape(-1, shape[0]).T.astype(np.int64)
+    residuals = (zigzag >> 1) ^ -(zigzag & 1)
+    # Two running sums undo the second difference: the first gives each frame's step from the one before.
+    steps = residuals.copy()
+    steps[1:] = np.cumsum(residuals[1:], axis=0)
+    counts = np.cumsum(steps, axis=0)
+    return (counts * unit).astype(np.float32).reshape(shape)
 
 
 def _look(node: Any, change: Mapping[str, Any]) -> dict[str, Any]:
