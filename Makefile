@@ -16,7 +16,7 @@ TEST_WORKERS ?= 2
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: demo test bench lint env clean browser sandbox containers wrk
+.PHONY: demo test bench lint env clean browser sandbox containers wrk three
 
 env: $(STAMP) $(SEQ_STAMP)
 
@@ -87,6 +87,23 @@ bench: $(STAMP) $(SEQ_STAMP) wrk sandbox containers
 	$(PY) bench/rig_stop.py
 	$(PY) bench/connect.py
 	$(PY) bench/cluster.py
+
+# The 3D replay viewer's three.js (the module build, its glTF loader and orbit controls, and the MIT licence),
+# vendored from npm into the package's static files so no page loads it from a CDN. `make three` refreshes
+# them (THREE_VERSION=...); it needs npm, so it is no part of `make test`, which uses the files committed.
+THREE_VERSION ?= 0.187.0
+THREE_DIR := src/yardstick/web/static/three
+THREE_FILES := LICENSE build/three.core.js build/three.module.js examples/jsm/loaders/GLTFLoader.js \
+	examples/jsm/controls/OrbitControls.js examples/jsm/utils/BufferGeometryUtils.js \
+	examples/jsm/utils/SkeletonUtils.js
+
+three:
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	( cd "$$tmp" && npm pack --silent three@$(THREE_VERSION) >/dev/null && tar xzf three-$(THREE_VERSION).tgz ); \
+	rm -rf $(THREE_DIR); \
+	for f in $(THREE_FILES); do mkdir -p $(THREE_DIR)/$$(dirname $$f); cp "$$tmp/package/$$f" $(THREE_DIR)/$$f; done; \
+	echo $(THREE_VERSION) > $(THREE_DIR)/VERSION; \
+	echo "three $(THREE_VERSION) vendored into $(THREE_DIR)"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

@@ -37,3 +37,15 @@ def launched(what: str) -> Iterator[Any]:
             yield browser
         finally:
             browser.close()
+
+
+@contextmanager
+def checked_page(browser: Any, width: int = 1280, height: int = 900) -> Iterator[Any]:
+    """A page in a context of its own, closed after; the test fails if a script on the page threw."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield opened
+    context.close()
+    assert not errors, f"the page threw: {errors}"

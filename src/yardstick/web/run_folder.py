@@ -3,7 +3,8 @@
 The HTML is one self-contained file (inline CSS and SVG, no external resources) so it can be mailed,
 attached to CI or opened offline. It has no scripts, but for a run that recorded videos: then the episode
 table shows each episode's cameras (the mp4s beside the page, by relative links) and a few inline lines
-play an episode's cameras together from their first frame.
+play an episode's cameras together from their first frame. A run that recorded 3D replays also gets the
+viewer beside the page (replay.html and viewer/, `replay_viewer`), linked from each episode's row.
 """
 
 from __future__ import annotations
@@ -12,19 +13,20 @@ import csv
 import io
 import json
 import os
-from collections.abc import Mapping, Sequence
-from functools import lru_cache
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from yardstick.engine.recording import TRAJECTORY, VIDEO_SUFFIX, camera_of
 from yardstick.engine.results import EpisodeResult
 from yardstick.scoring import Summary
 from yardstick.web.charts import stopping_chart_svg, success_chart_svg
+from yardstick.web.folder_templates import folder_templates
+from yardstick.web.replay_viewer import PAGE as REPLAY_PAGE
+from yardstick.web.replay_viewer import Pane, files_of, write_folder_viewer
 
 EPISODE_COLUMNS = (
     "index",
@@ -62,8 +64,34 @@ def write_run_folder(
     }
     _write_whole(paths["json"], json.dumps(report, indent=2, default=_jsonable) + "\n")
     _write_whole(paths["csv"], episodes_csv(ordered))
-    _write_whole(paths["html"], render_report_html(report, ordered, media=_media_base(out_dir, report)))
+    replays = _write_replays(out_dir, report, ordered)
+    media = _media_base(out_dir, report)
+    _write_whole(paths["html"], render_report_html(report, ordered, media=media, replays=replays))
     return paths
+
+
+def _write_replays(out_dir: Path, report: Mapping[str, Any], results: Sequence[EpisodeResult]) -> set[int]:
+    """The 3D viewer beside report.html (replay.html and what it loads) when episodes recorded a replay;
+    the indices of those episodes."""
+    recording = report.get("recording")
+    folder = recording.get("folder") if isinstance(recording, Mapping) else None
+    panes = {}
+    for result in results:
+        files = files_of(result.artifacts) if folder else None
+        if files is not None:
+            outcome = "Error" if not result.finished else "Success" if result.success else "Failure"
+            panes[result.index] = Pane(
+                title=f"#{result.index} {result.task} · seed {result.seed}",
+                subtitle=_name(report.get("policy"))[0],
+                outcome=outcome,
+                replay=files.replay,
+                scene=files.scene,
+                trajectory=files.trajectory,
+            )
+    if panes and folder:
+        benchmark, policy = _name(report.get("benchmark"))[0], _name(report.get("policy"))[0]
+        write_folder_viewer(out_dir, Path(folder), f"{policy} on {benchmark}", panes)
+    return set(panes)
 
 
 def _media_base(out_dir: Path, report: Mapping[str, Any]) -> str:
@@ -118,26 +146,21 @@ def episodes_csv(results: Sequence[EpisodeResult]) -> str:
     return buffer.getvalue()
 
 
-@lru_cache(maxsize=1)
-def _environment() -> Environment:
-    return Environment(
-        loader=PackageLoader("yardstick.web", "templates"),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-
-
 def render_report_html(
-    report: Mapping[str, Any], results: Sequence[EpisodeResult], *, media: str = ""
+    report: Mapping[str, Any],
+    results: Sequence[EpisodeResult],
+    *,
+    media: str = "",
+    replays: Collection[int] = (),
 ) -> str:
     """The report page. Tolerates a report missing any key: a section with nothing to show is left out.
-    `media` is the path from the page to the folder the episodes' artifacts are named from."""
+    `media` is the path from the page to the folder the episodes' artifacts are named from; `replays` the
+    episodes whose 3D replay the viewer beside the page shows."""
     summary = report.get("summary") or {}
     if isinstance(summary, Summary):
         summary = summary.to_dict()
-    return _environment().get_template("report.html").render(_context(report, summary, results, media))
+    context = _context(report, summary, results, media, replays)
+    return folder_templates().get_template("report.html").render(context)
 
 
 def _name(part: Any) -> tuple[str, str]:
@@ -147,7 +170,11 @@ def _name(part: Any) -> tuple[str, str]:
 
 
 def _context(
-    report: Mapping[str, Any], summary: Mapping[str, Any], results: Sequence[EpisodeResult], media: str = ""
+    report: Mapping[str, Any],
+    summary: Mapping[str, Any],
+    results: Sequence[EpisodeResult],
+    media: str = "",
+    replays: Collection[int] = (),
 ) -> dict[str, Any]:
     benchmark, benchmark_ref = _name(report.get("benchmark"))
     policy, policy_ref = _name(report.get("policy"))
@@ -170,10 +197,10 @@ def _context(
         "timing": _key_values(report.get("timing")),
         "config": _key_values(report.get("config")),
         "episode_metrics": metrics,
-        "episodes": (rows := [_episode_row(result, metrics, media) for result in results]),
+        "episodes": (rows := [_episode_row(result, metrics, media, replays) for result in results]),
         "episodes_open": len(results) <= _OPEN_EPISODE_ROWS,
         "episode_videos": any(row["videos"] for row in rows),
-        "episode_files": any(row["videos"] or row["trajectory"] for row in rows),
+        "episode_files": any(row["videos"] or row["trajectory"] or row["replay"] for row in rows),
     }
 
 
@@ -270,10 +297,13 @@ def _link(media: str, artifact: str) -> str:
     return media + quote(artifact, safe="/")
 
 
-def _episode_row(result: EpisodeResult, metrics: Sequence[str], media: str = "") -> dict[str, Any]:
+def _episode_row(
+    result: EpisodeResult, metrics: Sequence[str], media: str = "", replays: Collection[int] = ()
+) -> dict[str, Any]:
     artifacts = result.artifacts
     trajectory = [a for a in artifacts if a.endswith(TRAJECTORY)]
     return {
+        "replay": f"{REPLAY_PAGE}?episode={result.index}" if result.index in replays else "",
         "videos": [
             {"src": _link(media, a), "camera": camera_of(a)} for a in artifacts if a.endswith(VIDEO_SUFFIX)
         ],

@@ -1,0 +1,150 @@
+"""The 3D replay viewer in a real browser: a tiny MT10 run recorded with `--record replay`, its run folder's
+report.html and replay.html opened as files in headless Chromium (WebGL drawn by SwiftShader), played, and
+looked at. Screenshots land in `test-output/replay/`."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import chromium
+from yardstick.replay3d import format as seqreplay
+
+SHOTS = Path(__file__).resolve().parent.parent / "test-output" / "replay"
+BACKGROUND = (0xE8, 0xEC, 0xF1)  # the viewer's clear colour (viewer.js)
+# Loading ~2.5 MB of three.js and a 1.6 MB scene, then drawing in software, on a loaded 2-core machine.
+DEADLINE_MS = 90_000
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two MT10 episodes (reach, push) by the scripted expert, with their replays and trajectories."""
+    out = tmp_path_factory.mktemp("replay") / "run"
+    ran = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "yardstick"),
+            "eval",
+            "run",
+            "--benchmark",
+            "mt10",
+            "--policy",
+            "expert",
+            "--tasks",
+            "reach-v3,push-v3",
+            "--trials",
+            "1",
+            "--in-process",
+            "--record",
+            "replay",
+            "--record",
+            "trajectory",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with chromium.launched("the replay viewer") as launched:
+        yield launched
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    with chromium.checked_page(browser, height=860) as opened:
+        yield opened
+
+
+def opened(page: Any, url: str) -> None:
+    page.goto(url)
+    page.wait_for_function(
+        "() => window.yardstickReplay && (window.yardstickReplay.ready || window.yardstickReplay.failed)",
+        timeout=DEADLINE_MS,
+    )
+    failed = page.evaluate("() => window.yardstickReplay.failed || null")
+    assert failed is None, failed
+
+
+def drawn(shot: bytes) -> float:
+    """The share of a screenshot's pixels that are not the viewer's background."""
+    pixels = np.asarray(Image.open(io.BytesIO(shot)).convert("RGB"), dtype=np.int16)
+    return float((np.abs(pixels - np.array(BACKGROUND)).max(axis=2) > 12).mean())
+
+
+def state(page: Any) -> dict[str, Any]:
+    return dict(page.evaluate("() => window.yardstickReplay.state()"))
+
+
+def test_the_report_links_each_episodes_replay(run: Path, page: Any) -> None:
+    page.goto((run / "report.html").as_uri())
+    links = page.locator("a.replay3d")
+    assert links.count() == 2
+    assert links.nth(1).get_attribute("href") == "replay.html?episode=1"
+    links.nth(1).click()
+    page.wait_for_function("() => window.yardstickReplay?.ready", timeout=DEADLINE_MS)
+    assert page.locator(".pane .title").inner_text() == "#1 push-v3 · seed 0"
+    assert page.locator(".pane .outcome").inner_text() == "Success"
+
+
+def test_a_replay_opened_as_a_file_is_drawn_and_moves_as_it_plays(run: Path, page: Any) -> None:
+    opened(page, (run / "replay.html").as_uri() + "?episode=1")
+    stage = page.locator(".stage")
+    first = stage.screenshot()
+    assert drawn(first) > 0.2, "the scene is not drawn"
+    assert state(page)["frames"] == [0]
+    page.click("#play")
+    page.wait_for_function("() => window.yardstickReplay.state().clock > 0.4", timeout=DEADLINE_MS)
+    page.evaluate("() => window.yardstickReplay.player.pause()")
+    later = stage.screenshot(path=str(SHOTS / "played.png"))
+    assert state(page)["frames"][0] > 10
+    assert first != later
+    moved = np.abs(
+        np.asarray(Image.open(io.BytesIO(first)), dtype=np.int16)
+        - np.asarray(Image.open(io.BytesIO(later)), dtype=np.int16)
+    )
+    assert (moved.max(axis=2) > 30).mean() > 0.002, "the scene does not move"
+    # Under the timeline: the step's action and metrics, from the trajectory.
+    readout = page.locator(".readout").inner_text()
+    assert "action [" in readout and "reward" in readout
+    page.screenshot(path=str(SHOTS / "viewer.png"))
+
+
+def test_the_viewer_reads_the_file_exactly_as_the_format_does(run: Path, page: Any) -> None:
+    opened(page, (run / "replay.html").as_uri() + "?episode=0")
+    read = seqreplay.read(run / "episodes" / "000000" / "replay.seqreplay")
+    seen = page.evaluate(
+        """() => { const r = window.yardstickReplay.player.panes[0].replay;
+                   return {nodes: r.nodes, t: Array.from(r.t), step: Array.from(r.step),
+                           pos: Array.from(r.pos), quat: Array.from(r.quat)}; }"""
+    )
+    assert seen["nodes"] == read.nodes
+    assert seen["t"] == read.t.tolist() and seen["step"] == read.step.tolist()
+    assert np.array_equal(np.array(seen["pos"], dtype=np.float32), read.pos.reshape(-1))
+    assert np.array_equal(np.array(seen["quat"], dtype=np.float32), read.quat.reshape(-1))
+
+
+def test_two_episodes_side_by_side_play_on_one_clock(run: Path, page: Any) -> None:
+    opened(page, (run / "replay.html").as_uri() + "?episode=0&episode=1")
+    stages = page.locator(".stage")
+    assert page.locator(".stage canvas").count() == 2
+    assert all(drawn(stages.nth(i).screenshot()) > 0.2 for i in range(2)), "a pane is not drawn"
+    page.evaluate("() => window.yardstickReplay.player.seek(0.3)")
+    frames = state(page)["frames"]
+    # One clock: each pane shows its frame at 0.3 s (MT10 plays 80 steps a second).
+    assert frames == [24, 24]
+    page.screenshot(path=str(SHOTS / "side-by-side.png"))
