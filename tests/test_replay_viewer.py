@@ -11,12 +11,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 from PIL import Image
+from platform_client.eval_plan import EvalPlan
+from sqlalchemy import select
 
 import chromium
+from platform_harness import Harness, running_platform
 from yardstick.replay3d import format as seqreplay
+from yardstick.store.models import RunEpisode
 
 SHOTS = Path(__file__).resolve().parent.parent / "test-output" / "replay"
 BACKGROUND = (0xE8, 0xEC, 0xF1)  # the viewer's clear colour (viewer.js)
@@ -148,3 +153,85 @@ def test_two_episodes_side_by_side_play_on_one_clock(run: Path, page: Any) -> No
     # One clock: each pane shows its frame at 0.3 s (MT10 plays 80 steps a second).
     assert frames == [24, 24]
     page.screenshot(path=str(SHOTS / "side-by-side.png"))
+
+
+@pytest.fixture(scope="module")
+def blind(run: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Harness, str, list[int]]]:
+    """A platform with a blind sample of two policies on toys.canvas; two of its episodes on one task and
+    seed, one a policy, are handed the MT10 run's replays as their recorded files (the platform's recording
+    of replays is the worker's: this tests the pages over whatever it records, as the episodes list it).
+    Yields the platform, the run's page and the two episodes."""
+    with running_platform(tmp_path_factory.mktemp("site"), None, workers=1) as harness:
+        alice = harness.client("alice")
+        plan = EvalPlan.model_validate(
+            {
+                "request_type": {"type": "nebius_competition"},
+                "eval": "toys.canvas",
+                "endpoints": [
+                    {"name": name, "kind": "served", "wire": "websocket", "spec": name}
+                    for name in ("rows", "sampler")
+                ],
+                "sample": {"percent": 100, "seed": 1},
+                "transaction_key": "blind-3d",
+            }
+        )
+        view = harness.wait(alice, alice.create_submission(plan).submission_id).model_dump(mode="json")
+        assert view["status"] == "finished", view
+        run_id = int(view["id"], 16)
+        with harness.platform.db.writing() as session:
+            episodes = list(
+                session.execute(select(RunEpisode).where(RunEpisode.submission_id == run_id)).scalars()
+            )
+            first = min(episodes, key=lambda e: e.index)
+            pair = [
+                first,
+                *(
+                    e
+                    for e in episodes
+                    if e.endpoint != first.endpoint and e.task_id == first.task_id and e.trial == first.trial
+                ),
+            ]
+            assert len(pair) == 2 and pair[0].seed == pair[1].seed
+            scene = next((run / "scenes").glob("*.glb"))
+            harness.platform.artifacts.put(
+                run_id, f"attempts/1/scenes/{scene.name}", scene.read_bytes(), "model/gltf-binary"
+            )
+            for episode, recorded in zip(pair, ("000000", "000001"), strict=True):
+                folder = f"episodes/{episode.index:06d}"
+                for name in ("replay.seqreplay", "trajectory.jsonl.gz"):
+                    data = (run / "episodes" / recorded / name).read_bytes()
+                    harness.platform.artifacts.put(
+                        run_id, f"attempts/1/{folder}/{name}", data, "application/gzip"
+                    )
+                kept = [f"{folder}/replay.seqreplay", f"{folder}/trajectory.jsonl.gz", f"scenes/{scene.name}"]
+                episode.result = {**(episode.result or {}), "artifacts": kept}
+        yield harness, view["replay"]["url"], [e.index for e in pair]
+
+
+def test_the_run_page_links_replays_and_the_blind_pair_plays_side_by_side(
+    blind: tuple[Harness, str, list[int]], page: Any
+) -> None:
+    harness, url, (one, other) = blind
+    page.goto(url)
+    links = page.locator("#episodes .replay3d a")
+    assert links.count() == 4  # each of the two: alone, and beside the other policy's
+    page.locator(f'#episodes tr[data-index="{one}"] .replay3d a.pair').click()
+    page.wait_for_function(
+        "() => window.yardstickReplay?.ready || window.yardstickReplay?.failed", timeout=DEADLINE_MS
+    )
+    assert page.evaluate("() => window.yardstickReplay.failed || null") is None
+    assert page.url.endswith(f"replay?episode={one}&episode={other}")
+    stages = page.locator(".stage")
+    assert page.locator(".stage canvas").count() == 2
+    before = [stages.nth(i).screenshot() for i in range(2)]
+    assert all(drawn(shot) > 0.2 for shot in before), "a pane is not drawn"
+    page.click("#play")
+    page.wait_for_function("() => window.yardstickReplay.state().clock > 0.4", timeout=DEADLINE_MS)
+    page.evaluate("() => window.yardstickReplay.player.pause()")
+    assert all(stages.nth(i).screenshot() != before[i] for i in range(2)), "a pane does not move"
+    assert "reward" in page.locator(".readout").first.inner_text()
+    page.screenshot(path=str(SHOTS / "platform-side-by-side.png"))
+    # Nothing came from elsewhere: three.js and the viewer from the platform's static files.
+    assert httpx.get(f"{harness.url}/static/three/LICENSE").text.startswith("The MIT License")
+    assert httpx.get(f"{harness.url}/static/../pyproject.toml").status_code == 404
+    assert httpx.get(f"{url}replay?episode=999").status_code == 404

@@ -49,7 +49,7 @@ from yardstick.sequences import versions as sequence_versions
 from yardstick.sequences import volumes as sequence_volumes
 from yardstick.sequences.errors import SEQUENCES
 from yardstick.store.text import UnstorableText
-from yardstick.web import checkout_page, deployment_page, oauth, signin_pages, site
+from yardstick.web import checkout_page, deployment_page, oauth, replay_pages, signin_pages, site
 from yardstick.worker import processes
 
 log = logging.getLogger("yardstick.gateway")
@@ -135,6 +135,7 @@ def create_app(services: Services) -> FastAPI:
         sequence_planners.router,
         oauth.router,
         site.router,
+        replay_pages.router,
         signin_pages.router,
         deployment_page.router,
         checkout_page.router,

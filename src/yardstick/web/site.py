@@ -35,6 +35,7 @@ from yardstick.web.charts import (
     stopping_chart_svg,
     success_chart_svg,
 )
+from yardstick.web.replay_links import replay_links
 
 CORS = {"Access-Control-Allow-Origin": "*"}
 REPLAY_COLUMNS = [
@@ -301,6 +302,7 @@ def run_page(platform: Plat, request: Request, token: str) -> HTMLResponse:
         outcomes=sorted({e["values"]["outcome"] for e in data["episodes"]}),
         tasks=list(descriptions),
         live=view.run.status in ACTIVE_RUNS,
+        replays=replay_links(view.episodes),
     )
     return HTMLResponse(body)
 
@@ -314,7 +316,11 @@ def run_data(platform: Plat, request: Request, token: str) -> JSONResponse:
 def run_file(token: str, index: int, name: str, platform: Plat) -> Response:
     view = run_or_404(platform, token)
     episode = next((e for e in view.episodes if e.index == index), None)
-    files = {v["file"] for v in (episode.result or {}).get("videos", [])} if episode else set()
+    result = (episode.result or {}) if episode else {}
+    files = {v["file"] for v in result.get("videos", [])}
+    # The 3D replay and the trajectory, for the replay page: the files recorded in the episode's folder.
+    folder = episode_folder("", index).as_posix() + "/"
+    files |= {str(a).removeprefix(folder) for a in result.get("artifacts", []) if str(a).startswith(folder)}
     if episode is None or name not in files:
         raise not_found(f"no file {name!r} for episode {index}")
     key = (episode_folder(lifecycle.ATTEMPT, index) / name).as_posix()
@@ -323,6 +329,6 @@ def run_file(token: str, index: int, name: str, platform: Plat) -> Response:
         view.run.id,
         key,
         lambda: not_found(f"no file {name!r} for episode {index}"),
-        media_type="video/mp4",
+        media_type="video/mp4" if name.endswith(".mp4") else "application/octet-stream",
         headers=CORS,
     )
