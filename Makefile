@@ -79,6 +79,7 @@ bench: $(STAMP) $(SEQ_STAMP) wrk sandbox containers
 	$(PY) bench/gateway.py
 	$(PY) bench/benchmarks.py
 	$(PY) bench/replay.py
+	$(PY) bench/replay_viewer.py
 	$(PY) bench/render.py
 	$(PY) bench/sandbox.py
 	$(PY) bench/images.py
