@@ -4,6 +4,7 @@ registration does, and finding the processes a box left behind."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import textwrap
@@ -32,6 +33,13 @@ def seq_cli(url: str, key: str, *args: str, stdin: str = "") -> subprocess.Compl
     env.update(SEQUENCES_BASE_URL=url, SEQUENCES_API_KEY=key, COLUMNS="200")
     command = [str(SEQ), *args]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, input=stdin)
+
+
+def eval_id_of(output: str) -> str:
+    """The eval a `seq eval run` started, from what it printed."""
+    found = re.search(r"eval (ev-[0-9a-f]+)", output)
+    assert found, output
+    return found.group(1)
 
 
 def set_secret(url: str, key: str, name: str, env_var: str, value: str) -> None:

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from conftest import fresh_database
-from hosted_helpers import seq_cli
+from hosted_helpers import eval_id_of, seq_cli
 from platform_harness import Harness, running_platform
 
 EXAMPLES = Path(__file__).parent / "seq_examples"
@@ -55,12 +55,6 @@ def ok(platform: Harness, *args: str) -> str:
     done = seq_cli(platform.url, platform.keys["alice"], *args)
     assert done.returncode == 0, f"seq {' '.join(args)}: {done.stdout}{done.stderr}"
     return done.stdout
-
-
-def eval_id_of(output: str) -> str:
-    found = re.search(r"eval (ev-[0-9a-f]+)", output)
-    assert found, output
-    return found.group(1)
 
 
 def ended(platform: Harness, eval_id: str) -> None:

@@ -67,7 +67,7 @@ def hosted_version(ref: str) -> int | None:
 @dataclass(frozen=True)
 class BenchmarkTarget:
     """What a run's episodes play: the reference the engine builds, its constructor's parameters, and what is
-    recorded of each episode (`{video, trajectory, fps}`; None: nothing)."""
+    recorded of each episode (`{video, trajectory, fps, replay}`; None: nothing)."""
 
     ref: str
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -76,7 +76,8 @@ class BenchmarkTarget:
     @classmethod
     def of(cls, evaluation: CatalogEval) -> BenchmarkTarget:
         recording = (
-            {"video": True, "trajectory": True, "fps": evaluation.record_fps}
+            # A 3D replay too, of a benchmark that declares one (the worker asks no other for one).
+            {"video": True, "trajectory": True, "fps": evaluation.record_fps, "replay": True}
             if evaluation.record_video
             else None
         )

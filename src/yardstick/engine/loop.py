@@ -37,6 +37,7 @@ from yardstick.engine.guard import (
     Guard,
 )
 from yardstick.engine.recording import EpisodeRecorder, Recording
+from yardstick.engine.replay_own import HandedReplays
 from yardstick.engine.results import EpisodeResult, EpisodeSpec, Timing, Truncation
 from yardstick.engine.worlds import Worlds
 from yardstick.sdk import timing as bench_timing
@@ -101,17 +102,14 @@ def play(
     yielding the failed episodes) when the benchmark failed: the caller builds new worlds and calls again
     with the rest of the same iterator. With `recording`, each episode is recorded as it plays."""
     slots: list[_Slot | None] = [None] * worlds.size
+    recording = recording if recording is not None and recording.active else None
+    # A benchmark that hands its replay over itself hands it to a receiver installed while it plays.
+    owns = spec.replay is not None and spec.replay.engine == "own"
+    wanted = recording is not None and recording.replay and owns
+    handed = HandedReplays(worlds.size, policy.spec.hz) if wanted else None
     try:
-        yield from _play(
-            slots,
-            episodes,
-            worlds,
-            policy,
-            spec,
-            guard,
-            playback,
-            recording if recording is not None and recording.active else None,
-        )
+        with handed if handed is not None else contextlib.nullcontext():
+            yield from _play(slots, episodes, worlds, policy, spec, guard, playback, recording, handed)
     finally:
         # Left before their episodes ended (the caller stopped): finish their files all the same.
         for slot in slots:
@@ -129,6 +127,7 @@ def _play(
     guard: Guard,
     playback: Playback,
     recording: Recording | None,
+    handed: HandedReplays | None,
 ) -> Iterator[EpisodeResult]:
     pspec = policy.spec
     hz = pspec.hz
@@ -157,7 +156,7 @@ def _play(
                 fresh.append(nxt)
             if fresh:
                 yield from _begin(
-                    fresh, free[: len(fresh)], slots, worlds, policy, spec, guard, hz, recording
+                    fresh, free[: len(fresh)], slots, worlds, policy, spec, guard, hz, recording, handed
                 )
         active = [(i, slot) for i, slot in enumerate(slots) if slot is not None]
         if not active:
@@ -275,6 +274,7 @@ def _begin(
     guard: Guard,
     hz: float,
     recording: Recording | None,
+    handed: HandedReplays | None,
 ) -> Iterator[EpisodeResult]:
     started = time.perf_counter()
     try:
@@ -321,8 +321,12 @@ def _begin(
         slots[index] = slot
         if recording is not None:
             opened = time.perf_counter()
-            state = (lambda at=index: worlds.replay_state(at)) if recording.replay else None
-            slot.recorder = EpisodeRecorder.open(recording, episode.index, hz, state)
+            if handed is not None:
+                slot.recorder = EpisodeRecorder.open(recording, episode.index, hz, track=handed.track(index))
+            else:
+                replays = recording.replay and (spec.replay is not None or not recording.replay_if_declared)
+                state = (lambda at=index: worlds.replay_state(at)) if replays else None
+                slot.recorder = EpisodeRecorder.open(recording, episode.index, hz, state)
             slot.recorder.frame(0, 0.0, obs)
             slot.timing.recording += time.perf_counter() - opened
         try:

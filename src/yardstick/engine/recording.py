@@ -46,7 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from yardstick.engine import mp4
-from yardstick.engine.replay_track import ReplayTrack
+from yardstick.engine.replay_track import ReplayTrack, Track
 
 if TYPE_CHECKING:
     from av.container import OutputContainer
@@ -74,13 +74,17 @@ def episode_folder(root: str | Path, index: int) -> Path:
 @dataclass(frozen=True)
 class Recording:
     """What a run records of each episode, and where. `fps` None keeps every step's frame (the policy's
-    rate); a lower rate keeps one frame every round(hz / fps) steps. Picklable: it travels to workers."""
+    rate); a lower rate keeps one frame every round(hz / fps) steps. `replay_if_declared`: a replay only of
+    a benchmark that declares one, and nothing said of one that does not (the platform's runs, where a
+    replay is on by default); off, a benchmark declaring none is told how in each episode's recording error.
+    Picklable: it travels to workers."""
 
     video: bool = False
     trajectory: bool = False
     folder: str | None = None
     replay: bool = False
     fps: float | None = None
+    replay_if_declared: bool = False
 
     def __post_init__(self) -> None:
         fps = self.fps
@@ -200,7 +204,8 @@ class EpisodeRecorder:
     """Records one episode into `folder`: `frame` after the reset and after every step, `action` for every
     step, `close` at the end. No method raises: a failure lands in `errors` and stops the part that failed.
     Paths it returns are absolute; `relative` gives them as the run names them (from `root`). `state`
-    answers the simulator's state for a 3D replay (the run's recording asks for one)."""
+    answers the simulator's state for a 3D replay (the run's recording asks for one); `track`, given instead,
+    is the replay itself (one the benchmark hands over, `replay_own`)."""
 
     def __init__(
         self,
@@ -209,6 +214,7 @@ class EpisodeRecorder:
         hz: float,
         root: Path | None = None,
         state: Callable[[], Any] | None = None,
+        track: Track | None = None,
     ) -> None:
         self.folder = folder
         self.root = root if root is not None else folder
@@ -223,7 +229,11 @@ class EpisodeRecorder:
         self._trajectory: gzip.GzipFile | None = None
         self._trajectory_path = folder / TRAJECTORY
         self._written: list[Path] = []
-        self._replay = ReplayTrack(state, hz) if recording.replay and state is not None else None
+        self._replay: Track | None = None
+        if recording.replay and track is not None:
+            self._replay = track
+        elif recording.replay and state is not None:
+            self._replay = ReplayTrack(state, hz)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             if recording.trajectory:
@@ -235,11 +245,16 @@ class EpisodeRecorder:
 
     @classmethod
     def open(
-        cls, recording: Recording, index: int, hz: float, state: Callable[[], Any] | None = None
+        cls,
+        recording: Recording,
+        index: int,
+        hz: float,
+        state: Callable[[], Any] | None = None,
+        track: Track | None = None,
     ) -> EpisodeRecorder:
         """The recorder of episode `index` of a run recording as `recording` says."""
         root = Path(recording.folder or ".")
-        return cls(recording, episode_folder(root, index), hz, root, state)
+        return cls(recording, episode_folder(root, index), hz, root, state, track)
 
     def frame(self, step: int, robot_time: float, observation: Any) -> None:
         """The observation after `step` steps (0: the reset's) at `robot_time` seconds."""

@@ -14,9 +14,10 @@ name is its content's hash.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from yardstick.replay3d.format import PARTIAL
 from yardstick.replay3d.mujoco_poses import MujocoPoses
@@ -24,10 +25,20 @@ from yardstick.replay3d.mujoco_poses import MujocoPoses
 REPLAY = "replay.seqreplay"
 SCENES = "scenes"
 SCENE_SUFFIX = ".glb"
+# A scene as a run names it among an episode's files: scenes/<its sha256>.glb.
+SCENE_FILE = re.compile(r"scenes/(?P<sha>[0-9a-f]{64})\.glb")
+
+
+class Track(Protocol):
+    """One episode's replay as its recorder drives it: a frame after the reset and every step, then close."""
+
+    def frame(self, step: int, robot_time: float) -> None: ...
+
+    def close(self, folder: Path, root: Path) -> list[Path]: ...
 
 
 class ReplayTrack:
-    """One episode's replay, from its first frame to `close`."""
+    """One episode's replay read from a MuJoCo simulation, from its first frame to `close`."""
 
     def __init__(self, state: Callable[[], Any], hz: float) -> None:
         self._state = state
@@ -46,12 +57,27 @@ class ReplayTrack:
         if poses is None:
             return []
         replay = poses.writer.write(folder / REPLAY)
-        scene = root / SCENES / (poses.scene.sha256 + SCENE_SUFFIX)
-        if not scene.exists():
-            scene.parent.mkdir(parents=True, exist_ok=True)
-            # Another worker may write the same scene at the same moment: each writes its own partial file
-            # and the rename of identical bytes is harmless.
-            partial = scene.with_name(f"{scene.name}.{os.getpid()}{PARTIAL}")
-            partial.write_bytes(poses.scene.glb)
-            os.replace(partial, scene)
-        return [replay, scene]
+        return [replay, write_scene(root, poses.scene.sha256, poses.scene.glb)]
+
+
+def write_scene(root: Path, sha256: str, glb: bytes) -> Path:
+    """The scene `glb` (whose sha256 is `sha256`) under `root`, written unless it is there already."""
+    scene = root / SCENES / (sha256 + SCENE_SUFFIX)
+    if not scene.exists():
+        scene.parent.mkdir(parents=True, exist_ok=True)
+        # Another worker may write the same scene at the same moment: each writes its own partial file
+        # and the rename of identical bytes is harmless.
+        partial = scene.with_name(f"{scene.name}.{os.getpid()}{PARTIAL}")
+        partial.write_bytes(glb)
+        os.replace(partial, scene)
+    return scene
+
+
+def replay_of(artifacts: list[str]) -> tuple[str, str | None] | None:
+    """An episode's replay among the files it recorded (as the run names them): the replay's name and the
+    sha256 of the scene it is drawn in; None when it has none."""
+    replay = next((name for name in artifacts if name.rsplit("/", 1)[-1] == REPLAY), None)
+    if replay is None:
+        return None
+    scenes = (SCENE_FILE.fullmatch(name) for name in artifacts)
+    return replay, next((found["sha"] for found in scenes if found is not None), None)

@@ -47,6 +47,8 @@ def benchmark(cls: type) -> dict[str, Any]:
         if spec.action_space
         else None,
         "deployment": dict(seq["deployment"]) if seq else {},
+        # How its episodes are recorded in 3D, as Yardstick records them (None: it records none).
+        "replay": spec.replay.model_dump(mode="json") if spec.replay is not None else None,
         # A planner (`@seq.planner`): its members, its cadence and the keys that wake it; None on a policy.
         "planner": dict(seq["planner"]) if seq and seq.get("planner") else None,
     }

@@ -151,9 +151,12 @@ class Resolved:
         episodes = tuple(e for e in self.plan.episodes if e.index in kept)
         return dataclasses.replace(self, plan=dataclasses.replace(self.plan, episodes=episodes))
 
-    def unrecorded(self) -> Resolved:
-        """The same eval, recording nothing of its episodes (`replay: none`)."""
-        target = dataclasses.replace(self.plan.benchmark, recording=None)
+    def unreplayed(self) -> Resolved:
+        """The same eval, recording no 3D replay of its episodes (`replay: none`); its videos and
+        trajectories as before."""
+        recording = self.plan.benchmark.recording
+        kept = {**recording, "replay": False} if recording else recording
+        target = dataclasses.replace(self.plan.benchmark, recording=kept)
         return dataclasses.replace(self, plan=dataclasses.replace(self.plan, benchmark=target))
 
     def limits(self) -> dict[str, Any]:

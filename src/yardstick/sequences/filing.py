@@ -41,15 +41,10 @@ MACHINES = ("policy_machines", "benchmark_machines")
 MORE_MACHINES = "this install plays an eval on its own workers, as many as are free: leave it at 1"
 
 
-NO_3D_REPLAY = "this install records no 3D replays yet: an eval records videos; leave --replay out"
-
-
 def _refuse_unoffered(body: EvalRequest) -> None:
     """Refuse, naming it, the first field the eval sets that this install cannot honour."""
     asked = [(field, why) for field, why in UNOFFERED_FIELDS.items() if getattr(body, field) is not None]
     asked += [(field, MORE_MACHINES) for field in MACHINES if (getattr(body, field) or 1) > 1]
-    if body.replay == "3d":
-        asked.append(("replay", NO_3D_REPLAY))
     if asked:
         field, why = asked[0]
         raise Refusal(RefusalKind.NOT_OFFERED, f"{field}: {why}", field=field, feature=Feature(field, why))
@@ -77,8 +72,8 @@ def file_eval(plat: Platform, who: Caller, body: EvalRequest) -> EvalResponse | 
         adapter=None if chosen is None else _offered_adapter(chosen),
         only=only,
     )
-    if asked.replay == "none":
-        resolved = resolved.unrecorded()
+    if asked.replay == "none":  # "3d", the contract's default, records one where the benchmark declares it
+        resolved = resolved.unreplayed()
     mode = plat.runs.billing_mode(org)
     quote, cost = _quoted(plat, mode, resolved)
     asked_episodes = len(resolved.plan.episodes)
@@ -267,9 +262,15 @@ def _from_hosted(hosted: Hosted, version: HostedVersion) -> evals.OfferedBenchma
         seeds=tuple(declaration["seeds"]),
         max_seconds={task: float(limit) for task, limit in declaration["max_seconds"].items()},
         params=_params(declaration.get("params") or {}),
-        target=BenchmarkTarget(hosted_ref(version.id), {}, {"video": True, "trajectory": True}),
+        target=BenchmarkTarget(hosted_ref(version.id), {}, _recording(declaration)),
         templates=made_from(version.declared or {}),
     )
+
+
+def _recording(declaration: Mapping[str, Any]) -> dict[str, Any]:
+    """What an eval of a registered benchmark records of each episode: its video and trajectory, and its 3D
+    replay when the benchmark declares one Yardstick records (`seq.Replay`: MuJoCo, or frames it hands)."""
+    return {"video": True, "trajectory": True, "replay": bool(declaration.get("replay"))}
 
 
 def _params(declared: Mapping[str, Any]) -> dict[str, InferParam]:

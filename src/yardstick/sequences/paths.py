@@ -16,6 +16,8 @@ EVAL_EPISODES_CSV = f"{EVAL}/episodes.csv"
 EVAL_LOGS = f"{EVAL}/logs"
 EVAL_VIDEO = f"{EVAL}/videos/{{name}}"
 EVAL_TRAJECTORY = f"{EVAL}/trajectories/{{name}}"
+EVAL_REPLAY = f"{EVAL}/replays/{{index}}"
+EVAL_SCENE = f"{EVAL}/scenes/{{sha256}}"
 EVAL_CANCEL = f"{EVAL}/cancel"
 
 BENCHMARKS = f"{API}/benchmarks"

@@ -1,13 +1,14 @@
 """The Sequences front door's eval routes: `POST /v1/eval` (a dry run, or a run on the platform's queue and
 workers like any other), the report, its details, episodes (paged, and as CSV), logs, videos, trajectories,
-and cancelling. An eval names a policy the caller may run (`model`) and a benchmark (`benchmark`): the
-org's registered ones, or the platform's catalogue."""
+3D replays and their scenes, and cancelling. An eval names a policy the caller may run (`model`) and a
+benchmark (`benchmark`): the org's registered ones, or the platform's catalogue."""
 
 from __future__ import annotations
 
 import asyncio
 import csv
 import io
+import re
 import time
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -23,6 +24,7 @@ from yardstick.core.platform import Platform
 from yardstick.core.refusals import not_found
 from yardstick.engine.failures import FailureKind
 from yardstick.engine.recording import TRAJECTORY, episode_folder
+from yardstick.engine.replay_track import REPLAY, SCENE_SUFFIX, SCENES, replay_of
 from yardstick.http.artifact_files import artifact_file
 from yardstick.http.auth import Who, audit_target, unaudited
 from yardstick.http.routing import door_router, refusals
@@ -40,6 +42,7 @@ from yardstick.store.models import Run, RunEpisode
 from yardstick.store.states import ACTIVE_RUNS, Contract
 
 PAGE, PAGE_CAP = 50, 500
+GLB = "model/gltf-binary"
 # The episodes an eval's details carry whole, as the contract's do; the rest are paged (/episodes).
 DETAILS_EPISODES = 5000
 # How long a report waits for a playing run to end before answering that it still runs.
@@ -208,6 +211,26 @@ def eval_trajectory(eval_id: str, name: str, plat: Plat, who: Who) -> Response:
     return _episode_file(plat, who, eval_id, name, ".jsonl.gz", lambda r: [TRAJECTORY])
 
 
+@router.get(paths.EVAL_REPLAY, responses=refusals(404))
+def eval_replay(eval_id: str, index: str, plat: Plat, who: Who) -> Response:
+    """An episode's 3D replay (`.seqreplay`, format in `yardstick.replay3d.format`)."""
+    return _episode_file(
+        plat, who, eval_id, f"{index}{REPLAY}", REPLAY, lambda r: [REPLAY] if _replayed(r) else []
+    )
+
+
+@router.get(paths.EVAL_SCENE, responses=refusals(404))
+def eval_scene(eval_id: str, sha256: str, plat: Plat, who: Who) -> Response:
+    """A scene the eval's replays are drawn in (a glTF binary), by the sha256 its episodes name: one copy a
+    run, whichever episode brought it."""
+    run = filing.eval_run(plat, who, eval_id)
+    if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        raise not_found(f"{sha256!r}: a scene is named by its sha256, 64 lowercase hex digits")
+    key = f"{ATTEMPT}{SCENES}/{sha256}{SCENE_SUFFIX}"
+    missing = lambda: not_found(f"eval {eval_id} has no scene {sha256}")  # noqa: E731
+    return _cached(artifact_file(plat.artifacts, run.id, key, missing, media_type=GLB, relay=True))
+
+
 @router.post(paths.EVAL_CANCEL, responses=refusals(404))
 def cancel_eval(eval_id: str, plat: Plat, who: Who) -> JSONResponse:
     run = filing.eval_run(plat, who, eval_id)
@@ -257,6 +280,7 @@ def _repeats(episodes: list[RunEpisode]) -> dict[int, int]:
 
 def _episode_row(episode: RunEpisode, repeat: int) -> dict[str, Any]:
     result = episode.result or {}
+    replay = replay_of([str(kept) for kept in result.get("artifacts", [])])
     return {
         "index": episode.index,
         "arm": int(episode.endpoint.rpartition("-")[2]) if episode.endpoint.startswith("arm-") else 0,
@@ -278,9 +302,19 @@ def _episode_row(episode: RunEpisode, repeat: int) -> dict[str, Any]:
         "metrics": {k: v for k, v in result.get("metrics", {}).items() if k != "success"},
         # Which files it has (`seq eval report --trajectories / --replays` reads these marks).
         "trajectory": any(str(kept).endswith(TRAJECTORY) for kept in result.get("artifacts", [])),
-        "replay": False,
-        "scene_sha256": None,
+        "replay": replay is not None,
+        "scene_sha256": replay[1] if replay is not None else None,
     }
+
+
+def _replayed(result: dict[str, Any]) -> bool:
+    return replay_of([str(kept) for kept in result.get("artifacts", [])]) is not None
+
+
+def _cached(answer: Response) -> Response:
+    """A scene's bytes are its name's: a browser or proxy may keep them for good."""
+    answer.headers["Cache-Control"] = "private, max-age=31536000, immutable"
+    return answer
 
 
 def _cell(value: Any) -> str:

@@ -61,11 +61,6 @@ TABLE: tuple[Unoffered, ...] = (
         kind=RefusalKind.NOT_FOUND,
     ),
     Unoffered(
-        "3D replays (seq eval report --replays)",
-        "this install records no 3D replays yet: an eval's episodes are recorded as videos (--videos)",
-        (r"eval/[^/]+/replays/.+", r"eval/[^/]+/scenes/.+"),
-    ),
-    Unoffered(
         "bills and a deployment's serving usage (seq account billing, a deployment's usage)",
         "this install charges credits per episode and minute of robot time, and serves a deployment only "
         "inside evals: seq usage shows what its evals were charged, seq account the balance",

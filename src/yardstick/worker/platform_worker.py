@@ -57,6 +57,9 @@ from yardstick.worker.act_server.host import ActHost
 from yardstick.worker.players import Masking, Player, Players, boxed_player, played_on
 
 log = logging.getLogger("yardstick.worker")
+# What an episode's recorded files are, to the store: videos, scenes (glTF binary); the rest is gzip.
+GLB = "model/gltf-binary"
+CONTENT_TYPES = {".mp4": "video/mp4", ".glb": GLB}
 T = TypeVar("T")
 
 # Well inside the 30 s after which the platform counts a worker gone (liveness.WORKER_ALIVE_S).
@@ -342,6 +345,9 @@ class PlatformWorker:
                 trajectory=bool(recorded.get("trajectory")),
                 folder=str(self._recordings),
                 fps=recorded.get("fps"),
+                # A 3D replay where the benchmark declares one (the Sequences contract's default, `3d`).
+                replay=bool(recorded.get("replay")),
+                replay_if_declared=True,
             )
             if recorded
             else None
@@ -499,8 +505,10 @@ class PlatformWorker:
         videos: list[dict[str, Any]] = []
         for relative in result.artifacts:
             path = self._recordings / relative
-            content_type = "video/mp4" if path.suffix == ".mp4" else "application/gzip"
+            content_type = CONTENT_TYPES.get(path.suffix, "application/gzip")
             key = f"{lifecycle.ATTEMPT}{relative}"
+            if content_type == GLB and self.store.exists(submission_id, key):
+                continue  # a scene (named by its sha256) is kept once a run, whichever episode brought it
             size = self.store.put(submission_id, key, path.read_bytes(), content_type, durable=False)
             written.append((key, size, content_type))
             if content_type == "video/mp4":

@@ -19,7 +19,7 @@ from yardstick.hosted.seq_api.declarations import Replay, plain
 from yardstick.hosted.seq_api.errors import BenchmarkDefinitionError
 from yardstick.hosted.seq_api.marks import CONCURRENT, RESET, STEP, bindings, method
 from yardstick.sdk.errors import SpecError
-from yardstick.sdk.specs import MAX_WORLDS
+from yardstick.sdk.specs import MAX_WORLDS, ReplaySpec
 
 _C = TypeVar("_C", bound=type)
 SEQ: Final = "__seq__"
@@ -51,6 +51,8 @@ GONE: Final = {
     "default_adapter": "a benchmark names no adapter; an eval names one",
 }
 OWNER: Final = "@seq.benchmark"
+# The engines the contract reads as MuJoCo (`engine=` of the benchmark, or of its seq.Replay).
+MUJOCO: Final = frozenset({"mujoco", "robosuite", "libero", "robocasa"})
 
 
 def benchmark(*args: Any, **kwargs: Any) -> Callable[[_C], _C]:
@@ -99,18 +101,7 @@ def _register(cls: _C, kw: dict[str, Any]) -> _C:
     tasks = _tasks(kw.get("tasks"), owner)
     seeds = _seeds(kw.get("seeds"), owner)
     max_seconds = _max_seconds(kw.get("max_seconds"), tasks, owner)
-    replay = kw.get("replay")
-    if replay is not None:
-        if not isinstance(replay, Replay):
-            raise BenchmarkDefinitionError(
-                owner, "replay", f"is a seq.Replay(...), not {type(replay).__name__}"
-            )
-        for role in ("state", "looks"):
-            wanted = getattr(replay, role)
-            if wanted is not None and not callable(getattr(cls, wanted, None)):
-                raise BenchmarkDefinitionError(
-                    owner, f"replay.{role}", f"names {wanted!r}, which is no method of it"
-                )
+    replay = _replay(cls, kw.get("replay"), kw.get("engine"), owner)
     given = "init" in kw and kw["init"] is not None
     args, kwargs = forms.arguments(kw["init"], owner, BenchmarkDefinitionError) if given else ([], {})
     forms.check_benchmark([args, kwargs], owner, worlds, BenchmarkDefinitionError)
@@ -129,7 +120,13 @@ def _register(cls: _C, kw: dict[str, Any]) -> _C:
     init = forms.renamed(kwargs if kwargs else args) if given else None
     try:
         decorated = ys.benchmark(
-            tasks=tasks, seeds=seeds, max_seconds=max_seconds, init=init, make=kw.get("make"), name=name
+            tasks=tasks,
+            seeds=seeds,
+            max_seconds=max_seconds,
+            init=init,
+            make=kw.get("make"),
+            name=name,
+            replay=replay,
         )(cls)
     except SpecError as exc:
         raise BenchmarkDefinitionError(exc.owner, exc.field, exc.rule) from None
@@ -145,6 +142,35 @@ def _register(cls: _C, kw: dict[str, Any]) -> _C:
         },
     )
     return decorated
+
+
+def _replay(cls: type, replay: Any, engine: Any, owner: str) -> ReplaySpec | None:
+    """`seq.Replay(...)` as Yardstick records it: MuJoCo read through `state`, or frames the benchmark hands
+    over ("own"). Its engine left out is the benchmark's `engine=`, else MuJoCo when it names a `state` (the
+    one simulation Yardstick reads). SAPIEN and Isaac are the contract's and declared as it says, and record
+    none here (None)."""
+    if replay is None:
+        return None
+    if not isinstance(replay, Replay):
+        raise BenchmarkDefinitionError(owner, "replay", f"is a seq.Replay(...), not {type(replay).__name__}")
+    for role in ("state", "looks"):
+        wanted = getattr(replay, role)
+        if wanted is not None and not callable(getattr(cls, wanted, None)):
+            raise BenchmarkDefinitionError(
+                owner, f"replay.{role}", f"names {wanted!r}, which is no method of it"
+            )
+    chosen = replay.engine or (engine if isinstance(engine, str) else None)
+    if chosen is None and replay.state is not None:
+        chosen = "mujoco"
+    if (chosen in MUJOCO or chosen == "sapien") and replay.state is None:
+        raise BenchmarkDefinitionError(
+            owner, "replay.state", f'names the method answering the simulation: engine="{chosen}" reads it'
+        )
+    if chosen in MUJOCO:
+        return ReplaySpec(engine="mujoco", state=replay.state, looks=replay.looks)
+    if chosen == "own":
+        return ReplaySpec(engine="own", state=None, looks=replay.looks)
+    return None
 
 
 def _worlds(cls: type, step: str, owner: str) -> int | None:

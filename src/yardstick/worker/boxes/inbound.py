@@ -3,9 +3,13 @@
 Nothing leaves a box by a path: a path names whatever the box has put there by the time it is read (a link to
 a platform file, a FIFO, a hard link), so the box sends the bytes and the platform writes them, into a folder
 only the platform sees, each file created anew (never through a link) under a name held to the recorder's own
-shape: `episodes/<the episode's index, six digits>/<a camera's video>.mp4 | trajectory.jsonl.gz`. A file is
-kept only once it arrived whole, within its size, and (a video) passed `mp4.inspect`, or (a trajectory) opens
-as gzip; anything else is dropped, said in the episode's `recording_error`, and never fails the episode.
+shape: `episodes/<the episode's index, six digits>/<a camera's video>.mp4 | trajectory.jsonl.gz |
+replay.seqreplay`, or `scenes/<sha256>.glb` (a 3D replay's scene, which the box sends once: an episode naming
+one that arrived before keeps it). A file is kept only once it arrived whole, within its size, and (a video)
+passed `mp4.inspect`, (a trajectory) opens as gzip, (a replay) reads as one, (a scene) is a glTF binary whose
+sha256 is its name; anything else is dropped, said in the episode's `recording_error`, and never fails the
+episode. A scene arrives under a name of its own and takes its place by a rename once checked, so a copy
+being read (uploaded) is never the one being written.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import hashlib
+import itertools
 import os
 import re
 from dataclasses import dataclass, field
@@ -21,11 +27,15 @@ from typing import Final
 
 from yardstick.engine import mp4
 from yardstick.engine.recording import TRAJECTORY, VIDEO_SUFFIX, episode_folder
+from yardstick.engine.replay_track import REPLAY, SCENE_FILE
+from yardstick.replay3d import format as replay_format
 
 MAX_FILE_BYTES: Final = 1024**3
 MAX_EPISODE_BYTES: Final = 2 * 1024**3
 FILE_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 GZIP_MAGIC: Final = b"\x1f\x8b"
+GLB_MAGIC: Final = b"glTF"
+_ARRIVALS = itertools.count()
 
 
 class Abuse(Exception):
@@ -36,6 +46,7 @@ class Abuse(Exception):
 class _File:
     path: Path
     fd: int | None
+    final: Path | None = None  # a scene's own name, once it is checked (it arrives under another)
     size: int = 0
     whole: bool = False
     problem: str | None = None
@@ -88,6 +99,9 @@ class Inbound:
         problems: list[str] = []
         for name in named:
             found = self.files.pop(name, None)
+            if found is None and SCENE_FILE.fullmatch(name) and (self.target / name).is_file():
+                kept.append(name)  # sent whole and checked for an episode before
+                continue
             if found is None:
                 problems.append(f"{name}: named by the episode but never sent; dropped")
                 continue
@@ -104,10 +118,13 @@ class Inbound:
                 self._drop(found, f"{name}: {problem}; dropped")
                 problems.append(found.problem or "")
                 continue
+            if found.final is not None:
+                os.replace(found.path, found.final)
             kept.append(name)
         for name in [n for n in self.files if _index(n) == index]:  # sent, but not named by the result
             self._drop(self.files.pop(name), "")
         self._bytes.pop(index, None)
+        self._bytes.pop(-1, None)  # scenes', counted while they arrive
         return kept, problems
 
     def discard(self) -> None:
@@ -122,6 +139,12 @@ class Inbound:
         if problem is not None:
             raise Abuse(problem)
         parts = PurePosixPath(name).parts
+        if len(parts) == 2:  # a scene
+            final = self.target / name
+            final.parent.mkdir(parents=True, exist_ok=True)
+            path = final.with_name(f"{final.name}.{next(_ARRIVALS)}.arriving")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            return _File(path, fd, final)
         folder = episode_folder(self.target, int(parts[1]))
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / parts[2]
@@ -151,19 +174,35 @@ def _index(name: str) -> int:
 
 
 def _name_problem(name: str, playing: set[int]) -> str | None:
+    if SCENE_FILE.fullmatch(name):
+        return None
     parts = PurePosixPath(name).parts
     if len(parts) != 3 or parts[0] != "episodes" or not re.fullmatch(r"[0-9]{6}", parts[1]):
         return f"{name!r}: a recorded file is episodes/<index>/<file>"
     if int(parts[1]) not in playing:
         return f"{name!r}: a file of an episode the box is not playing"
     file = parts[2]
-    if not FILE_NAME.fullmatch(file) or not (file.endswith(VIDEO_SUFFIX) or file == TRAJECTORY):
-        return f"{name!r}: a recorded file is a camera's video (.mp4) or {TRAJECTORY}"
+    if not FILE_NAME.fullmatch(file) or not (file.endswith(VIDEO_SUFFIX) or file in (TRAJECTORY, REPLAY)):
+        return f"{name!r}: a recorded file is a camera's video (.mp4), {TRAJECTORY} or {REPLAY}"
     return None
 
 
 def _checked(path: Path) -> str | None:
-    """What is wrong with a file that arrived whole, or None: a video's structure, a trajectory's gzip."""
+    """What is wrong with a file that arrived whole, or None: a video's structure, a trajectory's gzip, a
+    replay read back, a scene's magic and sum."""
+    if path.name.endswith(".arriving"):
+        data = path.read_bytes()
+        if not data.startswith(GLB_MAGIC):
+            return "not a glTF binary"
+        if hashlib.sha256(data).hexdigest() != path.name.split(".", 1)[0]:
+            return "its sha256 is not its name"
+        return None
+    if path.name == REPLAY:
+        try:
+            replay_format.read(path)
+        except replay_format.NotAReplay as wrong:
+            return f"not a 3D replay ({wrong})"
+        return None
     if path.name.endswith(VIDEO_SUFFIX):
         try:
             mp4.inspect(path)

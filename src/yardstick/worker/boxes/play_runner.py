@@ -14,7 +14,10 @@ direction never does (the parent never unpickles what a box wrote).
                    (0: none)
 
 A recording is written in the box's own scratch (its /tmp, which nothing outside sees) and its bytes are sent
-on the channel, then deleted: no file leaves the box by a path the box could have linked elsewhere.
+on the channel, then deleted: no file leaves the box by a path the box could have linked elsewhere. A 3D
+replay's scene (`scenes/<sha256>.glb`, the same for every episode of a model) is sent once a box and kept in
+its scratch, so the recorder does not write it again; later episodes name it and the platform keeps the
+copy that arrived.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Any, Final, TextIO
 
 from yardstick.engine.failures import FailureKind
 from yardstick.engine.guard import describe
+from yardstick.engine.replay_track import SCENE_FILE
 from yardstick.engine.results import EpisodeSpec
 from yardstick.engine.runtime import BuildError, Runtime, Work
 from yardstick.worker.boxes import inbox
@@ -103,6 +107,7 @@ def main(argv: list[str]) -> int:
                 return
             yield EpisodeSpec(**message["episode"])
 
+    sent_scenes: set[str] = set()
     try:
         while True:
             line = read()
@@ -110,7 +115,7 @@ def main(argv: list[str]) -> int:
                 return 0
             for result in runtime.run(handed_out()):
                 if work.recording is not None and work.recording.folder:
-                    _send_files(out, Path(work.recording.folder), result.artifacts)
+                    _send_files(out, Path(work.recording.folder), result.artifacts, sent_scenes)
                 out.send({"result": result.to_dict()})
             out.send({"batch_done": True})
     except (BrokenPipeError, EOFError):
@@ -120,10 +125,14 @@ def main(argv: list[str]) -> int:
         runtime.close()
 
 
-def _send_files(out: _Channel, folder: Path, names: list[str]) -> None:
-    """Each recorded file's bytes on the channel, a chunk at a time; the box's copy goes once sent. A file
-    that is not a plain file any more (a link, a FIFO put in its place) is sent empty: never waited on."""
+def _send_files(out: _Channel, folder: Path, names: list[str], sent_scenes: set[str]) -> None:
+    """Each recorded file's bytes on the channel, a chunk at a time; the box's copy goes once sent (a scene's
+    stays, and is sent once). A file that is not a plain file any more (a link, a FIFO put in its place) is
+    sent empty: never waited on."""
     for name in names:
+        scene = SCENE_FILE.fullmatch(name) is not None
+        if scene and name in sent_scenes:
+            continue
         path = folder / name
         with contextlib.suppress(OSError):
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -132,6 +141,9 @@ def _send_files(out: _Channel, folder: Path, names: list[str]) -> None:
                     while chunk := handle.read(CHUNK_BYTES):
                         out.send({"file": name, "data": base64.b64encode(chunk).decode()})
         out.send({"file": name, "end": True})
+        if scene:
+            sent_scenes.add(name)
+            continue
         with contextlib.suppress(OSError):
             os.unlink(path)
 

@@ -1,0 +1,143 @@
+"""3D replays a benchmark declares through `seq.Replay` and hands over itself: `seq.Replay(...)` as the
+engine records it (MuJoCo read through `state`, "own" frames handed, SAPIEN kept but recorded nowhere), the
+receiver that takes `seq.replay.scene` / `seq.replay.frame` in a run (a bad frame ends the replay, never the
+episode), and a boxed episode's replay and scene arriving on the box's channel (`worker.boxes.inbound`)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from yardstick.engine import Component, RunRequest, Work, evaluate
+from yardstick.engine.recording import Recording
+from yardstick.replay3d import format as replay_format
+from yardstick.sdk.decorators import benchmark_spec
+from yardstick.sdk.specs import ReplaySpec
+from yardstick.worker.boxes.inbound import Inbound
+
+EXAMPLES = Path(__file__).parent / "seq_examples"
+SHIM = Path(__file__).parent.parent / "src" / "yardstick" / "hosted" / "shim"
+POLICY = Component(f"{EXAMPLES}/reach-policy/policy.py:ReachPolicy")
+
+
+@pytest.fixture(scope="module")
+def seq() -> Any:
+    sys.path.insert(0, str(SHIM))
+    import seq as module
+
+    return module
+
+
+def bench(seq: Any, **kwargs: Any) -> type:
+    @seq.benchmark(tasks={"t": ""}, seeds=[0], max_seconds=1.0, **kwargs)
+    class Bench:
+        def sim(self) -> Any: ...
+
+        @seq.reset
+        def reset(self, task: str, seed: int) -> Any: ...
+
+        @seq.step
+        def step(self, action: Any) -> Any: ...
+
+    return Bench
+
+
+def test_seq_replay_is_recorded_as_the_engine_reads_it(seq: Any) -> None:
+    def read(**kwargs: Any) -> ReplaySpec | None:
+        return benchmark_spec(bench(seq, **kwargs)).replay
+
+    mujoco = ReplaySpec(engine="mujoco", state="sim", looks=None)
+    assert read(replay=seq.Replay(engine="mujoco", state="sim")) == mujoco
+    assert read(replay=seq.Replay(state="sim")) == mujoco  # the one simulation Yardstick reads
+    assert (
+        read(engine="robosuite", replay=seq.Replay(state="sim")) == mujoco
+    )  # read as MuJoCo, as the SDK says
+    assert read(replay=seq.Replay(engine="own")) == ReplaySpec(engine="own", state=None, looks=None)
+    assert read(replay=seq.Replay(engine="sapien", state="sim")) is None  # declared, recorded nowhere here
+    assert read() is None
+    with pytest.raises(seq.BenchmarkDefinitionError, match=r"replay\.state.*engine=\"mujoco\""):
+        bench(seq, replay=seq.Replay(engine="mujoco"))
+
+
+def test_frames_handed_over_are_the_episodes_replay_in_a_run(tmp_path: Path) -> None:
+    work = Work(
+        Component(f"{EXAMPLES}/own-bench/benchmark.py:OwnBench"),
+        POLICY,
+        recording=Recording(replay=True, folder=str(tmp_path)),
+    )
+    outcome = evaluate(RunRequest(work=work, trials=1, workers=0))
+    assert outcome.complete and all(r.recording_error is None for r in outcome.results)
+    for result in outcome.results:
+        replay = replay_format.read(tmp_path / result.artifacts[0])
+        scene = tmp_path / result.artifacts[1]
+        assert replay.scene_sha256 == hashlib.sha256(scene.read_bytes()).hexdigest() == scene.stem
+        assert replay.frames == result.steps + 1  # the reset's frame, then one a step
+
+
+class Mistaken:
+    """Hands a frame whose nodes change mid-episode: its replay ends saying why, its episodes play on."""
+
+    def __init__(self) -> None:
+        self.x = 0.0
+
+    def reset(self, task: str, seed: int) -> Any:
+        from yardstick.sdk import replay
+
+        self.x = 0.0
+        replay.frame(0, 0.0, ["a"], [[0, 0, 0]], [[1, 0, 0, 0]])
+        return {"x": self.x, "target": 0.3}
+
+    def step(self, action: Any) -> Any:
+        from yardstick.sdk import replay
+
+        self.x += float(action[0])
+        replay.frame(0, 0.1, ["b"], [[self.x, 0, 0]], [[1, 0, 0, 0]])
+        return {"x": self.x, "target": 0.3}, self.x >= 0.25, self.x >= 0.25
+
+
+def test_a_bad_frame_ends_the_replay_not_the_episode(tmp_path: Path) -> None:
+    import yardstick.sdk.decorators as ys
+
+    ys.reset(Mistaken.reset)
+    ys.step(Mistaken.step)
+    ys.benchmark(tasks={"t": ""}, seeds=[0], max_seconds=1.0, replay={"engine": "own"})(Mistaken)
+    work = Work(
+        Component(f"{__name__}:Mistaken"), POLICY, recording=Recording(replay=True, folder=str(tmp_path))
+    )
+    result = evaluate(RunRequest(work=work, trials=1, workers=0)).results[0]
+    assert result.success and result.error is None and result.artifacts == []
+    assert result.recording_error is not None and "the same names every frame" in result.recording_error
+
+
+def _send(inbound: Inbound, name: str, data: bytes, playing: set[int]) -> None:
+    inbound.chunk(name, base64.b64encode(data).decode(), False, playing)
+    inbound.chunk(name, None, True, playing)
+
+
+def test_a_boxed_replay_and_its_scene_arrive_once_checked(tmp_path: Path) -> None:
+    writer = replay_format.ReplayWriter(["a"], engine="own")
+    writer.frame(0.0, 0, [[0, 0, 0]], [[1, 0, 0, 0]])
+    glb = b"glTF" + bytes(16)
+    sha = hashlib.sha256(glb).hexdigest()
+    inbound = Inbound(tmp_path)
+    _send(inbound, "episodes/000001/replay.seqreplay", writer.to_bytes(), {1, 2})
+    _send(inbound, f"scenes/{sha}.glb", glb, {1, 2})
+    kept, problems = inbound.take(1, ["episodes/000001/replay.seqreplay", f"scenes/{sha}.glb"])
+    assert problems == [] and kept == ["episodes/000001/replay.seqreplay", f"scenes/{sha}.glb"]
+    assert (tmp_path / "scenes" / f"{sha}.glb").read_bytes() == glb
+    assert [p.name for p in (tmp_path / "scenes").iterdir()] == [f"{sha}.glb"]  # nothing left arriving
+
+    # The box sends a scene once: a later episode names it, and it is kept from before.
+    _send(inbound, "episodes/000002/replay.seqreplay", b"not a replay", {2})
+    wrong = hashlib.sha256(b"other").hexdigest()
+    _send(inbound, f"scenes/{wrong}.glb", glb, {2})
+    names = ["episodes/000002/replay.seqreplay", f"scenes/{sha}.glb", f"scenes/{wrong}.glb"]
+    kept, problems = inbound.take(2, names)
+    assert kept == [f"scenes/{sha}.glb"]
+    assert "not a 3D replay" in problems[0] and "its sha256 is not its name" in problems[1]
+    assert not (tmp_path / "scenes" / f"{wrong}.glb").exists()
