@@ -18,19 +18,22 @@ Run with `make bench` or `python bench/replay_viewer.py [--task T] [--frames N]`
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from machine import machine
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import chromium  # tests/chromium.py: how the tests launch Debian's Chromium
+# tests/chromium.py: how the tests launch Debian's Chromium (imported by name: tests/ is not a package)
+chromium: Any = importlib.import_module("chromium")
 
 
 def record(folder: Path, task: str) -> None:

@@ -10,6 +10,7 @@ import os
 import queue
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +95,13 @@ def as_sent(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: as_sent(v) for k, v in value.items()}
     return value
+
+
+def wait_until(what: Any, timeout: float = WAIT_S, every: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = what()
+        if found:
+            return found
+        threading.Event().wait(every)
+    raise AssertionError(f"not within {timeout:g} s: {what}")

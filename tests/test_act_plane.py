@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import select
 
-from act_helpers import MODEL, SEQ, SEQ_PYTHON, WAIT_S, Robot, as_sent, seq
+from act_helpers import MODEL, SEQ, SEQ_PYTHON, WAIT_S, Robot, as_sent, seq, wait_until
 from chromium import launched
 from conftest import fresh_database
 from platform_harness import Harness, running_platform
@@ -113,16 +113,6 @@ def seats(platform: Harness) -> list[ActSeat]:
 def live_workers(platform: Harness) -> list[ActWorker]:
     with platform.platform.db.reading() as session:
         return list(session.execute(select(ActWorker).where(ActWorker.ended_at.is_(None))).scalars())
-
-
-def wait_until(what: Any, timeout: float = WAIT_S, every: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = what()
-        if found:
-            return found
-        threading.Event().wait(every)
-    raise AssertionError(f"not within {timeout:g} s: {what}")
 
 
 def test_a_robot_reaches_its_goal_under_the_hosted_policy_as_the_policy_acts_in_process(

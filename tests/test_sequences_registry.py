@@ -192,8 +192,11 @@ def test_a_deployments_settings_are_read_and_changed(platform: Harness, folders:
     assert changed.returncode == 0, changed.stdout + changed.stderr
     assert "params.gain" in changed.stdout and "0.5" in changed.stdout
     assert "0.5" in seq(platform, "policy", "settings", "reach-policy").stdout
-    refused = seq(platform, "policy", "set", "reach-policy", "min_workers=2")
-    assert refused.returncode == 2 and "not a setting this platform honours" in refused.stderr
+    refused = seq(platform, "policy", "set", "reach-policy", "budget.monthly_usd=100")
+    assert refused.returncode == 2 and "not a setting this platform honours" in refused.stderr, refused.stderr
+    kept = seq(platform, "policy", "set", "reach-policy", "min_workers=0", "max_gpus=2")
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert re.search(r"max_gpus\s+2\b", seq(platform, "policy", "settings", "reach-policy").stdout)
 
 
 def test_the_same_classes_give_the_same_episodes_in_process(

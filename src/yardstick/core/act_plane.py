@@ -7,6 +7,9 @@ process a platform worker starts (`worker/act_server`), which the robot reaches 
 the certificate the worker made for itself, with a secret derived from the install's and the worker's id
 (`direct_secret`), so the gateway hands it out without storing it and the worker checks it without asking.
 
+A deployment may be served by several workers (its scaling, `core.act_scaling`: workers kept warm, spares
+while robots are connected, a most, robots a worker): a connect seats its robot on the least busy worker
+that listens, filing more as that scaling says.
 A connect that finds no live worker for its deployment files one as wanted and answers "warming": a
 platform worker takes it (`claim`, a conditional update, so two never start one), starts the deployment's
 policy in its box and the TLS server in front of it, and says where it listens (`serving`); the SDK asks
@@ -31,9 +34,12 @@ from typing import Final
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
+from yardstick.core.act_scaling import scaling_of
 from yardstick.core.captures import Captures
+from yardstick.core.planners import spec_of as planners_spec
 from yardstick.store.db import Database
 from yardstick.store.models import ActSeat, ActWorker, Hosted, HostedVersion, utcnow
+from yardstick.store.states import BuildStatus, HostedKind
 
 __all__ = [
     "BEAT_S",
@@ -132,13 +138,30 @@ class ActPlane:
     # --- the gateway's plane ----------------------------------------------------------------------------
 
     def connect(self, robot: Robot, hosted: Hosted, version: HostedVersion, session_id: str) -> Connected:
-        """Seat `session_id` on the worker serving `hosted` (kept if it already sits there); Warming while
-        none serves, a worker filed for it (the filing kept: the Warming is raised once it is written)."""
+        """Seat `session_id` on a worker serving `hosted` (kept where it already sits): the least busy of
+        those that listen, more filed as its scaling says (`core.act_scaling`); Warming while none listens
+        (the filings kept: the Warming is raised once they are written)."""
+        scaling = scaling_of(hosted.settings or {}, version.declared or {})
         with self.db.writing() as session:
-            worker = self._live(session, hosted.id) or self._file(session, hosted.id, version.id)
-            starting = _starting(hosted.name, worker)
-            if starting is None:
-                return self._seat(session, robot, hosted, worker, session_id)
+            self._take(session, hosted.id)
+            workers = self._workers(session, hosted.id)
+            loads = self._loads(session, workers, but=session_id)
+            seat = session.get(ActSeat, session_id)
+            sitting = next((w for w in workers if seat is not None and w.id == seat.worker_id), None)
+            if sitting is not None and sitting.url is not None:
+                return self._seat(session, robot, hosted, sitting, session_id)
+            listening = [w for w in workers if w.url is not None and w.fingerprint is not None]
+            roomy = [w for w in listening if loads[w.id] < scaling.seats_per_worker]
+            wanted = max(1, scaling.floor(sum(loads.values()) + 1))
+            if listening and not roomy and len(listening) == len(workers):
+                # Every worker full and none starting: one more for this robot, within the most.
+                wanted = max(wanted, min(len(workers) + 1, scaling.max_workers))
+            workers += self._grow(session, hosted.id, version.id, len(workers), wanted)
+            if listening:  # seated now, on a full worker if none has room, until another listens
+                least = min(roomy or listening, key=lambda w: loads[w.id])
+                return self._seat(session, robot, hosted, least, session_id)
+            starting = _starting(hosted.name, workers[0])
+            assert starting is not None  # none listens
         raise starting
 
     def _seat(
@@ -185,10 +208,58 @@ class ActPlane:
             return found
 
     def want(self, hosted: Hosted, version: HostedVersion) -> ActWorker:
-        """The worker serving `hosted`, or starting for it: filed now if there is none (a ready poll starts
-        one as a connect does)."""
+        """A worker serving `hosted`, or starting for it: those its scaling keeps, at least one, filed now
+        if missing (a ready poll starts one as a connect does). A listening one if there is one."""
+        scaling = scaling_of(hosted.settings or {}, version.declared or {})
         with self.db.writing() as session:
-            return self._live(session, hosted.id) or self._file(session, hosted.id, version.id)
+            self._take(session, hosted.id)
+            workers = self._workers(session, hosted.id)
+            robots = sum(self._loads(session, workers).values())
+            workers += self._grow(session, hosted.id, version.id, len(workers), max(1, scaling.floor(robots)))
+            return next((w for w in workers if w.url is not None), workers[0])
+
+    def keep_floors(self) -> int:
+        """File the workers each deployment's scaling keeps serving, robot or not (`min_workers`); how many
+        were filed. A platform worker calls it every few seconds."""
+        filed = 0
+        with self.db.reading() as session:
+            rows = session.execute(
+                select(Hosted, HostedVersion)
+                .join(HostedVersion, HostedVersion.hosted_id == Hosted.id)
+                .where(
+                    Hosted.kind == HostedKind.POLICY,
+                    Hosted.removed_at.is_(None),
+                    Hosted.stopped.is_(False),
+                    HostedVersion.status == BuildStatus.READY,
+                )
+                .order_by(HostedVersion.number)
+            ).all()
+        serving = {hosted.id: (hosted, version) for hosted, version in rows}
+        for hosted, version in serving.values():
+            if scaling_of(hosted.settings or {}, version.declared or {}).min_workers < 1:
+                continue
+            if planners_spec(version) is not None:
+                continue  # a planner serves no robot: it plans while robots sit below it
+            with self.db.writing() as session:
+                self._take(session, hosted.id)
+                workers = self._workers(session, hosted.id)
+                robots = sum(self._loads(session, workers).values())
+                scaling = scaling_of(hosted.settings or {}, version.declared or {})
+                filed += len(self._grow(session, hosted.id, version.id, len(workers), scaling.floor(robots)))
+        return filed
+
+    def may_idle(self, worker_id: int) -> bool:
+        """Whether worker `worker_id` may stop for idling: its deployment keeps more workers serving than its
+        scaling wants with the robots connected now."""
+        with self.db.reading() as session:
+            worker = session.get(ActWorker, worker_id)
+            hosted = session.get(Hosted, worker.hosted_id) if worker is not None else None
+            version = session.get(HostedVersion, worker.version_id) if worker is not None else None
+            if worker is None or hosted is None or version is None:
+                return True
+            workers = self._workers(session, hosted.id, end_silent=False)
+            robots = sum(self._loads(session, workers).values())
+            return len(workers) > scaling_of(hosted.settings or {}, version.declared or {}).floor(robots)
 
     def keepalive(self, hosted: Hosted, session_id: str) -> str | None:
         """Keep `session_id`'s seat on `hosted` `seat_ttl_s` more; None when kept, else why it is gone."""
@@ -244,33 +315,57 @@ class ActPlane:
             return ended
 
     def _live(self, session: Session, hosted_id: int) -> ActWorker | None:
-        """The newest worker of `hosted_id` not ended; one whose beats stopped is ended here, its seats
-        given back."""
+        """The newest worker of `hosted_id` not ended."""
+        workers = self._workers(session, hosted_id)
+        return workers[0] if workers else None
+
+    def _workers(self, session: Session, hosted_id: int, end_silent: bool = True) -> list[ActWorker]:
+        """The workers of `hosted_id` not ended, newest first; those whose beats stopped are ended here,
+        their seats given back."""
         now = utcnow()
         workers = session.execute(
             select(ActWorker)
             .where(ActWorker.hosted_id == hosted_id, ActWorker.ended_at.is_(None))
             .order_by(ActWorker.created_at.desc(), ActWorker.id.desc())
         ).scalars()
+        live = []
         for worker in workers:
             silent = worker.beat_at is not None and (now - worker.beat_at).total_seconds() > LOST_S
-            if silent:
+            if silent and end_silent:
                 self._end(session, worker, f"its beats stopped ({LOST_S:g} s without one)")
                 continue
-            return worker
-        return None
+            live.append(worker)
+        return live
 
-    def _file(self, session: Session, hosted_id: int, version_id: int) -> ActWorker:
-        # Take the deployment's row first: two connects filing at once are one after the other, the second
-        # finding the first's worker.
+    @staticmethod
+    def _loads(session: Session, workers: list[ActWorker], but: str | None = None) -> dict[int, int]:
+        """{worker id: its live seats}, the seat of session `but` left out."""
+        loads = {w.id: 0 for w in workers}
+        if not workers:
+            return loads
+        seated = session.execute(
+            select(ActSeat.worker_id, ActSeat.session).where(
+                ActSeat.worker_id.in_(list(loads)), ActSeat.kept_until > utcnow()
+            )
+        ).all()
+        for worker_id, seat_session in seated:
+            if seat_session != but and worker_id in loads:
+                loads[worker_id] += 1
+        return loads
+
+    @staticmethod
+    def _take(session: Session, hosted_id: int) -> None:
+        """Take the deployment's row: connects filing workers at once are one after the other, the second
+        finding the first's."""
         session.execute(update(Hosted).where(Hosted.id == hosted_id).values(settings_rev=Hosted.settings_rev))
-        found = self._live(session, hosted_id)
-        if found is not None:
-            return found
-        worker = ActWorker(hosted_id=hosted_id, version_id=version_id)
-        session.add(worker)
+
+    @staticmethod
+    def _grow(session: Session, hosted_id: int, version_id: int, have: int, wanted: int) -> list[ActWorker]:
+        """File workers of `hosted_id` until it has `wanted` (the row taken first)."""
+        filed = [ActWorker(hosted_id=hosted_id, version_id=version_id) for _ in range(max(0, wanted - have))]
+        session.add_all(filed)
         session.flush()
-        return worker
+        return filed
 
     def _end(self, session: Session, worker: ActWorker, why: str) -> None:
         worker.ended_at = utcnow()

@@ -15,7 +15,7 @@ from fastapi import Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from yardstick.billing.purchases import Purchases
-from yardstick.core import planners
+from yardstick.core import act_scaling, planners
 from yardstick.core.accounts import Caller
 from yardstick.core.captures import CAPTURE_SETTING
 from yardstick.core.hosting import Hosting, Upload, serving_of
@@ -111,6 +111,9 @@ def _policy_upload(body: DeploymentRequest) -> Upload:
         raise bad_request("code: a deployment sends its code (the deployed folder, a tar.gz bundle)")
     _no_context(body.image_context)
     declared = body.policy.model_dump(mode="json", exclude={"secrets"}, exclude_none=True)
+    # How many workers serve it to robots, and how many robots each takes (`core.act_scaling`).
+    declared["autoscaler"] = body.autoscaler.model_dump(mode="json", exclude_none=True)
+    declared["concurrency"] = body.concurrency.model_dump(mode="json", exclude_none=True)
     return Upload(
         kind=HostedKind.POLICY,
         name=body.name,
@@ -428,6 +431,14 @@ def deployment_settings(name: str, who: Who, hosting: HostingService) -> JSONRes
         rows.append(_setting(f"{PARAMS}{key}", hosted.settings, param.get("default"), "episodes"))
     rows.append(_setting("timeouts.request", hosted.settings, None, "workers"))
     rows.append(_setting(CAPTURE_SETTING, hosted.settings, "off", "workers"))
+    ready = hosting.ready(_org(who), HostedKind.POLICY, name)
+    scaling = act_scaling.scaling_of({}, (ready[1] if ready else version).declared)  # as deployed
+    for key, code in (
+        (act_scaling.MIN, scaling.min_workers),
+        (act_scaling.BUFFER, scaling.buffer_workers),
+        (act_scaling.MAX, scaling.max_workers),
+    ):
+        rows.append(_setting(key, hosted.settings, code, "workers"))
     return JSONResponse({"deployment": name, "rev": hosted.settings_rev, "settings": rows})
 
 
@@ -448,6 +459,8 @@ def change_deployment_settings(
         elif key == CAPTURE_SETTING:
             if value is not None and value not in ("on", "off"):
                 problems.append(f"changes[{key!r}]: on or off")
+        elif key in act_scaling.KEYS:
+            continue  # checked together below: min_workers against max_gpus
         elif key.startswith(PARAMS):
             if key not in declared:
                 known = ", ".join(declared) or "none"
@@ -457,8 +470,10 @@ def change_deployment_settings(
         else:
             problems.append(
                 f"changes[{key!r}]: not a setting this platform honours (it honours params.<name>,"
-                " timeouts.request and capture)"
+                " timeouts.request, capture, min_workers, buffer_workers and max_gpus)"
             )
+    ready = hosting.ready(_org(who), HostedKind.POLICY, name)
+    problems += act_scaling.problems(body.changes, hosted.settings, (ready[1] if ready else version).declared)
     if problems:
         raise bad_request("; ".join(problems))
     defaults = {key: param.get("default") for key, param in declared.items()}

@@ -5,6 +5,8 @@ worker (`ActPlane.claim`) while it serves fewer than `MOST_SERVED`, starts the d
 and an `ActServer` in front of it, says where it listens, and beats for each it serves. One stops when no act
 came for the install's `act_idle_s` (and no episode is open), when the gateway ended it (a stopped
 deployment), or when its policy's server died; stopping the platform worker stops them all, boxes reaped.
+Every `BEAT_S` it also files the workers a deployment's scaling keeps serving robot or not
+(`ActPlane.keep_floors`), and an idle worker stops only when its deployment keeps more than that.
 A planner's worker (its version declares `planner`) starts its box the same way and runs its rounds
 (`planning.PlannerLoop`) instead of a server robots reach; it idles when no robot is connected below it.
 """
@@ -69,6 +71,7 @@ class ActHost:
         )
         self._folder = Path(tempfile.mkdtemp(prefix="ys-act-", dir="/tmp"))
         self._served: dict[int, Served] = {}
+        self._floors_kept = -float("inf")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="yardstick-act-host", daemon=True)
 
@@ -92,6 +95,9 @@ class ActHost:
             self._stop.wait(LOOK_S)
 
     def _round(self) -> None:
+        if time.monotonic() - self._floors_kept >= BEAT_S:
+            self._floors_kept = time.monotonic()
+            self.plane.keep_floors()
         if len(self._served) < MOST_SERVED:
             claimed = self.plane.claim(self.claimer)
             if claimed is not None:
@@ -102,11 +108,12 @@ class ActHost:
             why = None
             if server.failed is not None or not served.box.alive():
                 why = server.failed or "its policy's server stopped"
-            elif now - server.last_act > self.settings.act_idle_s and not server.busy():
-                why = f"idle: no act for {self.settings.act_idle_s:g} s"
             elif now - served.beaten >= BEAT_S:
                 served.beaten = now
-                if not self.plane.beat(worker_id):
+                idle = now - server.last_act > self.settings.act_idle_s and not server.busy()
+                if idle and self.plane.may_idle(worker_id):  # not one its deployment keeps serving
+                    why = f"idle: no act for {self.settings.act_idle_s:g} s"
+                elif not self.plane.beat(worker_id):
                     why = "ended by the platform"
                 else:
                     server.sweep()
