@@ -23,7 +23,7 @@ env: $(STAMP) $(SEQ_STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[sim,libero,pusht,aloha,cluster,test]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[sim,libero,pusht,aloha,cluster,test,bench]'
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps openpi-client==0.1.2
 	@touch $(STAMP)
 

@@ -118,6 +118,50 @@ def store_rate(store: ArtifactStore, episodes: int) -> tuple[float, float]:
     return megabytes / wrote, megabytes / read
 
 
+def client_rates(episodes: int) -> dict[str, tuple[float, float]]:
+    """(MB/s written, MB/s read back) of the same objects through each S3 client at hand, to the bucket the
+    environment names: boto3 (ours), and obstore (Rust, said to be faster) when it is installed."""
+    from yardstick.core.s3_artifacts import s3_client
+
+    names = [f"clients/{n:06d}/{name}" for n in range(episodes) for name in ("record.json", "top.mp4")]
+    bodies = [RECORD if name.endswith(".json") else VIDEO for name in names]
+    megabytes = sum(len(body) for body in bodies) / 1e6
+    rates: dict[str, tuple[float, float]] = {}
+
+    client = s3_client()
+    began = time.perf_counter()
+    for name, body in zip(names, bodies, strict=True):
+        client.put_object(Bucket=BUCKET, Key=f"boto3/{name}", Body=body)
+    wrote = time.perf_counter() - began
+    began = time.perf_counter()
+    for name in names:
+        client.get_object(Bucket=BUCKET, Key=f"boto3/{name}")["Body"].read()
+    rates["boto3"] = (megabytes / wrote, megabytes / (time.perf_counter() - began))
+    try:
+        import obstore
+        from obstore.store import S3Store
+    except ModuleNotFoundError:
+        return rates
+    store = S3Store(
+        BUCKET,
+        endpoint=os.environ["AWS_ENDPOINT_URL"],
+        region=os.environ["AWS_DEFAULT_REGION"],
+        access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+        secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+        virtual_hosted_style_request=False,
+        client_options={"allow_http": True},
+    )
+    began = time.perf_counter()
+    for name, body in zip(names, bodies, strict=True):
+        obstore.put(store, f"obstore/{name}", body)
+    wrote = time.perf_counter() - began
+    began = time.perf_counter()
+    for name in names:
+        obstore.get(store, f"obstore/{name}").bytes()
+    rates["obstore"] = (megabytes / wrote, megabytes / (time.perf_counter() - began))
+    return rates
+
+
 @contextmanager
 def moto_bucket() -> Iterator[str]:
     from yardstick.core.s3_artifacts import s3_client
@@ -189,12 +233,22 @@ def main() -> None:
 
         with moto_bucket() as url:
             s3_w, s3_r = store_rate(S3ArtifactStore(url), args.episodes)
+            clients = client_rates(args.episodes)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     print(f"store: {args.episodes} episodes' objects (a 2 KB record and a 200 KB video each), boto3")
     print(f"  folder  write {local_w:7.1f} MB/s  read {local_r:7.1f} MB/s")
     print(f"  bucket  write {s3_w:7.1f} MB/s  read {s3_r:7.1f} MB/s  (moto on loopback)")
     print(f"  bucket / folder: write {s3_w / local_w:.3f}x, read {s3_r / local_r:.3f}x")
+    boto_w, boto_r = clients["boto3"]
+    print(f"clients, the same objects to the same bucket: boto3 write {boto_w:.1f} MB/s, read "
+          f"{boto_r:.1f} MB/s")  # fmt: skip
+    if "obstore" in clients:
+        obs_w, obs_r = clients["obstore"]
+        print(f"  obstore write {obs_w:.1f} MB/s, read {obs_r:.1f} MB/s: obstore / boto3 write "
+              f"{obs_w / boto_w:.2f}x, read {obs_r / boto_r:.2f}x")  # fmt: skip
+    else:
+        print("  obstore is not installed (pip install obstore): not measured")
 
 
 if __name__ == "__main__":
