@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +14,10 @@ from hypothesis import settings
 # Headless rendering for every test that builds a simulator.
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+# Exported 3D scenes are kept in a folder of this session's (shared by its processes), not the user's cache:
+# a test sees its export's own bytes, never an entry an older exporter left.
+_SCENES = tempfile.TemporaryDirectory(prefix="yardstick-scenes-")
+os.environ.setdefault("YARDSTICK_SCENE_CACHE", _SCENES.name)
 
 # pytest-xdist gives each worker the controller's terminal width as COLUMNS. The CLI's console reads it
 # once, when it is imported, and would keep it for good, where each CLI test sets the width it wants for

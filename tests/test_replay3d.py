@@ -76,12 +76,53 @@ def test_a_replay_reads_back_as_written_and_the_same_frames_give_the_same_bytes(
     replay = replay_format.read(data)
     assert replay.frames == 37 and replay.nodes == nodes and replay.engine == "mujoco"
     assert replay.scene_sha256 == "ab" * 32 and replay.meta == {"hz": 80.0}
-    # On the file's grids: a position within half of 0.05 mm, a quaternion's part within half of 1/32767.
+    # On the file's grids: a position within half of 0.5 mm; a quaternion (up to its sign: q and -q turn
+    # alike) within a count of 1/4096 a part, its turn and its rest each rounded.
     assert np.abs(replay.pos - pos).max() <= replay_format.POS_UNIT / 2 + 1e-7
-    assert np.abs(replay.quat - quat).max() <= 0.5 / replay_format.QUAT_SCALE + 1e-7
+    assert quaternion_error(replay.quat, quat) <= 1.0 / replay_format.QUAT_SCALE
     assert replay.t.tolist() == [f / 80 for f in range(37)] and replay.step.tolist() == list(range(37))
     assert replay.looks == [(5, "crate", {"rgba": [0.0, 1.0, 0.0, 1.0]}), (5, "goal", {"visible": False})]
     assert gzip.decompress(data).startswith(replay_format.MAGIC)
+
+
+def quaternion_error(read: Any, written: Any) -> float:
+    """The largest part's difference of two quaternion arrays [..., 4], each pair compared up to its sign."""
+    same = np.abs(read - written).max(axis=-1)
+    flipped = np.abs(read + written).max(axis=-1)
+    return float(np.minimum(same, flipped).max())
+
+
+def test_a_chain_held_relative_to_its_parents_reads_back_in_the_world_within_a_millimetre() -> None:
+    """An arm of five 0.3 m links, each turning about its own z (as a robot's joints do), is kept relative
+    to the link before and read back as world poses: every link within a millimetre however deep, and the
+    file a fraction of the same poses held in the world."""
+    rng = np.random.default_rng(2)
+    frames, links = 120, 5
+    angles = np.cumsum(np.cumsum(rng.normal(0, 2e-4, (frames, links)), axis=0), axis=0)
+    bend = np.array([np.cos(np.pi / 8), np.sin(np.pi / 8), 0.0, 0.0])  # each link's axis set off the last
+    pos, quat = np.zeros((frames, links, 3)), np.zeros((frames, links, 4))
+    for f in range(frames):
+        at, turn = np.array([0.1, -0.2, 0.3]), np.array([1.0, 0.0, 0.0, 0.0])
+        for link in range(links):
+            spin = np.array([np.cos(angles[f, link] / 2), 0.0, 0.0, np.sin(angles[f, link] / 2)])
+            turn = replay_format._multiply(replay_format._multiply(turn, bend), spin)
+            pos[f, link], quat[f, link] = at, turn
+            at = at + replay_format._rotate(turn, np.array([0.3, 0.0, 0.0]))
+
+    def written(parents: list[int] | None) -> bytes:
+        writer = replay_format.ReplayWriter([f"l{i}" for i in range(links)], engine="own", parents=parents)
+        for f in range(frames):
+            writer.frame(f / 50, f, pos[f], quat[f])
+        return writer.to_bytes()
+
+    chained = written([-1, 0, 1, 2, 3])
+    replay = replay_format.read(chained)
+    assert replay.parents == [-1, 0, 1, 2, 3]
+    assert np.linalg.norm(replay.pos - pos, axis=-1).max() < 1e-3
+    assert quaternion_error(replay.quat, quat) < 2e-3
+    assert len(chained) < 0.6 * len(written(None))
+    with pytest.raises(ValueError, match="parents: one a node, -1 or a node before it"):
+        replay_format.ReplayWriter(["a", "b"], engine="own", parents=[1, -1])
 
 
 def test_a_node_still_for_a_whole_episode_costs_next_to_nothing() -> None:
@@ -108,7 +149,7 @@ def test_what_is_not_a_replay_is_refused_saying_so(tmp_path: Any) -> None:
     for bad, said in [
         (b"not gzip", "not a gzip stream"),
         (gzip.compress(b"PK\x03\x04"), "not a .seqreplay"),
-        (gzip.compress(whole[:-3]), "bytes after the header"),
+        (gzip.compress(whole[:-3]), "numbers after the header"),
     ]:
         with pytest.raises(replay_format.NotAReplay, match=said):
             replay_format.read(bad)
@@ -222,3 +263,34 @@ def _rotate(quat: tuple[float, ...], vector: tuple[float, ...]) -> tuple[float, 
 
 def test_the_root_rotation_is_a_quarter_turn() -> None:
     assert math.isclose(np.linalg.norm(Z_UP_TO_Y_UP), 1.0)
+
+
+def test_a_scene_is_exported_once_a_machine_and_kept_whole(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk cache: another process's model of the same XML (another object) reads the kept scene, byte
+    for byte, without exporting; a torn entry is exported again; `off` keeps nothing."""
+    from yardstick.replay3d import mujoco_scene, scene_cache
+
+    monkeypatch.setenv(scene_cache.ENV, str(tmp_path))
+    first = scene_of(mujoco.MjModel.from_xml_string(XML))
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".glb", ".json"]
+
+    def no_export(model: Any) -> Any:
+        raise AssertionError("exported where the cache holds the scene")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(mujoco_scene, "export", no_export)
+        again = scene_of(mujoco.MjModel.from_xml_string(XML))  # a fresh model object: not the memory cache
+    assert again.glb == first.glb and again.sha256 == first.sha256 and again.nodes == first.nodes
+    assert again.moving_names == first.moving_names and again.moving_parents == first.moving_parents
+    assert list(again.moving_bodies) == list(first.moving_bodies)
+
+    glb = next(tmp_path.glob("*.glb"))
+    glb.write_bytes(glb.read_bytes()[:100])  # torn: its sha256 no longer the one kept beside it
+    assert scene_of(mujoco.MjModel.from_xml_string(XML)).glb == first.glb
+    assert glb.read_bytes() == first.glb  # and kept whole again
+
+    monkeypatch.setenv(scene_cache.ENV, "off")
+    assert scene_cache.folder() is None
+    assert scene_of(mujoco.MjModel.from_xml_string(XML)).sha256 == first.sha256

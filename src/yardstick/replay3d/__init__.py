@@ -4,6 +4,7 @@
     gltf           a .glb from plain arrays, under the root `seq_root` that turns Z-up into Y-up
     shapes         triangle meshes of primitive shapes
     mujoco_scene   a MuJoCo model's scene (one node per body), cached per model
+    scene_cache    exported scenes on disk, keyed by the model's sha256, across processes and runs
     mujoco_poses   a MuJoCo simulation's frames, read from MjData
 
 Nothing here imports a simulator at import time: MuJoCo is imported by the functions that read a model.

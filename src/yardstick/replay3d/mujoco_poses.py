@@ -63,7 +63,11 @@ class MujocoPoses:
         self.scene: Scene = scene_of(self.model)
         self._bodies = self.scene.moving_bodies
         self.writer = ReplayWriter(
-            self.scene.moving_names, engine="mujoco", scene_sha256=self.scene.sha256, meta=meta
+            self.scene.moving_names,
+            engine="mujoco",
+            scene_sha256=self.scene.sha256,
+            meta=meta,
+            parents=self.scene.moving_parents,
         )
         # One scratch row block a kind, so a frame allocates nothing but what the writer keeps.
         self._pos = np.empty((len(self._bodies), 3))

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from yardstick.replay3d import shapes
+from yardstick.replay3d import scene_cache, shapes
 from yardstick.replay3d.gltf import Material, Node, Primitive, glb
 
 VISIBLE_GROUPS = 3  # MuJoCo's default: geom groups 0, 1, 2 are drawn
@@ -53,6 +53,9 @@ class Scene:
     nodes: list[str]
     moving_names: list[str]
     moving_bodies: npt.NDArray[np.intp]
+    # Each moving node's nearest moving ancestor (an index into moving_names), or -1: a replay keeps a pose
+    # relative to its parent's, which is what makes a robot's chain of links small (see format).
+    moving_parents: list[int]
 
 
 # Keyed by the model object's id, which stays that model's while the entry holds the model itself.
@@ -60,16 +63,46 @@ _cache: OrderedDict[int, tuple[Any, Scene]] = OrderedDict()
 
 
 def scene_of(model: Any) -> Scene:
-    """The scene of `model` (a mujoco.MjModel), exported on first use and cached for the model's life."""
+    """The scene of `model` (a mujoco.MjModel), exported on first use and cached for the model's life, and
+    on disk across processes (scene_cache)."""
     key = id(model)
     hit = _cache.get(key)
     if hit is not None and hit[0] is model:
         _cache.move_to_end(key)
         return hit[1]
-    exported = export(model)
+    exported = _kept_or_exported(model)
     _cache[key] = (model, exported)
     while len(_cache) > _CACHE_SIZE:
         _cache.popitem(last=False)
+    return exported
+
+
+def _kept_or_exported(model: Any) -> Scene:
+    """The model's scene from the disk cache, else exported (and kept there)."""
+    key = scene_cache.model_key(model)
+    kept = scene_cache.load(key)
+    if kept is not None:
+        glb_bytes, said = kept
+        try:
+            return Scene(
+                glb=glb_bytes,
+                sha256=str(said["sha256"]),
+                nodes=[str(n) for n in said["nodes"]],
+                moving_names=[str(n) for n in said["moving_names"]],
+                moving_bodies=np.asarray(said["moving_bodies"], dtype=np.intp),
+                moving_parents=[int(p) for p in said["moving_parents"]],
+            )
+        except (KeyError, TypeError, ValueError):
+            pass  # an entry of another shape: exported again below, and overwritten
+    exported = export(model)
+    said = {
+        "sha256": exported.sha256,
+        "nodes": exported.nodes,
+        "moving_names": exported.moving_names,
+        "moving_bodies": exported.moving_bodies.tolist(),
+        "moving_parents": exported.moving_parents,
+    }
+    scene_cache.store(key, exported.glb, said)
     return exported
 
 
@@ -118,7 +151,20 @@ def export(model: Any) -> Scene:
         nodes=[names[b] for b in drawn],
         moving_names=[names[b] for b in moving],
         moving_bodies=moving,
+        moving_parents=moving_parents(model, moving),
     )
+
+
+def moving_parents(model: Any, moving: npt.NDArray[np.intp]) -> list[int]:
+    """For each moving body, the index in `moving` of its nearest moving ancestor, or -1 (the world's)."""
+    index = {int(body): at for at, body in enumerate(moving)}
+    parents = []
+    for body in moving:
+        above = int(model.body_parentid[body])
+        while above != 0 and above not in index:
+            above = int(model.body_parentid[above])
+        parents.append(index.get(above, -1))
+    return parents
 
 
 def body_names(model: Any) -> list[str]:
