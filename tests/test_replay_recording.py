@@ -167,3 +167,29 @@ def test_a_replay_state_names_a_method_the_class_has() -> None:
         @ys.benchmark(tasks={"t": "t"}, seeds=[0], max_seconds=1.0, replay={"state": "simulation"})
         class Missing(NoSimulator):
             pass
+
+
+def test_pusht_hands_its_flat_scene_and_the_shapes_poses_every_step(tmp_path: Path) -> None:
+    """PushT (2D) records a replay of its own (engine "own"): `yardstick eval run --record replay` writes its
+    scene (board, goal, the T and the agent laid flat) and a frame a step of the block's and agent's poses."""
+    pytest.importorskip("gym_pusht")
+    folder = tmp_path / "run"
+    result = CliRunner().invoke(
+        app,
+        [
+            *("eval", "run", "-b", "pusht", "-p", "heuristic", "--trials", "1", "--in-process"),
+            *("--record", "replay", "--out", str(folder)),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    (row,) = episodes(folder)
+    replay = replay_format.read(folder / "episodes" / "000000" / "replay.seqreplay")
+    assert replay.engine == "own" and replay.nodes == ["block", "agent"]
+    assert replay.frames == int(row["steps"]) + 1 and replay.step.tolist() == list(range(replay.frames))
+    assert replay.t[1] == pytest.approx(0.1)  # PushT plays at 10 Hz
+    scene = folder / "scenes" / f"{replay.scene_sha256}.glb"
+    assert hashlib.sha256(scene.read_bytes()).hexdigest() == replay.scene_sha256
+    # The heuristic pushes the T onto its goal (256, 256 px: 0.256 m a side on the board), flat on it.
+    assert row["success"] in ("True", "true", "1")
+    assert np.abs(replay.pos[-1, 0] - [0.256, 0.256, 0.0]).max() < 0.02
+    assert not np.allclose(replay.pos[0], replay.pos[-1])

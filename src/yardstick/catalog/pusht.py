@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from yardstick.catalog.extras import PUSHT, require
+from yardstick.sdk import replay
 from yardstick.sdk.decorators import benchmark, infer, policy, reset, step
 from yardstick.sdk.episode import Episode
 from yardstick.sdk.timing import timed
@@ -50,6 +51,7 @@ class _PushTBody:
         self.env = PushTEnv(obs_type="state", observation_width=image_size, observation_height=image_size)
         self._started = False
         self._best = 0.0
+        self._steps = 0
 
     @reset
     def reset(self, task: str, seed: int) -> dict[str, Any]:
@@ -59,7 +61,13 @@ class _PushTBody:
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise ValueError(f"seed: a PushT seed is an int of at least 0, not {seed!r}")
         state, _ = self.env.reset(seed=int(seed))
-        self._started, self._best = True, 0.0
+        self._started, self._best, self._steps = True, 0.0, 0
+        from yardstick.catalog import pusht_scene
+
+        # Its 3D replay (engine "own"): the flat scene once an episode, then the two shapes' poses each step;
+        # nothing is sent where the run records no replay.
+        replay.scene(0, pusht_scene.scene_glb())
+        self._hand_frame(state)
         return self._observe(state)
 
     @step
@@ -76,6 +84,8 @@ class _PushTBody:
         if not np.all(np.isfinite(played)):
             raise ValueError(f"action: every number of an action is finite, not {played.tolist()}")
         state, reward, _, _, info = self.env.step(played)
+        self._steps += 1
+        self._hand_frame(state)
         self._best = max(self._best, float(reward))
         success = bool(info["is_success"])
         metrics = {"coverage": float(info["coverage"]), "reward": float(reward), "max_reward": self._best}
@@ -83,6 +93,12 @@ class _PushTBody:
 
     def close(self) -> None:
         self.env.close()
+
+    def _hand_frame(self, state: npt.NDArray[np.float64]) -> None:
+        from yardstick.catalog import pusht_scene
+
+        pos, quat = pusht_scene.poses(state)
+        replay.frame(0, self._steps / HZ, pusht_scene.NODES, pos, quat, step=self._steps)
 
     def _observe(self, state: npt.NDArray[np.float64]) -> dict[str, Any]:
         obs: dict[str, Any] = {
@@ -103,6 +119,7 @@ class _PushTBody:
     max_seconds=MAX_STEPS / HZ,
     init={"hz": "{policy.hz}"},
     action_space=([0.0, 0.0], [BOARD, BOARD]),
+    replay={"engine": "own"},
 )
 class PushT(_PushTBody):
     """PushT: one task, seeds 0-49, 10 Hz, 300 steps, the agent's target in pixels."""
