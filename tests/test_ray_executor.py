@@ -153,6 +153,27 @@ def test_mt10_on_the_cluster_plays_the_episodes_the_local_pool_plays(cluster: Cl
     assert on_ray.cold_starts and len(on_ray.cold_starts) <= 2
 
 
+def test_replays_and_their_scenes_recorded_on_actors_come_back_into_the_run_folder(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """`--record replay` on Ray: each episode's .seqreplay and the scene it names travel back from the actors
+    with the episode, into the driver's run folder."""
+    from yardstick.engine.recording import Recording
+    from yardstick.replay3d import format as replay_format
+
+    recording = Recording(replay=True, folder=str(tmp_path))
+    work = Work(benchmark=Component("mt10"), policy=Component("expert"), recording=recording)
+    outcome = evaluate(RunRequest(work, tasks=["reach-v3"], trials=2, ray_address=cluster.address))
+    assert outcome.executor == "ray" and all(
+        r.finished and r.recording_error is None for r in outcome.results
+    )
+    replays = sorted(tmp_path.glob("episodes/*/replay.seqreplay"))
+    assert len(replays) == 2
+    for path in replays:
+        replay = replay_format.read(path)
+        assert replay.frames > 1 and (tmp_path / "scenes" / f"{replay.scene_sha256}.glb").is_file()
+
+
 def test_the_cli_plays_on_the_cluster_and_refuses_misused_flags(cluster: Cluster, tmp_path: Path) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
