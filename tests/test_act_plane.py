@@ -283,7 +283,8 @@ def test_a_robot_key_reaches_its_deployment_alone_and_is_refused_once_revoked(pl
         assert (
             listed.returncode == 0 and f"…{key[-4:]}" in listed.stdout and "1 connection" in listed.stdout
         ), listed
-        revoked = seq(platform, "robot", "revoke", key[-4:])
+        # `--`: a key's last four may begin with "-", which argparse would read as an option.
+        revoked = seq(platform, "robot", "revoke", "--", key[-4:])
         assert revoked.returncode == 0 and "revoked" in revoked.stdout, revoked
 
         # Its calls are refused, on the worker's plane (which believes the seats it read for half a second)
@@ -296,7 +297,7 @@ def test_a_robot_key_reaches_its_deployment_alone_and_is_refused_once_revoked(pl
         second.close()
         arm.close()
         second_arm.close()
-    gone = seq(platform, "robot", "revoke", key[-4:])
+    gone = seq(platform, "robot", "revoke", "--", key[-4:])
     assert gone.returncode == 4, gone
 
 

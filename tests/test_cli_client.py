@@ -186,11 +186,14 @@ def test_artifacts_list_and_download(live: Live, finished: str, tmp_path: Path) 
     ran = yardstick(live, "eval", "artifacts", finished, "--json")
     assert ran.code == 0, ran.stderr
     keys = [entry["key"] for entry in ran.json()["artifacts"]]
-    # The result, and for each of the ten episodes its record, its video and its trajectory.
-    assert "result.json" in keys and len(keys) == 31
+    # The result; for each of the ten episodes its record, its video, its trajectory and its 3D replay; and
+    # the scenes the replays are drawn in, one a task's model, each once.
+    scenes = [k for k in keys if k.startswith("attempts/1/scenes/") and k.endswith(".glb")]
+    assert "result.json" in keys and 1 <= len(scenes) <= 10 and len(keys) == 41 + len(scenes), keys
     episodes = yardstick(live, "eval", "artifacts", finished, "--prefix", "attempts/1/episodes/", "--json")
     names = sorted(entry["key"].rsplit("/", 1)[1] for entry in episodes.json()["artifacts"])
-    assert names == sorted(["record.json", "image.corner.mp4", "trajectory.jsonl.gz"] * 10)
+    each = ["record.json", "image.corner.mp4", "trajectory.jsonl.gz", "replay.seqreplay"]
+    assert names == sorted(each * 10)
     folder = tmp_path / "out"
     fetched = yardstick(live, "eval", "artifacts", finished, "--download", str(folder))
     assert fetched.code == 0, fetched.stderr
