@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from yardstick.catalog import resolve_benchmark
 from yardstick.catalog.gym import gym_benchmark
 from yardstick.catalog.random_policy import RandomPolicy
+from yardstick.replay3d.format import read
 from yardstick.sdk.decorators import benchmark_spec, policy_spec
 from yardstick.sdk.episode import Episode
 
@@ -132,3 +139,27 @@ def test_without_an_action_space_it_draws_from_its_own_range() -> None:
 def test_a_bad_range_is_refused(kwargs: dict[str, float], field: str) -> None:
     with pytest.raises(ValueError, match=f"^{field}:"):
         RandomPolicy(**kwargs)  # type: ignore[arg-type]
+
+
+def test_a_mujoco_env_is_replayed_in_3d_and_another_plays_on_without_one(tmp_path: Path) -> None:
+    """`--record replay` on gym:Pusher-v5 (MuJoCo) keeps each episode's replay and the scene it is drawn in;
+    on gym:Pendulum-v1 (no simulator to read) the episode plays and the run says why it has none."""
+    yardstick = Path(sys.executable).with_name("yardstick")
+    ran = subprocess.run(
+        [str(yardstick), "eval", "run", "--benchmark", "gym:Pusher-v5", "--policy", "random", "--trials", "1",
+         "--out", str(tmp_path / "pusher"), "--record", "replay"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "MUJOCO_GL": "egl"},
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    replay = read(tmp_path / "pusher" / "episodes" / "000000" / "replay.seqreplay")
+    scene = tmp_path / "pusher" / "scenes" / f"{replay.scene_sha256}.glb"
+    assert hashlib.sha256(scene.read_bytes()).hexdigest() == replay.scene_sha256
+    assert replay.frames == 101 and replay.nodes  # the reset's frame and one a step of its 100
+    assert np.ptp(replay.pos, axis=0).max() > 0.01  # the arm moved
+    pendulum = subprocess.run(
+        [str(yardstick), "eval", "run", "--benchmark", "gym:Pendulum-v1", "--policy", "random",
+         "--trials", "1", "--out", str(tmp_path / "pendulum"), "--record", "replay"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert pendulum.returncode == 0 and "declares no replay" in pendulum.stderr, pendulum.stderr
+    assert not list((tmp_path / "pendulum").rglob("*.seqreplay"))

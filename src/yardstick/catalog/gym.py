@@ -67,6 +67,8 @@ def _build_class(env_id: str) -> type:
                 "of numbers, so only envs with a Box action space can be played"
             )
         step_seconds = _step_seconds(probe)
+        # A MuJoCo env (Pusher, Ant, ...) is replayed in 3D as any MuJoCo benchmark is; another has no scene.
+        simulated = hasattr(probe.unwrapped, "model") and hasattr(probe.unwrapped, "data")
     finally:
         probe.close()
     steps = registered.max_episode_steps
@@ -95,6 +97,7 @@ def _build_class(env_id: str) -> type:
         seeds=SEEDS,
         max_seconds=max_seconds,
         action_space=action_space,
+        replay={"engine": "mujoco", "state": "replay_state"} if simulated else None,
     )
     return decorate(cls)
 
@@ -159,6 +162,10 @@ class _GymBenchmark:
             success,
             {"reward": float(reward), "return": self._return},
         )
+
+    def replay_state(self) -> Any:
+        """What a 3D replay reads of a MuJoCo env's episode: the env (its model and data)."""
+        return self.env
 
     def close(self) -> None:
         self.env.close()
