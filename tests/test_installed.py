@@ -56,15 +56,19 @@ def package_files(root: Path) -> set[str]:
 
 
 def _copy_source(into: Path) -> Path:
-    """The project folder as a fresh clone holds it: all but .git and what .gitignore names (the venv,
-    caches, build/, *.egg-info). The build works on this copy, so the checkout gets no build/ from it and
-    nothing an earlier build left (setuptools never empties build/lib) can reach the wheel."""
-    ignored = [
-        line.strip().rstrip("/")
-        for line in (ROOT / ".gitignore").read_text().splitlines()
-        if line.strip() and not line.startswith("#")
-    ]
-    shutil.copytree(ROOT, into, ignore=shutil.ignore_patterns(".git", "*.pyc", *ignored))
+    """The project folder as a fresh clone holds it: the files git keeps and those it would keep (all but .git
+    and what .gitignore names: the venv, caches, build/, *.egg-info, with its exceptions, three.js's own
+    build/ modules). The build works on this copy, so the checkout gets no build/ from it and nothing an
+    earlier build left (setuptools never empties build/lib) can reach the wheel."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT, capture_output=True, check=True,
+    ).stdout.decode()  # fmt: skip
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file() and source.suffix != ".pyc":
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, into / name)
     return into
 
 

@@ -116,22 +116,37 @@ def test_requests_that_arrive_together_with_a_key_not_remembered_look_it_up_once
     """Under load, a remembered caller expires while dozens of requests with its key are in flight: they wait
     for one lookup (PostgreSQL took seconds when each asked, and wrote the key's last use, at once)."""
     with running_platform(tmp_path, database_url, workers=0) as platform:
-        lookups: list[str] = []
+        assert any(_looked_up_once(platform, attempt) for attempt in range(TRIES)), SLOW
 
-        def counted(conn: object, cursor: object, statement: str, *rest: object) -> None:
-            if "FROM api_keys" in statement:
-                lookups.append(statement)
 
-        event.listen(platform.platform.db.engine, "before_cursor_execute", counted)
-        headers = {"Authorization": f"Bearer {platform.keys['bob']}"}  # not asked for yet in this gateway
+def _looked_up_once(platform: Any, attempt: int) -> bool:
+    """One play of the burst: 30 requests at once with a key this gateway has not read; False when the
+    machine was too slow for it to tell (the burst outlasted `AUTH_REFRESH_AFTER_S`, past which one renewal
+    in the background is the promise, not a fault)."""
+    lookups: list[str] = []
 
-        async def together() -> list[int]:
-            async with httpx.AsyncClient(base_url=platform.url, headers=headers) as client:
-                answers = await asyncio.gather(*(client.get("/v1/users.me") for _ in range(30)))
-            return [answer.status_code for answer in answers]
+    def counted(conn: object, cursor: object, statement: str, *rest: object) -> None:
+        if "FROM api_keys" in statement:
+            lookups.append(statement)
 
+    headers = {"Authorization": f"Bearer {_fresh_key(platform, attempt)}"}  # not asked for yet here
+
+    async def together() -> list[int]:
+        async with httpx.AsyncClient(base_url=platform.url, headers=headers, timeout=LOADED_S) as client:
+            answers = await asyncio.gather(*(client.get("/v1/users.me") for _ in range(30)))
+        return [answer.status_code for answer in answers]
+
+    event.listen(platform.platform.db.engine, "before_cursor_execute", counted)
+    try:
+        began = time.monotonic()
         assert asyncio.run(together()) == [200] * 30
-        assert len(lookups) == 1
+        took = time.monotonic() - began
+    finally:
+        event.remove(platform.platform.db.engine, "before_cursor_execute", counted)
+    if len(lookups) == 1:
+        return True
+    assert took >= AUTH_REFRESH_AFTER_S, f"{len(lookups)} lookups for one burst of {took:.2f} s"
+    return False
 
 
 def test_a_remembered_caller_is_read_anew_in_the_background_while_its_requests_go_on(
