@@ -38,6 +38,7 @@ from typing import Any, Final
 from yardstick.engine.failures import Failed, FailureKind
 from yardstick.engine.guard import describe
 from yardstick.engine.pool import Dispenser
+from yardstick.engine.replay_track import SCENE_FILE, SCENES
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.runtime import BuildError, Runtime, Work
 from yardstick.engine.threads import limit_threads
@@ -63,6 +64,7 @@ class _Player:
         self.runtime: Runtime | None = None
         self.failed: tuple[str, str] | None = None
         self.folder: Path | None = None
+        self.scenes_sent: set[str] = set()  # a scene travels back once an actor; the driver keeps it
         if work.recording is not None and work.recording.active:
             # The driver's folder may be on another machine: episodes record here, and travel back.
             self.folder = Path(tempfile.mkdtemp(prefix="ys-ray-recording-"))
@@ -90,9 +92,13 @@ class _Player:
         result = next(iter(self.runtime.run([episode])))
         files: dict[str, bytes] = {}
         if self.folder is not None:
-            files = {relative: (self.folder / relative).read_bytes() for relative in result.artifacts}
+            for relative in result.artifacts:
+                if relative not in self.scenes_sent:
+                    files[relative] = (self.folder / relative).read_bytes()
+            self.scenes_sent.update(name for name in result.artifacts if SCENE_FILE.fullmatch(name))
             for left in self.folder.iterdir():  # one episode at a time: all of it went with this one
-                shutil.rmtree(left, ignore_errors=True)
+                if left.name != SCENES:  # but the scenes, named by their hash: written here once
+                    shutil.rmtree(left, ignore_errors=True)
         return result.to_dict(), files, self.node
 
 
