@@ -26,10 +26,9 @@ from typing import Any, Final, TypeVar
 import yardstick.sdk.decorators as ys
 from yardstick.hosted.seq_api import forms
 from yardstick.hosted.seq_api.benchmark import NAME as NAME_PATTERN
-from yardstick.hosted.seq_api.declarations import plain
 from yardstick.hosted.seq_api.errors import PolicyDefinitionError
 from yardstick.hosted.seq_api.marks import MARKS, SAMPLE, SHUTDOWN, bindings, method
-from yardstick.hosted.seq_api.policy import DEPLOYMENT, SEQ, _weights_dirs, default_name
+from yardstick.hosted.seq_api.policy import DEPLOYMENT, SEQ, default_name, keep_declaration, weights_dirs
 from yardstick.sdk.errors import SpecError
 
 _C = TypeVar("_C", bound=type)
@@ -230,27 +229,23 @@ def _register(cls: _C, kw: dict[str, Any], members: list[str]) -> _C:
             action_chunk_len=1,
             init=(kwargs if kwargs else args) if given else None,
             name=name,
-            weights=_weights_dirs(kw.get("weights")),
+            weights=weights_dirs(kw.get("weights")),
         )(cls)
     except SpecError as exc:
         raise PolicyDefinitionError(exc.owner, exc.field, exc.rule) from None
-    setattr(
+    keep_declaration(
         decorated,
-        SEQ,
-        {
-            "kind": "planner",
-            "name": name,
-            "hz": None,
-            "action_chunk_valid_len": None,
-            "action_chunk_replan_at": None,
-            "arguments": {k: plain(v) for k, v in kw.items()},
-            "deployment": {k: plain(kw[k]) for k in DEPLOYMENT if k in kw},
-            "params": {},
-            "planner": {
-                "members": members,
-                "every_s": getattr(plan_fn, EVERY_S),
-                "wake_on": list(getattr(plan_fn, WAKE_ON)),
-            },
+        "planner",
+        name,
+        kw,
+        hz=None,
+        action_chunk_valid_len=None,
+        action_chunk_replan_at=None,
+        params={},
+        planner={
+            "members": members,
+            "every_s": getattr(plan_fn, EVERY_S),
+            "wake_on": list(getattr(plan_fn, WAKE_ON)),
         },
     )
     return decorated

@@ -184,28 +184,40 @@ def _register(cls: _C, kw: dict[str, Any]) -> _C:
             init=(kwargs if kwargs else args) if given else None,
             name=name,
             prefetch=replan is not None and replan < chunk,
-            weights=_weights_dirs(kw.get("weights")),
+            weights=weights_dirs(kw.get("weights")),
         )(cls)
     except SpecError as exc:
         raise PolicyDefinitionError(exc.owner, exc.field, exc.rule) from None
-    setattr(
+    keep_declaration(
         decorated,
-        SEQ,
-        {
-            "kind": "policy",
-            "name": name,
-            "hz": hz,
-            "action_chunk_valid_len": valid,
-            "action_chunk_replan_at": replan,
-            "arguments": {k: plain(v) for k, v in kw.items()},
-            "deployment": {k: plain(kw[k]) for k in DEPLOYMENT if k in kw},
-            "params": {n: p.to_dict() for n, p in params.items()},
-        },
+        "policy",
+        name,
+        kw,
+        hz=hz,
+        action_chunk_valid_len=valid,
+        action_chunk_replan_at=replan,
+        params={n: p.to_dict() for n, p in params.items()},
     )
     return decorated
 
 
-def _weights_dirs(declared: Any) -> str | dict[str, str] | None:
+def keep_declaration(cls: type, kind: str, name: str, kw: dict[str, Any], **fields: Any) -> None:
+    """What only the hosted platform reads of a `@seq.policy` or `@seq.planner` class, kept on it (`SEQ`):
+    its kind and name, the arguments as written, the deployment's own, and the kind's `fields`."""
+    setattr(
+        cls,
+        SEQ,
+        {
+            "kind": kind,
+            "name": name,
+            "arguments": {k: plain(v) for k, v in kw.items()},
+            "deployment": {k: plain(kw[k]) for k in DEPLOYMENT if k in kw},
+            **fields,
+        },
+    )
+
+
+def weights_dirs(declared: Any) -> str | dict[str, str] | None:
     """Where the declared weights are in the box: one folder, or one a part."""
     if declared is None:
         return None
