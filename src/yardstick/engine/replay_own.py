@@ -30,8 +30,8 @@ GLB_MAGIC = b"glTF"
 class _Handed:
     """What one episode of a slot was handed: the scene, and the frames in a writer once the first arrives."""
 
-    def __init__(self, scene: bytes | None, hz: float) -> None:
-        self.scene = scene
+    def __init__(self, scene: tuple[bytes, str] | None, hz: float) -> None:
+        self.scene = scene  # the glb and its sha256
         self.hz = hz
         self.writer: ReplayWriter | None = None
         self.error: str | None = None
@@ -50,7 +50,7 @@ class _Handed:
         try:
             writer = self.writer
             if writer is None:
-                sha = hashlib.sha256(self.scene).hexdigest() if self.scene is not None else None
+                sha = self.scene[1] if self.scene is not None else None
                 meta = {"hz": self.hz}
                 writer = self.writer = ReplayWriter(nodes, engine="own", scene_sha256=sha, meta=meta)
             elif nodes != writer.nodes:
@@ -86,9 +86,8 @@ class HandedTrack:
             )
         written = [handed.writer.write(folder / REPLAY)]
         if handed.scene is not None:
-            sha = handed.writer.scene_sha256
-            assert sha is not None
-            written.append(write_scene(root, sha, handed.scene))
+            glb, sha = handed.scene
+            written.append(write_scene(root, sha, glb))
         return written
 
 
@@ -99,7 +98,7 @@ class HandedReplays:
         self._one = worlds == 1
         self._hz = hz
         self._open: dict[int, _Handed] = {}
-        self._scenes: dict[int, bytes] = {}
+        self._scenes: dict[int, tuple[bytes, str]] = {}  # a slot's scene and its sha256, hashed once
 
     def __enter__(self) -> HandedReplays:
         self._before = sdk_replay.install(self)
@@ -111,9 +110,12 @@ class HandedReplays:
     def scene(self, slot: int, glb: bytes) -> None:
         """A new episode begins in `slot`, drawn in `glb`."""
         at = self._at(slot)
-        handed = self._open[at] = _Handed(glb, self._hz)
+        kept = self._scenes.get(at)
+        if kept is None or kept[0] != glb:  # the same scene again (an episode each) is not hashed again
+            kept = (glb, hashlib.sha256(glb).hexdigest())
+        handed = self._open[at] = _Handed(kept, self._hz)
         if glb.startswith(GLB_MAGIC):
-            self._scenes[at] = glb
+            self._scenes[at] = kept
         else:
             handed.error = "seq.replay.scene: a scene is a glTF binary (.glb, starting b'glTF')"
 
