@@ -26,8 +26,7 @@ from typing import Any
 from markupsafe import Markup
 
 from yardstick.engine.recording import TRAJECTORY
-from yardstick.engine.replay_track import SCENE_SUFFIX, SCENES
-from yardstick.replay3d.format import SUFFIX as REPLAY_SUFFIX
+from yardstick.engine.replay_track import SCENE_SUFFIX, SCENES, replay_of
 from yardstick.web.folder_templates import folder_templates
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -74,11 +73,12 @@ class EpisodeFiles:
 def files_of(artifacts: Iterable[str]) -> EpisodeFiles | None:
     """The replay's files among an episode's artifacts; None without a replay or its scene."""
     names = [str(a) for a in artifacts]
-    replay = next((a for a in names if a.endswith(REPLAY_SUFFIX)), None)
-    scene = next((a for a in names if a.startswith(f"{SCENES}/") and a.endswith(SCENE_SUFFIX)), None)
-    if replay is None or scene is None:
+    found = replay_of(names)
+    if found is None or found[1] is None:
         return None
-    return EpisodeFiles(replay, scene, next((a for a in names if a.endswith(TRAJECTORY)), None))
+    replay, sha = found
+    trajectory = next((a for a in names if a.endswith(TRAJECTORY)), None)
+    return EpisodeFiles(replay, f"{SCENES}/{sha}{SCENE_SUFFIX}", trajectory)
 
 
 def _json_in_html(value: Any) -> Markup:
