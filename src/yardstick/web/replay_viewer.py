@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -27,7 +26,7 @@ from markupsafe import Markup
 
 from yardstick.engine.recording import TRAJECTORY
 from yardstick.engine.replay_track import SCENE_SUFFIX, SCENES, replay_of
-from yardstick.web.folder_templates import folder_templates
+from yardstick.web.folder_templates import folder_templates, write_whole
 
 STATIC = Path(__file__).resolve().parent / "static"
 PAGE = "replay.html"
@@ -139,19 +138,12 @@ def write_folder_viewer(out_dir: Path, recording: Path, title: str, episodes: Ma
     """Write replay.html, viewer/modules.js and a data script for each file `episodes` name (the files
     under `recording`). A data script already written is kept: an episode's files and a scene named by
     its hash do not change."""
-    _write(out_dir / MODULES_SCRIPT, modules_script())
+    write_whole(out_dir / MODULES_SCRIPT, modules_script())
     for pane in episodes.values():
         for name in (pane.replay, pane.scene, pane.trajectory):
             if name is None:
                 continue
             target = out_dir / (DATA + name + ".js")
             if not target.exists():
-                _write(target, data_script(name, (recording / name).read_bytes()))
-    _write(out_dir / PAGE, render_page(title, episodes, back=("report.html", "the run's report")))
-
-
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8", newline="")
-    os.replace(partial, path)
+                write_whole(target, data_script(name, (recording / name).read_bytes()))
+    write_whole(out_dir / PAGE, render_page(title, episodes, back=("report.html", "the run's report")))

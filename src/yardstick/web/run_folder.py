@@ -24,7 +24,7 @@ from yardstick.engine.recording import TRAJECTORY, VIDEO_SUFFIX, camera_of
 from yardstick.engine.results import EpisodeResult
 from yardstick.scoring import Summary
 from yardstick.web.charts import stopping_chart_svg, success_chart_svg
-from yardstick.web.folder_templates import folder_templates
+from yardstick.web.folder_templates import folder_templates, write_whole
 from yardstick.web.replay_viewer import PAGE as REPLAY_PAGE
 from yardstick.web.replay_viewer import Pane, files_of, write_folder_viewer
 
@@ -62,11 +62,11 @@ def write_run_folder(
         "csv": out_dir / "episodes.csv",
         "html": out_dir / "report.html",
     }
-    _write_whole(paths["json"], json.dumps(report, indent=2, default=_jsonable) + "\n")
-    _write_whole(paths["csv"], episodes_csv(ordered))
+    write_whole(paths["json"], json.dumps(report, indent=2, default=_jsonable) + "\n")
+    write_whole(paths["csv"], episodes_csv(ordered))
     replays = _write_replays(out_dir, report, ordered)
     media = _media_base(out_dir, report)
-    _write_whole(paths["html"], render_report_html(report, ordered, media=media, replays=replays))
+    write_whole(paths["html"], render_report_html(report, ordered, media=media, replays=replays))
     return paths
 
 
@@ -105,13 +105,6 @@ def _media_base(out_dir: Path, report: Mapping[str, Any]) -> str:
     except ValueError:  # another drive: only an absolute link reaches it
         return Path(folder).resolve().as_uri() + "/"
     return "" if base == "." else quote(Path(base).as_posix(), safe="/") + "/"
-
-
-def _write_whole(path: Path, text: str) -> None:
-    # A page or a watcher may read the folder while a run still writes it: swap in complete files only.
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8", newline="")
-    os.replace(partial, path)
 
 
 def _jsonable(value: Any) -> Any:
