@@ -76,8 +76,6 @@ def main() -> None:
     parser.add_argument("--play-seconds", type=float, default=4.0)
     args = parser.parse_args()
     print(machine())
-    from playwright.sync_api import sync_playwright
-
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch) / "run"
         started = time.perf_counter()
@@ -87,8 +85,7 @@ def main() -> None:
         replay = folder / "episodes" / "000000" / "replay.seqreplay"
         sizes = scene.stat().st_size / 2**20, replay.stat().st_size / 2**10
         print(f"  scene {sizes[0]:.1f} MiB, replay {sizes[1]:.0f} KiB")
-        with sync_playwright() as driver:
-            browser = driver.chromium.launch(executable_path=chromium.CHROMIUM, args=chromium.CHROMIUM_ARGS)
+        with chromium.launched("bench/replay_viewer.py") as browser:
             page = browser.new_page(viewport={"width": 1280, "height": 800})
             opened = time.perf_counter()
             page.goto((folder / "replay.html").as_uri() + "?episode=0")
@@ -109,7 +106,6 @@ def main() -> None:
                            const i = gl.getExtension('WEBGL_debug_renderer_info');
                            return i ? gl.getParameter(i.UNMASKED_RENDERER_WEBGL) : 'unknown'; }"""
             )
-            browser.close()
     print(f"  Chromium's WebGL: {renderer}")
     print(f"  load  {load:6.1f} s to the first frame")
     print(f"  play  {(played['drawn'][0] - drawn) / args.play_seconds:6.1f} frames a second while playing")
