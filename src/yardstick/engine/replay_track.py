@@ -13,14 +13,13 @@ name is its content's hash.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from yardstick.replay3d.format import PARTIAL
 from yardstick.replay3d.mujoco_poses import MujocoPoses
+from yardstick.replay3d.scene_cache import write_whole
 
 REPLAY = "replay.seqreplay"
 SCENES = "scenes"
@@ -65,11 +64,8 @@ def write_scene(root: Path, sha256: str, glb: bytes) -> Path:
     scene = root / SCENES / (sha256 + SCENE_SUFFIX)
     if not scene.exists():
         scene.parent.mkdir(parents=True, exist_ok=True)
-        # Another worker may write the same scene at the same moment: each writes its own partial file
-        # and the rename of identical bytes is harmless.
-        partial = scene.with_name(f"{scene.name}.{os.getpid()}{PARTIAL}")
-        partial.write_bytes(glb)
-        os.replace(partial, scene)
+        # Another worker may write the same scene at once: the rename of identical bytes is harmless.
+        write_whole(scene, glb)
     return scene
 
 

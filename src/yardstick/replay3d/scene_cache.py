@@ -72,17 +72,20 @@ def store(key: str, glb: bytes, said: dict[str, Any]) -> None:
         return
     try:
         where.mkdir(parents=True, exist_ok=True)
-        _write(where / f"{key}.glb", glb)
-        _write(where / f"{key}.json", json.dumps(said).encode())
+        write_whole(where / f"{key}.glb", glb)
+        write_whole(where / f"{key}.json", json.dumps(said).encode())
     except OSError:
         return  # a full disk or a read-only home: the scene was exported, which is all the caller needs
 
 
-def _write(target: Path, data: bytes) -> None:
+def write_whole(target: Path, data: bytes) -> None:
+    """`data` at `target`, whole or not at all: written under a name of its own (several processes may write
+    the same file at once) and renamed into place, readable as a file written plainly is (0644)."""
     handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(data)
+        os.chmod(partial, 0o644)
         os.replace(partial, target)
     except BaseException:
         Path(partial).unlink(missing_ok=True)
