@@ -31,15 +31,16 @@ import hmac
 from dataclasses import dataclass
 from typing import Final
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
-from yardstick.core.act_scaling import scaling_of
+from yardstick.core.act_scaling import Scaling, scaling_of
 from yardstick.core.captures import Captures
+from yardstick.core.hosting import serving_policies
+from yardstick.core.planners import policies_below
 from yardstick.core.planners import spec_of as planners_spec
 from yardstick.store.db import Database
 from yardstick.store.models import ActSeat, ActWorker, Hosted, HostedVersion, utcnow
-from yardstick.store.states import BuildStatus, HostedKind
 
 __all__ = [
     "BEAT_S",
@@ -212,40 +213,50 @@ class ActPlane:
         if missing (a ready poll starts one as a connect does). A listening one if there is one."""
         scaling = scaling_of(hosted.settings or {}, version.declared or {})
         with self.db.writing() as session:
-            self._take(session, hosted.id)
-            workers = self._workers(session, hosted.id)
-            robots = sum(self._loads(session, workers).values())
-            workers += self._grow(session, hosted.id, version.id, len(workers), max(1, scaling.floor(robots)))
+            workers, _ = self._fill(session, hosted.id, version.id, scaling, at_least=1)
             return next((w for w in workers if w.url is not None), workers[0])
 
     def keep_floors(self) -> int:
-        """File the workers each deployment's scaling keeps serving, robot or not (`min_workers`); how many
-        were filed. A platform worker calls it every few seconds."""
-        filed = 0
+        """File the workers each deployment keeps serving, robot or not: a policy's `min_workers`, and one
+        for a planner while a robot is seated anywhere below it (it plans only then). How many were filed;
+        a platform worker calls it every few seconds. Read first: a deployment takes its row (a write) only
+        when it is short."""
+        now = utcnow()
+        short: list[tuple[Hosted, HostedVersion, int]] = []
         with self.db.reading() as session:
-            rows = session.execute(
-                select(Hosted, HostedVersion)
-                .join(HostedVersion, HostedVersion.hosted_id == Hosted.id)
-                .where(
-                    Hosted.kind == HostedKind.POLICY,
-                    Hosted.removed_at.is_(None),
-                    Hosted.stopped.is_(False),
-                    HostedVersion.status == BuildStatus.READY,
-                )
-                .order_by(HostedVersion.number)
-            ).all()
-        serving = {hosted.id: (hosted, version) for hosted, version in rows}
-        for hosted, version in serving.values():
-            if scaling_of(hosted.settings or {}, version.declared or {}).min_workers < 1:
-                continue
-            if planners_spec(version) is not None:
-                continue  # a planner serves no robot: it plans while robots sit below it
+            serving = serving_policies(session)
+            live = dict(
+                session.execute(
+                    select(ActWorker.hosted_id, func.count())
+                    .where(ActWorker.ended_at.is_(None))
+                    .group_by(ActWorker.hosted_id)
+                ).all()
+            )
+            seated = dict(
+                session.execute(
+                    select(ActSeat.hosted_id, func.count())
+                    .where(ActSeat.kept_until > now)
+                    .group_by(ActSeat.hosted_id)
+                ).all()
+            )
+            by_org: dict[int, dict[str, tuple[Hosted, HostedVersion]]] = {}
+            for hosted, version in serving.values():
+                by_org.setdefault(hosted.org_id, {})[hosted.name] = (hosted, version)
+            for hosted, version in serving.values():
+                if hosted.stopped:
+                    continue
+                if planners_spec(version) is not None:
+                    below = policies_below(hosted, by_org[hosted.org_id])
+                    floor = 1 if any(seated.get(policy, 0) for policy in below) else 0
+                else:
+                    floor = scaling_of(hosted.settings or {}, version.declared or {}).min_workers
+                if floor > live.get(hosted.id, 0):
+                    short.append((hosted, version, floor))
+        filed = 0
+        for hosted, version, floor in short:
+            scaling = scaling_of(hosted.settings or {}, version.declared or {})
             with self.db.writing() as session:
-                self._take(session, hosted.id)
-                workers = self._workers(session, hosted.id)
-                robots = sum(self._loads(session, workers).values())
-                scaling = scaling_of(hosted.settings or {}, version.declared or {})
-                filed += len(self._grow(session, hosted.id, version.id, len(workers), scaling.floor(robots)))
+                filed += len(self._fill(session, hosted.id, version.id, scaling, at_least=floor)[1])
         return filed
 
     def may_idle(self, worker_id: int) -> bool:
@@ -358,6 +369,17 @@ class ActPlane:
         """Take the deployment's row: connects filing workers at once are one after the other, the second
         finding the first's."""
         session.execute(update(Hosted).where(Hosted.id == hosted_id).values(settings_rev=Hosted.settings_rev))
+
+    def _fill(
+        self, session: Session, hosted_id: int, version_id: int, scaling: Scaling, at_least: int
+    ) -> tuple[list[ActWorker], list[ActWorker]]:
+        """The deployment's live workers and those filed now, until there are as many as its scaling keeps
+        with the robots seated now, and `at_least` (its row taken first)."""
+        self._take(session, hosted_id)
+        workers = self._workers(session, hosted_id)
+        robots = sum(self._loads(session, workers).values())
+        filed = self._grow(session, hosted_id, version_id, len(workers), max(at_least, scaling.floor(robots)))
+        return workers + filed, filed
 
     @staticmethod
     def _grow(session: Session, hosted_id: int, version_id: int, have: int, wanted: int) -> list[ActWorker]:

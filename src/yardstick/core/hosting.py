@@ -487,6 +487,27 @@ class Hosting:
             return hosted
 
 
+def serving_policies(session: Session, org_id: int | None = None) -> dict[int, tuple[Hosted, HostedVersion]]:
+    """Every deployment (policy or planner) not removed that has a version serving, by its id, with that
+    version (`serving_of`): the org's, or every org's; in one read."""
+    query = (
+        select(Hosted, HostedVersion)
+        .join(HostedVersion, HostedVersion.hosted_id == Hosted.id)
+        .where(
+            Hosted.kind == HostedKind.POLICY,
+            Hosted.removed_at.is_(None),
+            HostedVersion.status == BuildStatus.READY,
+        )
+    )
+    if org_id is not None:
+        query = query.where(Hosted.org_id == org_id)
+    ready: dict[int, tuple[Hosted, list[HostedVersion]]] = {}
+    for hosted, version in session.execute(query).all():
+        ready.setdefault(hosted.id, (hosted, []))[1].append(version)
+    serving = {key: (hosted, serving_of(hosted, versions)) for key, (hosted, versions) in ready.items()}
+    return {key: (hosted, version) for key, (hosted, version) in serving.items() if version is not None}
+
+
 def serving_of(hosted: Hosted, versions: Sequence[HostedVersion]) -> HostedVersion | None:
     """The version that serves: the one a rollback pinned while it is ready, else the newest ready one."""
     ready = [v for v in versions if v.status == BuildStatus.READY]

@@ -24,9 +24,10 @@ from typing import Any, Final
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from yardstick.core.hosting import serving_policies
 from yardstick.core.refusals import Refusal, RefusalKind, bad_request
 from yardstick.store.models import Hosted, HostedVersion, PlannerKey, PlannerRecord, PlannerState, utcnow
-from yardstick.store.states import BuildStatus, HostedKind
+from yardstick.store.states import HostedKind
 
 __all__ = [
     "KEPT",
@@ -40,11 +41,10 @@ __all__ = [
     "is_planner_key",
     "keys_of",
     "mint",
-    "planners_above",
     "policies_below",
     "record",
     "records_after",
-    "serving_spec",
+    "serving",
     "spec_of",
 ]
 
@@ -88,19 +88,9 @@ def _deployed(session: Session, org_id: int) -> dict[str, tuple[Hosted, HostedVe
     return {hosted.name: (hosted, version) for hosted, version in rows}
 
 
-def _ready(session: Session, org_id: int) -> dict[str, tuple[Hosted, HostedVersion]]:
-    rows = session.execute(
-        select(Hosted, HostedVersion)
-        .join(HostedVersion, HostedVersion.hosted_id == Hosted.id)
-        .where(
-            Hosted.org_id == org_id,
-            Hosted.kind == HostedKind.POLICY,
-            Hosted.removed_at.is_(None),
-            HostedVersion.status == BuildStatus.READY,
-        )
-        .order_by(HostedVersion.number)
-    ).all()
-    return {hosted.name: (hosted, version) for hosted, version in rows}
+def serving(session: Session, org_id: int) -> dict[str, tuple[Hosted, HostedVersion]]:
+    """The org's policies and planners that serve, by name, each with its serving version."""
+    return {hosted.name: (hosted, version) for hosted, version in serving_policies(session, org_id).values()}
 
 
 def check_members(session: Session, org_id: int, name: str, members: list[str]) -> None:
@@ -144,41 +134,9 @@ def check_members(session: Session, org_id: int, name: str, members: list[str]) 
         )
 
 
-def planners_above(session: Session, hosted: Hosted) -> list[tuple[Hosted, HostedVersion]]:
-    """The planners that plan for `hosted`, nearest first, each with the version that serves."""
-    ready = _ready(session, hosted.org_id)
-    above: list[tuple[Hosted, HostedVersion]] = []
-    name = hosted.name
-    for _ in range(MOST_LAYERS):
-        found = next(
-            (
-                (h, v)
-                for n, (h, v) in ready.items()
-                if (spec := spec_of(v)) is not None and name in spec.members and not h.stopped
-            ),
-            None,
-        )
-        if found is None:
-            break
-        above.append(found)
-        name = found[0].name
-    return above
-
-
-def serving_spec(session: Session, hosted: Hosted) -> PlannerSpec | None:
-    """The planner `hosted`'s newest ready version declares, or None for a policy."""
-    version = session.execute(
-        select(HostedVersion)
-        .where(HostedVersion.hosted_id == hosted.id, HostedVersion.status == BuildStatus.READY)
-        .order_by(HostedVersion.number.desc())
-        .limit(1)
-    ).scalar_one_or_none()
-    return spec_of(version) if version is not None else None
-
-
-def policies_below(session: Session, planner: Hosted) -> list[int]:
-    """The ids of the policies anywhere below `planner` (through the planners it names)."""
-    ready = _ready(session, planner.org_id)
+def policies_below(planner: Hosted, ready: dict[str, tuple[Hosted, HostedVersion]]) -> list[int]:
+    """The ids of the policies anywhere below `planner` (through the planners it names), among `ready`
+    (`serving`)."""
     found: list[int] = []
     names, seen = [planner.name], {planner.name}
     while names:

@@ -129,15 +129,6 @@ def deployment_for(platform: Platform, who: ActCaller, name: str) -> tuple[Hoste
     return found, ready[1] if ready is not None else None
 
 
-def _want_planners_above(platform: Platform, hosted: Hosted) -> None:
-    """A robot connected below a planner: a worker for each planner above it is wanted, as one is for the
-    policy (a planner plans while robots sit below it)."""
-    with platform.db.reading() as session:
-        above = planners.planners_above(session, hosted)
-    for planner, version in above:
-        platform.act_plane.want(planner, version)
-
-
 def _look_at_its_worker(plat: Platform, hosted: Hosted, session_id: str) -> None:
     """A robot already seated connects again when its acts failed (or its lease is due): its worker is
     asked whether it still answers, and ended at once when it does not, so the robot is seated on another
@@ -232,7 +223,6 @@ def connect(request_body: ConnectRequest, who: ActWho, plat: Plat) -> JSONRespon
         seat = plat.act_plane.connect(who.as_robot(hosted), hosted, version, request_body.session)
     except Warming as exc:
         return _warming(exc)
-    _want_planners_above(plat, hosted)
     return JSONResponse(_connected(plat, hosted, version, seat))
 
 
@@ -272,7 +262,6 @@ def keepalive(request_body: SeatRequest, who: ActWho, plat: Plat) -> JSONRespons
     gone = plat.act_plane.keepalive(hosted, request_body.session)
     if gone is not None:
         return JSONResponse({"held": False, "why": gone})
-    _want_planners_above(plat, hosted)
     return JSONResponse({"held": True, **_keepalive(plat), "request_timeout_s": _request_timeout(hosted)})
 
 

@@ -34,7 +34,6 @@ from yardstick.core.act_plane import platform_secret
 from yardstick.core.planners import PlannerSpec
 from yardstick.store.db import Database
 from yardstick.store.models import ActSeat, ActWorker, Hosted, PlannerState, RobotKey, utcnow
-from yardstick.store.states import HostedKind
 from yardstick.wire.address import RemoteEndpoint
 from yardstick.wire.errors import PeerDisconnected, ProtocolError, RemoteError, WireError
 from yardstick.wire.session import open_session
@@ -93,6 +92,7 @@ class PlannerLoop:
         self.failed: str | None = None
         self.last_act = time.monotonic()  # the last round a robot was below it
         self.rounds = 0
+        self._looked = 0  # the newest record `_woken` has looked at (a round reads them all anew)
         self.fingerprint = ""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"planner-{planner_id}", daemon=True)
@@ -147,12 +147,14 @@ class PlannerLoop:
             self._stop.wait(min(LOOK_S, left))
 
     def _woken(self) -> bool:
+        """Whether a record come since the last look holds a `wake_on` key (each record looked at once)."""
         with self.db.reading() as session:
-            state = session.get(PlannerState, self.planner_id)
-            for row in planners.records_after(session, self.planner_id, state.seen if state else 0):
-                data = row.data if row.kind == "observation" else {PLANS: row.data}
-                if isinstance(data, dict) and any(key in data for key in self.spec.wake_on):
-                    return True
+            fresh = planners.records_after(session, self.planner_id, self._looked)
+        self._looked = max([self._looked, *(row.id for row in fresh)])
+        for row in fresh:
+            data = row.data if row.kind == "observation" else {PLANS: row.data}
+            if isinstance(data, dict) and any(key in data for key in self.spec.wake_on):
+                return True
         return False
 
     def _round(self, wire: Any) -> None:
@@ -203,19 +205,13 @@ class PlannerLoop:
     def _members(self, session: Any, org_id: int) -> list[_Member]:
         """The planner's members now: each policy's live act workers and seated robots, each planner's own
         record and whether robots sit below it."""
+        ready = planners.serving(session, org_id)
         found: list[_Member] = []
         for name in self.spec.members:
-            hosted = session.execute(
-                select(Hosted).where(
-                    Hosted.org_id == org_id,
-                    Hosted.kind == HostedKind.POLICY,
-                    Hosted.name == name,
-                    Hosted.removed_at.is_(None),
-                )
-            ).scalar_one_or_none()
-            if hosted is None:
-                continue
-            if planners.serving_spec(session, hosted) is None:
+            if name not in ready:
+                continue  # removed, or no version serves it now
+            hosted, version = ready[name]
+            if planners.spec_of(version) is None:
                 member = _Member(name, "policy", hosted.id)
                 member.workers = [
                     _Worker(w.id, w.url, w.fingerprint)
@@ -232,7 +228,7 @@ class PlannerLoop:
             else:
                 held = session.get(PlannerState, hosted.id)
                 member = _Member(name, "planner", hosted.id, state=dict(held.state or {}) if held else {})
-                member.seats = _seated(session, planners.policies_below(session, hosted))
+                member.seats = _seated(session, planners.policies_below(hosted, ready))
             found.append(member)
         return found
 
