@@ -15,13 +15,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from yardstick.core import planners
 from yardstick.core.platform import Platform
-from yardstick.core.refusals import Listed, Refusal, RefusalKind, bad_request, not_found, unauthenticated
+from yardstick.core.refusals import Refusal, RefusalKind, bad_request, not_found, unauthenticated
 from yardstick.core.runs import org_for
 from yardstick.http.auth import Who, bearer, caller
 from yardstick.http.routing import door_router, refusals
 from yardstick.http.services import Plat
 from yardstick.sequences import paths
 from yardstick.sequences.errors import SEQUENCES
+from yardstick.sequences.robots import one_named
 from yardstick.store.models import Hosted, HostedVersion, PlannerKey, utcnow
 from yardstick.store.states import HostedKind
 
@@ -96,15 +97,8 @@ def revoke_key(name: str, ref: str, who: Who, plat: Plat) -> JSONResponse:
     hosted, _ = _planner(plat, org_for(who, None).id, name)
     with plat.db.writing() as session:
         found = planners.find_keys(session, hosted.id, ref)
-        if not found:
-            raise not_found(f"no live key {ref!r} of {name}: `seq planner key list {name}` lists them")
-        if len(found) > 1:
-            raise Refusal(
-                RefusalKind.CONFLICT,
-                f"{len(found)} keys of {name} end in {ref!r}: name one by its id",
-                listed=[Listed("planner keys", tuple(f"{k.id} (…{k.last_four})" for k in found))],
-            )
-        key = found[0]
+        missing = f"no live key {ref!r} of {name}: `seq planner key list {name}` lists them"
+        key = one_named(found, ref, "planner keys", missing)
         key.revoked_at = utcnow()
         shown = _shown(key)
     return JSONResponse({"revoked": shown})

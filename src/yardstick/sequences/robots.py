@@ -4,7 +4,7 @@ captured field data they label (`seq policy data export`), on the Sequences door
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol, TypeVar
 
 from fastapi import Query
 from fastapi.responses import FileResponse, JSONResponse
@@ -108,18 +108,32 @@ def revoke_robot(ref: str, who: Who, plat: Plat) -> JSONResponse:
         raise bad_request("ref: a robot key's id or its last four (seq robot list)", field="ref")
     with plat.db.writing() as session:
         found = robot_keys.find(session, who.org_ids, ref)
-        if not found:
-            raise not_found(f"no live robot key {ref!r}: `seq robot list` lists yours")
-        if len(found) > 1:
-            raise Refusal(
-                RefusalKind.CONFLICT,
-                f"{len(found)} robot keys end in {ref!r}: name one by its id",
-                listed=[Listed("robot keys", tuple(f"{key.id} (…{key.last_four})" for key in found))],
-            )
-        key = found[0]
+        key = one_named(found, ref, "robot keys", f"no live robot key {ref!r}: `seq robot list` lists yours")
         robot_keys.revoke(session, key)
         shown = {"id": str(key.id), "last_four": key.last_four, "kind": KIND}
     return JSONResponse({"revoked": shown})
+
+
+class NamedKey(Protocol):
+    id: int
+    last_four: str
+
+
+_K = TypeVar("_K", bound=NamedKey)
+
+
+def one_named(found: Sequence[_K], ref: str, noun: str, missing: str) -> _K:
+    """The one key `ref` names among `found`: not found (`missing` says where they are listed) when none,
+    a conflict listing them by id when its last four name several."""
+    if not found:
+        raise not_found(missing)
+    if len(found) > 1:
+        raise Refusal(
+            RefusalKind.CONFLICT,
+            f"{len(found)} {noun} end in {ref!r}: name one by its id",
+            listed=[Listed(noun, tuple(f"{key.id} (…{key.last_four})" for key in found))],
+        )
+    return found[0]
 
 
 @router.post(paths.DEPLOYMENT_LABEL, responses=refusals(401, 403, 404))
