@@ -1,5 +1,5 @@
 """3D replays a benchmark declares through `seq.Replay` and hands over itself: `seq.Replay(...)` as the
-engine records it (MuJoCo read through `state`, "own" frames handed, SAPIEN kept but recorded nowhere), the
+engine records it (MuJoCo read through `state`, "own" frames handed, SAPIEN and Isaac kept as declared), the
 receiver that takes `seq.replay.scene` / `seq.replay.frame` in a run (a bad frame ends the replay, never the
 episode), and a boxed episode's replay and scene arriving on the box's channel (`worker.boxes.inbound`)."""
 
@@ -58,10 +58,18 @@ def test_seq_replay_is_recorded_as_the_engine_reads_it(seq: Any) -> None:
         read(engine="robosuite", replay=seq.Replay(state="sim")) == mujoco
     )  # read as MuJoCo, as the SDK says
     assert read(replay=seq.Replay(engine="own")) == ReplaySpec(engine="own", state=None, looks=None)
-    assert read(replay=seq.Replay(engine="sapien", state="sim")) is None  # declared, recorded nowhere here
+    # SAPIEN and Isaac kept as declared (ManiSkill read as SAPIEN): an eval asked to record one is refused.
+    sapien = ReplaySpec(engine="sapien", state="sim", looks=None)
+    assert read(replay=seq.Replay(engine="sapien", state="sim")) == sapien
+    assert read(engine="mani_skill", replay=seq.Replay(state="sim")) == sapien
+    assert read(replay=seq.Replay(engine="isaac", state="sim")) == ReplaySpec(engine="isaac", state="sim")
+    assert read(replay=seq.Replay(engine="mujoco", state="sim", looks="sim")) == ReplaySpec(
+        engine="mujoco", state="sim", looks="sim"
+    )
     assert read() is None
-    with pytest.raises(seq.BenchmarkDefinitionError, match=r"replay\.state.*engine=\"mujoco\""):
-        bench(seq, replay=seq.Replay(engine="mujoco"))
+    for engine in ("mujoco", "sapien", "isaac"):
+        with pytest.raises(seq.BenchmarkDefinitionError, match=rf"replay\.state.*engine=\"{engine}\""):
+            bench(seq, replay=seq.Replay(engine=engine))
 
 
 def test_frames_handed_over_are_the_episodes_replay_in_a_run(tmp_path: Path) -> None:

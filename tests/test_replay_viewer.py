@@ -1,6 +1,7 @@
 """The 3D replay viewer in a real browser: a tiny MT10 run recorded with `--record replay`, its run folder's
 report.html and replay.html opened as files in headless Chromium (WebGL drawn by SwiftShader), played, and
-looked at. Screenshots land in `test-output/replay/`."""
+looked at; a replay's looks (a colour, a node hidden) shown from the frame they change, scrubbing back too.
+Screenshots land in `test-output/replay/`."""
 
 from __future__ import annotations
 
@@ -53,6 +54,25 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "trajectory",
             "--out",
             str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def looks_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An episode of `looks_bench.LooksBench` (its cart red from step 2, its ball hidden from step 3)."""
+    out = tmp_path_factory.mktemp("looks") / "run"
+    bench = Path(__file__).resolve().parent / "looks_bench.py"
+    ran = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "yardstick"),
+            *("eval", "run", "--benchmark", f"{bench}:LooksBench", "--policy", f"{bench}:Push"),
+            *("--trials", "1", "--in-process", "--record", "replay", "--out", str(out)),
         ],
         capture_output=True,
         text=True,
@@ -153,6 +173,49 @@ def test_two_episodes_side_by_side_play_on_one_clock(run: Path, page: Any) -> No
     # One clock: each pane shows its frame at 0.3 s (MT10 plays 80 steps a second).
     assert frames == [24, 24]
     page.screenshot(path=str(SHOTS / "side-by-side.png"))
+
+
+def test_a_replays_looks_show_from_their_frame_scrubbing_either_way(looks_run: Path, page: Any) -> None:
+    opened(page, (looks_run / "replay.html").as_uri() + "?episode=0")
+    read = seqreplay.read(looks_run / "episodes" / "000000" / "replay.seqreplay")
+    assert [(frame, node) for frame, node, _ in read.looks] == [
+        (0, "cart"),
+        (0, "ball"),
+        (2, "cart"),
+        (3, "ball"),
+    ]
+    stage = page.locator(".stage")
+
+    def shown(frame: int) -> tuple[list[float], bool, float]:
+        """At `frame` (10 a second): the cart's colour, whether the ball is drawn, and the share of the
+        picture that is the cart's blue."""
+        page.evaluate(f"() => window.yardstickReplay.player.seek({frame / 10})")
+        assert state(page)["frames"] == [frame]
+        colour, visible = page.evaluate(
+            """() => { const view = window.yardstickReplay.player.panes[0].view;
+                       let colour = null;
+                       view.root.getObjectByName("cart").traverse((o) => {
+                         if (o.isMesh && !colour) colour = o.material.color.toArray(); });
+                       return [colour, view.root.getObjectByName("ball").visible]; }"""
+        )
+        pixels = np.asarray(Image.open(io.BytesIO(stage.screenshot())).convert("RGB"), dtype=np.int16)
+        blue = (pixels[..., 2] - np.maximum(pixels[..., 0], pixels[..., 1]) > 40).mean()
+        return colour, visible, float(blue)
+
+    blue, red = [0.2, 0.4, 0.8], [1.0, 0.0, 0.0]
+    # Forward, then back over each change, then forward again: each frame shows what holds at it.
+    for frame, cart, ball in [
+        (1, blue, True),
+        (3, red, False),
+        (6, red, False),
+        (2, red, True),
+        (0, blue, True),
+    ]:
+        colour, visible, drawn_blue = shown(frame)
+        assert np.allclose(colour, cart, atol=1e-3) and visible is ball, (frame, colour, visible)
+        assert (drawn_blue > 0.002) is (cart == blue), (frame, drawn_blue)
+    page.evaluate("() => window.yardstickReplay.player.seek(0.3)")
+    stage.screenshot(path=str(SHOTS / "looks.png"))
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,11 @@
 """3D replays through the Sequences door with the real `seq` CLI: an uploaded MuJoCo benchmark
 (`seq.Replay(engine="mujoco", state=...)`) records a `.seqreplay` per episode in its box by default, and
-`seq eval report --replays DIR` saves them with the `.glb` scene they are drawn in; a benchmark that hands
-its frames itself (`seq.Replay(engine="own")`, `seq.replay.scene` / `seq.replay.frame`) gets them back as it
-gave them; `--replay none` records none. Files read back with our own reader (`replay3d.format`)."""
+`seq eval report --replays DIR` saves them with the `.glb` scene they are drawn in; its `looks=` method's
+changes are in the replay at the frames they happen, and a looks method gone wrong costs the replay, saying
+why, never the episode; a benchmark that hands its frames itself (`seq.Replay(engine="own")`,
+`seq.replay.scene` / `seq.replay.frame`) gets them back as it gave them; `--replay none` records none; a
+SAPIEN replay, which Yardstick does not read, is refused by name unless the eval says `--replay none`. Files
+read back with our own reader (`replay3d.format`)."""
 
 from __future__ import annotations
 
@@ -18,14 +21,18 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from sqlalchemy import select
 
 from conftest import fresh_database
 from hosted_helpers import eval_id_of, seq_cli
 from platform_harness import Harness, running_platform
 from yardstick.replay3d import format as replay_format
+from yardstick.sequences.eval_report import run_id_of
+from yardstick.store.models import RunEpisode
 
 EXAMPLES = Path(__file__).parent / "seq_examples"
 TARGETS = {"left": -0.5, "right": 0.5}
+BLUE, RED = [0.2, 0.4, 0.8, 1.0], [1.0, 0.0, 0.0, 1.0]  # looks-bench's cart
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -34,7 +41,7 @@ def platform(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     folder = tmp_path_factory.mktemp(request.param)
     with fresh_database(request.param, folder) as url, running_platform(folder, url, per_day=200) as harness:
         harness.wait_for_workers(60)
-        for name in ("mujoco-bench", "own-bench", "reach-policy"):
+        for name in ("mujoco-bench", "looks-bench", "own-bench", "sapien-bench", "reach-policy"):
             shutil.copytree(EXAMPLES / name, folder / name)
             ok(harness, "deploy", str(folder / name))
         yield harness
@@ -52,6 +59,18 @@ def details(platform: Harness, eval_id: str) -> dict[str, object]:
     assert answer.status_code == 200, answer.text
     found: dict[str, object] = answer.json()
     return found
+
+
+def replay_errors(platform: Harness, eval_id: str) -> list[list[str]]:
+    """Each episode's recording error's lines about its replay, as the platform keeps them with its result
+    (these benchmarks show no camera, so each also says it wrote no video)."""
+    run_id = run_id_of(eval_id)
+    with platform.platform.db.reading() as session:
+        found = session.execute(
+            select(RunEpisode).where(RunEpisode.submission_id == run_id).order_by(RunEpisode.index)
+        ).scalars()
+        errors = [(episode.result or {}).get("recording_error") or "" for episode in found]
+    return [[line for line in error.splitlines() if line.startswith("replay")] for error in errors]
 
 
 def saved(folder: Path) -> tuple[list[Path], list[Path]]:
@@ -143,3 +162,71 @@ def test_replay_none_records_none(platform: Harness, tmp_path: Path) -> None:
     headers = {"Authorization": f"Bearer {platform.keys['alice']}"}
     answer = httpx.get(f"{platform.url}/v1/eval/{eval_id}/replays/0", headers=headers, timeout=60)
     assert answer.status_code == 404 and "has no replay.seqreplay" in answer.text, answer.text
+
+
+def test_a_benchmarks_looks_are_in_its_replays_at_the_frames_they_change(
+    platform: Harness, tmp_path: Path
+) -> None:
+    eval_id = eval_id_of(
+        ok(platform, "eval", "run", "reach-policy", "--benchmark", "looks-bench", "--trials", "1")
+    )
+    ok(platform, "eval", "report", eval_id, "--replays", str(tmp_path))
+    replays, scenes = saved(tmp_path)
+    assert len(replays) == 2 and len(scenes) == 1
+    assert replay_errors(platform, eval_id) == [[], []]
+    for path in replays:
+        replay = replay_format.read(path)
+        assert replay.engine == "mujoco" and replay.nodes == ["cart", "ball"]
+        assert replay.step.tolist() == list(range(replay.frames)) and replay.frames >= 5
+        # Its looks method says all of it at every frame; the replay keeps what changed: everything at the
+        # reset's frame, the cart turned red at step 2, the ball hidden at step 3, nothing after.
+        assert replay.looks == [
+            (0, "cart", {"rgba": BLUE}),
+            (0, "ball", {"visible": True}),
+            (2, "cart", {"rgba": RED}),
+            (3, "ball", {"visible": False}),
+        ]
+
+
+@pytest.mark.parametrize(
+    ("mistake", "reason"),
+    [
+        ("raise", "replay: LooksFailed: the looks method raised RuntimeError: the paint ran out"),
+        ("shape", "replay: LooksFailed: the looks method answers {node: {'rgba': [r, g, b, a]}}"),
+    ],
+)
+def test_a_looks_method_gone_wrong_drops_the_replay_saying_why_and_the_episodes_are_scored(
+    platform: Harness, mistake: str, reason: str
+) -> None:
+    run = ok(
+        platform,
+        *("eval", "run", "reach-policy", "--benchmark", "looks-bench", "--trials", "1"),
+        *("--param", f"benchmark.mistake={mistake}"),
+    )
+    eval_id = eval_id_of(run)
+    episodes = details(platform, eval_id)["episodes"]
+    assert isinstance(episodes, list) and len(episodes) == 2
+    assert all(e["replay"] is False and e["error"] is None and e["success"] is True for e in episodes)
+    errors = replay_errors(platform, eval_id)
+    assert len(errors) == 2 and all(len(lines) == 1 and reason in lines[0] for lines in errors), errors
+
+
+def test_a_sapien_replay_is_refused_by_name_and_runs_with_replay_none(
+    platform: Harness, tmp_path: Path
+) -> None:
+    asked = ("eval", "run", "reach-policy", "--benchmark", "sapien-bench", "--trials", "1")
+    refused = seq_cli(platform.url, platform.keys["alice"], *asked)
+    said = " ".join((refused.stdout + refused.stderr).split())
+    assert refused.returncode == 1 and "error[dependency_missing]" in said, said
+    assert (
+        "replay: sapien-bench declares seq.Replay(engine='sapien'): Yardstick reads MuJoCo and hands-over "
+        "(engine='own') replays only" in said
+    ), said
+    assert "--replay none runs it without one" in said, said
+
+    eval_id = eval_id_of(ok(platform, *asked, "--replay", "none"))
+    episodes = details(platform, eval_id)["episodes"]
+    assert isinstance(episodes, list) and len(episodes) == 2
+    assert all(e["replay"] is False and e["success"] is True for e in episodes)
+    assert replay_errors(platform, eval_id) == [[], []]
+    assert "no 3D replays" in ok(platform, "eval", "report", eval_id, "--replays", str(tmp_path))

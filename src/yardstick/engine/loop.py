@@ -326,7 +326,9 @@ def _begin(
             else:
                 replays = recording.replay and (spec.replay is not None or not recording.replay_if_declared)
                 state = (lambda at=index: worlds.replay_state(at)) if replays else None
-                slot.recorder = EpisodeRecorder.open(recording, episode.index, hz, state)
+                said = replays and spec.replay is not None and spec.replay.looks is not None
+                looks = (lambda at=index: worlds.replay_looks(at)) if said else None
+                slot.recorder = EpisodeRecorder.open(recording, episode.index, hz, state, looks=looks)
             slot.recorder.frame(0, 0.0, obs)
             slot.timing.recording += time.perf_counter() - opened
         try:

@@ -204,8 +204,9 @@ class EpisodeRecorder:
     """Records one episode into `folder`: `frame` after the reset and after every step, `action` for every
     step, `close` at the end. No method raises: a failure lands in `errors` and stops the part that failed.
     Paths it returns are absolute; `relative` gives them as the run names them (from `root`). `state`
-    answers the simulator's state for a 3D replay (the run's recording asks for one); `track`, given instead,
-    is the replay itself (one the benchmark hands over, `replay_own`)."""
+    answers the simulator's state for a 3D replay (the run's recording asks for one), and `looks`, with it,
+    what the benchmark says of how its nodes look (`ReplayTrack`); `track`, given instead, is the replay
+    itself (one the benchmark hands over, `replay_own`)."""
 
     def __init__(
         self,
@@ -215,6 +216,7 @@ class EpisodeRecorder:
         root: Path | None = None,
         state: Callable[[], Any] | None = None,
         track: Track | None = None,
+        looks: Callable[[], Any] | None = None,
     ) -> None:
         self.folder = folder
         self.root = root if root is not None else folder
@@ -233,7 +235,7 @@ class EpisodeRecorder:
         if recording.replay and track is not None:
             self._replay = track
         elif recording.replay and state is not None:
-            self._replay = ReplayTrack(state, hz)
+            self._replay = ReplayTrack(state, hz, looks)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             if recording.trajectory:
@@ -251,10 +253,11 @@ class EpisodeRecorder:
         hz: float,
         state: Callable[[], Any] | None = None,
         track: Track | None = None,
+        looks: Callable[[], Any] | None = None,
     ) -> EpisodeRecorder:
         """The recorder of episode `index` of a run recording as `recording` says."""
         root = Path(recording.folder or ".")
-        return cls(recording, episode_folder(root, index), hz, root, state, track)
+        return cls(recording, episode_folder(root, index), hz, root, state, track, looks)
 
     def frame(self, step: int, robot_time: float, observation: Any) -> None:
         """The observation after `step` steps (0: the reset's) at `robot_time` seconds."""

@@ -7,16 +7,19 @@ Beside the episode's other files (`recording.episode_folder`):
 
 The simulator's state is asked for once, at the episode's first frame (the reset's), from the method the
 benchmark's `replay` names; what it answers (an env, a Physics) holds the live model and data, read again at
-each frame. A scene already in the folder is not written again: episodes of one model share it, and its
-name is its content's hash.
+each frame. Its `looks` method, where it names one, is asked at every frame, and the replay keeps what it
+says that changed since the frame before. A scene already in the folder is not written again: episodes of
+one model share it, and its name is its content's hash.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
+
+import numpy as np
 
 from yardstick.replay3d.mujoco_poses import MujocoPoses
 from yardstick.replay3d.scene_cache import write_whole
@@ -37,18 +40,40 @@ class Track(Protocol):
 
 
 class ReplayTrack:
-    """One episode's replay read from a MuJoCo simulation, from its first frame to `close`."""
+    """One episode's replay read from a MuJoCo simulation, from its first frame to `close`. `looks`, when the
+    benchmark names a looks method, answers what the simulation does not say at each frame (colours,
+    visibility); the replay keeps what changed since the frame before (the first frame: all it says)."""
 
-    def __init__(self, state: Callable[[], Any], hz: float) -> None:
+    def __init__(self, state: Callable[[], Any], hz: float, looks: Callable[[], Any] | None = None) -> None:
         self._state = state
         self._hz = hz
+        self._looks = looks
+        self._said: dict[str, dict[str, Any]] = {}  # each node's looks as last said
         self._poses: MujocoPoses | None = None
 
     def frame(self, step: int, robot_time: float) -> None:
         poses = self._poses
         if poses is None:
             poses = self._poses = MujocoPoses(self._state(), meta={"hz": self._hz})
-        poses.capture(robot_time, step)
+        changed = self._changed() if self._looks is not None else None
+        poses.capture(robot_time, step, looks=changed)
+
+    def _changed(self) -> dict[str, dict[str, Any]]:
+        """What the looks method says now that it had not said (a node or a part of a look it leaves out
+        holds as it was)."""
+        assert self._looks is not None
+        try:
+            answer = self._looks()
+        except Exception as exc:
+            raise LooksFailed(f"the looks method raised {type(exc).__name__}: {exc}") from exc
+        changed: dict[str, dict[str, Any]] = {}
+        for node, look in _plain_looks(answer).items():
+            said = self._said.setdefault(node, {})
+            new = {key: value for key, value in look.items() if key not in said or said[key] != value}
+            if new:
+                said.update(new)
+                changed[node] = new
+        return changed
 
     def close(self, folder: Path, root: Path) -> list[Path]:
         """Write the replay into `folder` and its scene under `root`; the paths of both."""
@@ -57,6 +82,38 @@ class ReplayTrack:
             return []
         replay = poses.writer.write(folder / REPLAY)
         return [replay, write_scene(root, poses.scene.sha256, poses.scene.glb)]
+
+
+class LooksFailed(Exception):
+    """A benchmark's looks method raised, or answered something other than looks."""
+
+
+LOOKS_SHAPE = "{node: {'rgba': [r, g, b, a]}} or {node: {'visible': False}}"
+
+
+def _plain_looks(answer: Any) -> dict[str, dict[str, Any]]:
+    """A looks method's answer with its values as plain lists, to compare with what it said before (the
+    replay's writer checks the names and numbers)."""
+    if not isinstance(answer, Mapping):
+        raise LooksFailed(f"the looks method answers {LOOKS_SHAPE}, not a {type(answer).__name__}")
+    plain: dict[str, dict[str, Any]] = {}
+    for node, look in answer.items():
+        if not isinstance(node, str):
+            raise LooksFailed(
+                f"the looks method answers {LOOKS_SHAPE}: a node is named by a string, not {node!r}"
+            )
+        if not isinstance(look, Mapping):
+            raise LooksFailed(f"the looks method answers {LOOKS_SHAPE}; {node!r} is a {type(look).__name__}")
+        plain[node] = {key: _plain(value) for key, value in look.items()}
+    return plain
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (tuple, list)):
+        return [_plain(part) for part in value]
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def write_scene(root: Path, sha256: str, glb: bytes) -> Path:

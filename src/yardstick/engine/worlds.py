@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from yardstick.sdk.specs import BenchmarkSpec
+from yardstick.sdk.specs import RECORDED_REPLAYS, BenchmarkSpec
 
 # (observation, done, success) or (observation, done, success, metrics), as a benchmark's step returns it.
 StepOutcome = Sequence[Any]
@@ -23,13 +23,26 @@ class Worlds(Protocol):
         """The simulator's state of the episode in `slot`, from the method the benchmark's `replay` names."""
         ...
 
+    def replay_looks(self, slot: int) -> Any:
+        """How the episode in `slot` looks now where the simulator does not say (colours, visibility):
+        the answer of the `looks` method the benchmark's `replay` names, {node: {"rgba": [r, g, b, a]}} or
+        {node: {"visible": False}}."""
+        ...
+
 
 class NoReplay(Exception):
-    """The benchmark declares no way to read its simulator's state for a 3D replay."""
+    """The benchmark declares no way to read its simulator's state for a 3D replay, or declares one of an
+    engine Yardstick does not read."""
 
 
 def _state_method(instance: Any, spec: BenchmarkSpec) -> Callable[..., Any]:
     replay = spec.replay
+    if replay is not None and replay.engine not in RECORDED_REPLAYS:
+        raise NoReplay(
+            f"benchmark {spec.name} declares replay engine {replay.engine!r}: Yardstick reads MuJoCo and "
+            "hands-over ('own') replays only, so its episodes record none (leave replay out of what is "
+            "recorded: --record video,trajectory)"
+        )
     if replay is None or replay.state is None:
         raise NoReplay(
             f"benchmark {spec.name} declares no replay state: @benchmark(..., replay={{'engine': 'mujoco', "
@@ -37,6 +50,14 @@ def _state_method(instance: Any, spec: BenchmarkSpec) -> Callable[..., Any]:
             "gymnasium MuJoCo env, dm_control's Physics, robosuite's MjSim)"
         )
     method: Callable[..., Any] = getattr(instance, replay.state)
+    return method
+
+
+def _looks_method(instance: Any, spec: BenchmarkSpec) -> Callable[..., Any]:
+    replay = spec.replay
+    if replay is None or replay.looks is None:
+        raise NoReplay(f"benchmark {spec.name} declares no replay looks")
+    method: Callable[..., Any] = getattr(instance, replay.looks)
     return method
 
 
@@ -58,6 +79,9 @@ class SingleWorld:
 
     def replay_state(self, slot: int) -> Any:
         return _state_method(self._instance, self._spec)()
+
+    def replay_looks(self, slot: int) -> Any:
+        return _looks_method(self._instance, self._spec)()
 
 
 class ManyWorlds:
@@ -81,6 +105,9 @@ class ManyWorlds:
 
     def replay_state(self, slot: int) -> Any:
         return _state_method(self._instance, self._spec)(slot)
+
+    def replay_looks(self, slot: int) -> Any:
+        return _looks_method(self._instance, self._spec)(slot)
 
 
 def _one_each(answers: Sequence[Any], count: int, method: str, what: str) -> list[Any]:

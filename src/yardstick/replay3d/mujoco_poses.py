@@ -73,8 +73,9 @@ class MujocoPoses:
         self._pos = np.empty((len(self._bodies), 3))
         self._quat = np.empty((len(self._bodies), 4))
 
-    def capture(self, t: float, step: int) -> None:
-        """The moving bodies' world poses now, as frame `step` at `t` s after the reset."""
+    def capture(self, t: float, step: int, looks: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        """The moving bodies' world poses now, as frame `step` at `t` s after the reset, and what `looks`
+        changes of how nodes look from this frame on."""
         np.take(self.data.xpos, self._bodies, axis=0, out=self._pos)
         np.take(self.data.xquat, self._bodies, axis=0, out=self._quat)
-        self.writer.frame(t, step, self._pos, self._quat)
+        self.writer.frame(t, step, self._pos, self._quat, looks)

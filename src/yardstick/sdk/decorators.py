@@ -128,7 +128,7 @@ def benchmark(
 ) -> Callable[[_C], _C]:
     """Declare a class a benchmark. `action_space` (low, high), when given, is shown to policies that
     sample. `replay` says how its episodes are recorded in 3D (`ReplaySpec`: which simulator, the method
-    answering its state)."""
+    answering its state, the method saying its looks)."""
 
     def decorate(cls: _C) -> _C:
         owner = f"benchmark {name or cls.__name__}"
@@ -173,14 +173,10 @@ def benchmark(
             action_space=space,
             replay=replay,
         )
-        if (
-            spec.replay is not None
-            and spec.replay.state is not None
-            and not callable(getattr(cls, spec.replay.state, None))
-        ):
-            raise SpecError(
-                owner, "replay.state", f"names a method of the class; it has no {spec.replay.state}"
-            )
+        for role in ("state", "looks"):
+            named = getattr(spec.replay, role) if spec.replay is not None else None
+            if named is not None and not callable(getattr(cls, named, None)):
+                raise SpecError(owner, f"replay.{role}", f"names a method of the class; it has no {named}")
         setattr(cls, _SPEC, spec)
         return cls
 

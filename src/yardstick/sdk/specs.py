@@ -55,16 +55,23 @@ class Constructor(BaseModel):
         )
 
 
+# The replay engines Yardstick records: MuJoCo, read from the simulation, and "own", the frames a benchmark
+# hands over. SAPIEN and Isaac (the contract's too) are declared and kept, and a run asked to record one is
+# told it cannot (`engine.worlds`, the Sequences door's eval).
+RECORDED_REPLAYS = ("mujoco", "own")
+
+
 class ReplaySpec(BaseModel):
     """How a benchmark's episodes are recorded as 3D replays (the Sequences contract's `seq.Replay`): `engine`
-    the simulator an adapter reads ("mujoco"; "own" when the benchmark hands its frames itself); `state` the
-    benchmark's method that answers the simulator's state of the episode playing (called with no argument,
-    or with the world's index for a vectorized benchmark); `looks` the method that says what the adapter
-    cannot read (colours, visibility)."""
+    the simulator an adapter reads ("mujoco"; "own" when the benchmark hands its frames itself; "sapien" and
+    "isaac", declared as the contract says, are not read here: `RECORDED_REPLAYS`); `state` the benchmark's
+    method that answers the simulator's state of the episode playing (called with no argument, or with the
+    world's index for a vectorized benchmark); `looks` the method, called alike at every frame, that says
+    what the adapter cannot read: {node: {"rgba": [r, g, b, a]}} or {node: {"visible": False}}."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    engine: Literal["mujoco", "own"] = "mujoco"
+    engine: Literal["mujoco", "sapien", "isaac", "own"] = "mujoco"
     state: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     looks: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -50,6 +50,8 @@ class OfferedBenchmark:
     task_ids: Mapping[str, str] = field(default_factory=dict)
     # The templates its code was made from (`seq init`), which an adapter's pairs may name.
     templates: frozenset[str] = frozenset()
+    # The engine its 3D replay declares (`seq.Replay(engine=...)`), None when it declares none.
+    replay_engine: str | None = None
 
 
 @dataclass(frozen=True)

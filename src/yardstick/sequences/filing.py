@@ -19,6 +19,7 @@ from yardstick.core.ledger import Quote
 from yardstick.core.platform import Platform
 from yardstick.core.refusals import Feature, Refusal, RefusalKind, bad_request, not_found
 from yardstick.core.runs import BenchmarkTarget, Filing, hosted_ref, org_for
+from yardstick.sdk.specs import RECORDED_REPLAYS
 from yardstick.sequences import eval_report, evals
 from yardstick.sequences.models import Estimate, EvalDryRunResponse, EvalRequest, EvalResponse, InferParam
 from yardstick.store.models import Hosted, HostedVersion, Run, ServedPolicy
@@ -50,6 +51,20 @@ def _refuse_unoffered(body: EvalRequest) -> None:
         raise Refusal(RefusalKind.NOT_OFFERED, f"{field}: {why}", field=field, feature=Feature(field, why))
 
 
+def _refuse_unrecorded_replay(benchmark: evals.OfferedBenchmark, asked: EvalRequest) -> None:
+    """Refuse, naming it, an eval asking for the 3D replay (the contract's default) of a benchmark whose
+    replay engine this install does not read, rather than run it without one."""
+    engine = benchmark.replay_engine
+    if engine is None or engine in RECORDED_REPLAYS or asked.replay == "none":
+        return
+    why = (
+        f"{benchmark.name} declares seq.Replay(engine={engine!r}): Yardstick reads MuJoCo and hands-over "
+        "(engine='own') replays only, so it cannot record this eval's 3D replay; --replay none runs it "
+        "without one"
+    )
+    raise Refusal(RefusalKind.NOT_OFFERED, f"replay: {why}", field="replay", feature=Feature("replay", why))
+
+
 def file_eval(plat: Platform, who: Caller, body: EvalRequest) -> EvalResponse | EvalDryRunResponse:
     """`POST /v1/eval`: the eval asked for (laid over the one it reruns), resolved against what the caller's
     org may name, cut to its spending cap, priced, and filed on the platform's queue; or, with `dry_run`,
@@ -63,6 +78,7 @@ def file_eval(plat: Platform, who: Caller, body: EvalRequest) -> EvalResponse | 
         raise bad_request(f"{', '.join(missing)}: an eval names a model and a benchmark (or reruns one)")
     org = org_for(who, None)
     benchmark = offered_benchmark(plat, who, asked.benchmark)
+    _refuse_unrecorded_replay(benchmark, asked)
     policy = offered_policy(plat, who, asked.model)
     chosen = _adapter(plat, org.id, asked.adapter, benchmark, policy) if asked.adapter else None
     resolved = evals.resolve(
@@ -255,6 +271,9 @@ def _runnable(platform: Platform, org_id: int, kind: HostedKind, name: str, fiel
 
 def _from_hosted(hosted: Hosted, version: HostedVersion) -> evals.OfferedBenchmark:
     declaration = (version.checked or {}).get("declaration") or {}
+    # The replay as its code declares it, else as its registration did (a version read before SAPIEN and
+    # Isaac were kept in the declaration).
+    replay = declaration.get("replay") or (version.declared or {}).get("replay") or {}
     return evals.OfferedBenchmark(
         name=hosted.name,
         version=version.number,
@@ -262,15 +281,16 @@ def _from_hosted(hosted: Hosted, version: HostedVersion) -> evals.OfferedBenchma
         seeds=tuple(declaration["seeds"]),
         max_seconds={task: float(limit) for task, limit in declaration["max_seconds"].items()},
         params=_params(declaration.get("params") or {}),
-        target=BenchmarkTarget(hosted_ref(version.id), {}, _recording(declaration)),
+        target=BenchmarkTarget(hosted_ref(version.id), {}, _recording(replay.get("engine"))),
         templates=made_from(version.declared or {}),
+        replay_engine=replay.get("engine"),
     )
 
 
-def _recording(declaration: Mapping[str, Any]) -> dict[str, Any]:
+def _recording(replay_engine: str | None) -> dict[str, Any]:
     """What an eval of a registered benchmark records of each episode: its video and trajectory, and its 3D
     replay when the benchmark declares one Yardstick records (`seq.Replay`: MuJoCo, or frames it hands)."""
-    return {"video": True, "trajectory": True, "replay": bool(declaration.get("replay"))}
+    return {"video": True, "trajectory": True, "replay": replay_engine in RECORDED_REPLAYS}
 
 
 def _params(declared: Mapping[str, Any]) -> dict[str, InferParam]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 import yardstick.sdk.decorators as ys
 from yardstick.hosted.params import Param, ParamError, constructor_params
@@ -53,6 +53,8 @@ GONE: Final = {
 OWNER: Final = "@seq.benchmark"
 # The engines the contract reads as MuJoCo (`engine=` of the benchmark, or of its seq.Replay).
 MUJOCO: Final = frozenset({"mujoco", "robosuite", "libero", "robocasa"})
+# And as SAPIEN.
+SAPIEN: Final = frozenset({"sapien", "mani_skill"})
 
 
 def benchmark(*args: Any, **kwargs: Any) -> Callable[[_C], _C]:
@@ -147,8 +149,9 @@ def _register(cls: _C, kw: dict[str, Any]) -> _C:
 def _replay(cls: type, replay: Any, engine: Any, owner: str) -> ReplaySpec | None:
     """`seq.Replay(...)` as Yardstick records it: MuJoCo read through `state`, or frames the benchmark hands
     over ("own"). Its engine left out is the benchmark's `engine=`, else MuJoCo when it names a `state` (the
-    one simulation Yardstick reads). SAPIEN and Isaac are the contract's and declared as it says, and record
-    none here (None)."""
+    one simulation Yardstick reads). SAPIEN and Isaac are the contract's and declared as it says, and kept
+    as declared: an eval asked to record one is refused, naming it (`sequences.filing`); one of another
+    engine records none (None)."""
     if replay is None:
         return None
     if not isinstance(replay, Replay):
@@ -162,12 +165,23 @@ def _replay(cls: type, replay: Any, engine: Any, owner: str) -> ReplaySpec | Non
     chosen = replay.engine or (engine if isinstance(engine, str) else None)
     if chosen is None and replay.state is not None:
         chosen = "mujoco"
-    if (chosen in MUJOCO or chosen == "sapien") and replay.state is None:
-        raise BenchmarkDefinitionError(
-            owner, "replay.state", f'names the method answering the simulation: engine="{chosen}" reads it'
-        )
-    if chosen in MUJOCO:
-        return ReplaySpec(engine="mujoco", state=replay.state, looks=replay.looks)
+    adapter: Literal["mujoco", "sapien", "isaac"] | None = (
+        "mujoco"
+        if chosen in MUJOCO
+        else "sapien"
+        if chosen in SAPIEN
+        else "isaac"
+        if chosen == "isaac"
+        else None
+    )
+    if adapter is not None:
+        if replay.state is None:
+            raise BenchmarkDefinitionError(
+                owner,
+                "replay.state",
+                f'names the method answering the simulation: engine="{chosen}" reads it',
+            )
+        return ReplaySpec(engine=adapter, state=replay.state, looks=replay.looks)
     if chosen == "own":
         return ReplaySpec(engine="own", state=None, looks=replay.looks)
     return None

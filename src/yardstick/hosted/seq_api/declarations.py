@@ -180,7 +180,8 @@ class Timeouts:
 class Replay:
     """`seq.Replay(engine="mujoco", state="mj_state")`: that an eval records a 3D replay, and how its
     frames are read. Yardstick reads MuJoCo (`state`'s answer) and takes the frames an "own" benchmark hands
-    over (`seq.replay`); a SAPIEN or Isaac one is kept for the registry and records none here."""
+    over (`seq.replay`); a SAPIEN or Isaac one is kept as declared, and an eval asked to record it is
+    refused, naming it."""
 
     ENGINES: Final = ("mujoco", "sapien", "isaac", "own")
 
