@@ -241,7 +241,7 @@ def test_a_frame_drawn_from_scene_and_poses_covers_what_mujoco_draws(world: tupl
         truth, view = mujoco_mask(renderer, model, data, camera, recorder.scene.moving_bodies)
     finally:
         renderer.close()
-    writer = recorder.writer
+    writer = recorder.finished()
     replay = replay_format.read(writer.to_bytes())
 
     def frame(index: int) -> np.ndarray:
@@ -294,3 +294,95 @@ def test_a_scene_is_exported_once_a_machine_and_kept_whole(
     monkeypatch.setenv(scene_cache.ENV, "off")
     assert scene_cache.folder() is None
     assert scene_of(mujoco.MjModel.from_xml_string(XML)).sha256 == first.sha256
+
+
+def test_a_model_changed_in_what_the_scene_draws_is_another_cache_key() -> None:
+    """The disk cache's key reads the model's arrays: the same XML built twice is one key, a colour or a
+    mesh's vertex changed is another (a stale scene is never read for a changed model)."""
+    from yardstick.replay3d import scene_cache
+
+    key = scene_cache.model_key(mujoco.MjModel.from_xml_string(XML))
+    assert scene_cache.model_key(mujoco.MjModel.from_xml_string(XML)) == key
+    recoloured = XML.replace('rgba="0 .5 1 1"', 'rgba="0 .5 .9 1"')
+    assert scene_cache.model_key(mujoco.MjModel.from_xml_string(recoloured)) != key
+    reshaped = XML.replace('0 0 .08"/>', '0 0 .09"/>')
+    assert reshaped != XML
+    assert scene_cache.model_key(mujoco.MjModel.from_xml_string(reshaped)) != key
+
+
+def test_a_run_folder_links_the_kept_scene_and_copies_it_where_it_cannot(tmp_path: Any) -> None:
+    from yardstick.engine.replay_track import write_scene
+
+    kept = tmp_path / "cache" / "scene.glb"
+    kept.parent.mkdir()
+    kept.write_bytes(b"glTF scene bytes")
+    linked = write_scene(tmp_path / "run", "a" * 64, b"glTF scene bytes", kept)
+    assert linked.read_bytes() == b"glTF scene bytes"
+    assert linked.stat().st_ino == kept.stat().st_ino  # one file on disk, not a second copy
+    copied = write_scene(tmp_path / "other", "b" * 64, b"glTF scene bytes", tmp_path / "cache" / "gone.glb")
+    assert copied.read_bytes() == b"glTF scene bytes"
+    assert copied.stat().st_ino != kept.stat().st_ino
+
+
+def test_frames_handed_together_are_checked_together_and_a_bad_one_keeps_none() -> None:
+    writer = replay_format.ReplayWriter(["a", "b"], engine="mujoco")
+    frames = 5
+    pos = np.zeros((frames, 2, 3))
+    quat = np.tile([1.0, 0.0, 0.0, 0.0], (frames, 2, 1))
+    t = np.arange(frames) * 0.1
+    step = np.arange(frames, dtype=np.int32)
+    bad = pos.copy()
+    bad[3, 1, 2] = np.nan  # a simulation that diverged at frame 3
+    with pytest.raises(ValueError, match=r"pos: finite metres .*\(frame 3\)"):
+        writer.extend(t, step, bad, quat)
+    with pytest.raises(ValueError, match=r"looks\['a'\].rgba"):
+        writer.extend(t, step, pos, quat, [(1, "a", {"rgba": [1.0, 0.0]})])
+    assert writer.frames == 0 and writer.looks == []
+    writer.extend(t, step, pos, quat, [(2, "b", {"visible": False})])
+    writer.extend(t + 0.5, step + frames, pos, quat)
+    replay = replay_format.read(writer.to_bytes())
+    assert replay.frames == 2 * frames and list(replay.step) == list(range(2 * frames))
+    assert replay.looks == [(2, "b", {"visible": False})]
+
+
+def _poses_in_a_forked_child(results: Any) -> None:
+    model = mujoco.MjModel.from_xml_string(XML)
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    poses = MujocoPoses((model, data))
+    poses.capture(0.0, 0)
+    results.put(poses.finished().nodes)
+
+
+def test_a_process_forked_after_its_parent_found_scenes_finds_its_own() -> None:
+    """A pool worker forked from a parent whose scene thread ran has no such thread: it starts its own (a
+    scene asked of the parent's would never come)."""
+    import multiprocessing
+
+    model = mujoco.MjModel.from_xml_string(XML)
+    parent = MujocoPoses((model, mujoco.MjData(model)))
+    assert parent.scene.moving_names  # the parent's scene thread has run
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    child = context.Process(target=_poses_in_a_forked_child, args=(results,))
+    child.start()
+    try:
+        assert results.get(timeout=120) == parent.scene.moving_names
+    finally:
+        child.join(timeout=60)
+        if child.is_alive():
+            child.kill()
+
+
+def test_an_episode_longer_than_the_room_kept_keeps_every_frame(world: tuple[Any, Any]) -> None:
+    model, _ = world
+    data = mujoco.MjData(model)
+    poses = MujocoPoses((model, data), capacity=2)
+    for step in range(9):
+        data.mocap_pos[0] = (0.0, 0.0, 0.3 + 0.01 * step)
+        mujoco.mj_forward(model, data)
+        poses.capture(step * 0.1, step)
+    replay = replay_format.read(poses.finished().to_bytes())
+    target = replay.nodes.index("target")
+    assert list(replay.step) == list(range(9))
+    assert np.allclose(replay.pos[:, target, 2], 0.3 + 0.01 * np.arange(9), atol=1e-3)

@@ -14,6 +14,7 @@ one model share it, and its name is its content's hash.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -80,8 +81,9 @@ class ReplayTrack:
         poses = self._poses
         if poses is None:
             return []
-        replay = poses.writer.write(folder / REPLAY)
-        return [replay, write_scene(root, poses.scene.sha256, poses.scene.glb)]
+        replay = poses.finished().write(folder / REPLAY)
+        scene = poses.scene
+        return [replay, write_scene(root, scene.sha256, scene.glb, scene.kept)]
 
 
 class LooksFailed(Exception):
@@ -116,11 +118,21 @@ def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-def write_scene(root: Path, sha256: str, glb: bytes) -> Path:
-    """The scene `glb` (whose sha256 is `sha256`) under `root`, written unless it is there already."""
+def write_scene(root: Path, sha256: str, glb: bytes, kept: Path | None = None) -> Path:
+    """The scene `glb` (whose sha256 is `sha256`) under `root`, written unless it is there already: a hard
+    link to `kept` (the disk cache's file of the same bytes) where it can be, 50 µs where a copy of a
+    Meta-World scene's 1.6 MB took 1.5 ms."""
     scene = root / SCENES / (sha256 + SCENE_SUFFIX)
     if not scene.exists():
         scene.parent.mkdir(parents=True, exist_ok=True)
+        if kept is not None:
+            try:
+                os.link(kept, scene)
+                return scene
+            except FileExistsError:
+                return scene  # another worker put it there first
+            except OSError:
+                pass  # another file system, or the cache's file gone: a copy below
         # Another worker may write the same scene at once: the rename of identical bytes is harmless.
         write_whole(scene, glb)
     return scene

@@ -61,7 +61,6 @@ drafts and are not read: 3.5 and 3 times larger than this one on MT10.
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -119,7 +118,9 @@ class Replay:
 class ReplayWriter:
     """Collects an episode's frames in memory (arrays grown by doubling) and writes them once, at the end.
 
-    `frame` costs two float32 copies of N×3 and N×4: the poses are not encoded until `to_bytes`."""
+    Two ways in: `frame` for poses handed over one frame at a time (checked as they come, so a bad one is
+    named at its frame), and `extend` for a simulator's frames kept by its recorder (mujoco_poses), checked
+    all together. The poses are not encoded until `to_bytes`."""
 
     def __init__(
         self,
@@ -143,8 +144,9 @@ class ReplayWriter:
         count, capacity = len(names), max(1, capacity)
         self._t = np.empty(capacity, dtype=np.float64)
         self._step = np.empty(capacity, dtype=np.int32)
-        self._pos = np.empty((capacity, count, 3), dtype=np.float32)
-        self._quat = np.empty((capacity, count, 4), dtype=np.float32)
+        # float64, as simulators keep poses: a gather is then a copy with no conversion.
+        self._pos = np.empty((capacity, count, 3), dtype=np.float64)
+        self._quat = np.empty((capacity, count, 4), dtype=np.float64)
         self._frames = 0
 
     @property
@@ -171,7 +173,7 @@ class ReplayWriter:
         index = self._frames
         if index == len(self._t):
             self._grow()
-        self._pos[index] = pos  # converts to float32 and checks the shape, in one copy
+        self._pos[index] = pos  # converts to float64 and checks the shape, in one copy
         self._quat[index] = quat
         # One comparison a kind (a NaN fails it too): a few microseconds, where a bad pose would only show at
         # the episode's end, as a replay that cannot be written.
@@ -185,6 +187,27 @@ class ReplayWriter:
         self._step[index] = step
         self._frames = index + 1
         self.looks.extend((index, node, change) for node, change in changes)
+
+    def extend(
+        self,
+        t: npt.NDArray[np.float64],
+        step: npt.NDArray[np.int32],
+        pos: npt.NDArray[np.float64],
+        quat: npt.NDArray[np.float64],
+        looks: Sequence[tuple[int, str, Mapping[str, Any]]] = (),
+    ) -> None:
+        """Frames [F] at once, as a simulator's recorder kept them: times, steps, poses [F, N, 3] and
+        [F, N, 4], and look changes as (frame among these, node, change); checked all together, and nothing
+        kept when one is off the file's grids or a look is bad (named)."""
+        _check_frames(t, pos, quat)
+        changes = [(self._frames + int(frame), node, _look(node, change)) for frame, node, change in looks]
+        count = self._frames + len(t)
+        while count > len(self._t):
+            self._grow()
+        at = slice(self._frames, count)
+        self._t[at], self._step[at], self._pos[at], self._quat[at] = t, step, pos, quat
+        self._frames = count
+        self.looks.extend(changes)
 
     def to_bytes(self) -> bytes:
         """The whole file."""
@@ -220,13 +243,9 @@ class ReplayWriter:
             ],
             axis=1,
         ).astype(np.int64)
-        buffer = io.BytesIO()
+        head = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
         # mtime 0: the same episode gives the same bytes (a rerun's replay compares equal as a file).
-        with gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=LEVEL, mtime=0) as out:
-            out.write(MAGIC)
-            out.write(json.dumps(header, separators=(",", ":"), allow_nan=False).encode() + b"\n")
-            out.write(_encode(columns))
-        return buffer.getvalue()
+        return gzip.compress(MAGIC + head + b"\n" + _encode(columns), LEVEL, mtime=0)
 
     def write(self, path: str | Path) -> Path:
         """Write the file at `path` (under a `.partial` name first: a file under its own name is whole)."""
@@ -241,11 +260,28 @@ class ReplayWriter:
         return target
 
     def _grow(self) -> None:
-        size = 2 * len(self._t)
-        self._t = np.resize(self._t, size)
-        self._step = np.resize(self._step, size)
-        self._pos = np.resize(self._pos, (size, *self._pos.shape[1:]))
-        self._quat = np.resize(self._quat, (size, *self._quat.shape[1:]))
+        self._t, self._step, self._pos, self._quat = doubled(self._t, self._step, self._pos, self._quat)
+
+
+def doubled(*arrays: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], ...]:
+    """Each of a recorder's frame arrays with room for twice its frames (the kept ones first, the rest not
+    yet written): one copy a doubling, so a frame costs no copy of those before it."""
+    return tuple(np.resize(array, (2 * len(array), *array.shape[1:])) for array in arrays)
+
+
+def _check_frames(
+    t: npt.NDArray[np.float64], pos: npt.NDArray[np.float64], quat: npt.NDArray[np.float64]
+) -> None:
+    """Every frame's poses and time on the file's grids (what `frame` checks one frame at a time)."""
+    for name, values, limit, rule in (
+        ("pos", pos, POS_LIMIT, f"finite metres within ±{POS_LIMIT:g}"),
+        ("quat", quat, QUAT_LIMIT, "a unit quaternion (parts within ±1)"),
+        ("t", t, T_LIMIT, f"finite seconds within ±{T_LIMIT:g}"),
+    ):
+        fits = (np.abs(values) <= limit).all(axis=tuple(range(1, values.ndim)))
+        if not fits.all():
+            frame = int(np.flatnonzero(~fits)[0])
+            raise ValueError(f"{name}: {rule}, not {values[frame].tolist()} (frame {frame})")
 
 
 def read(source: str | Path | bytes) -> Replay:
@@ -299,7 +335,8 @@ def _encode(counts: npt.NDArray[np.int64]) -> bytes:
     zigzag = ((residuals << 1) ^ (residuals >> 63)).astype(np.uint64).T.ravel()
     # Each number's bytes: one, plus one for every seven bits past the first seven.
     sizes = np.ones(len(zigzag), dtype=np.int64)
-    for shift in range(7, 64, 7):
+    top = int(zigzag.max(initial=0))
+    for shift in range(7, max(top.bit_length(), 1), 7):  # no comparison past the largest number's bytes
         sizes += zigzag >= np.uint64(1 << shift)
     starts = np.cumsum(sizes) - sizes
     out = np.zeros(int(sizes.sum()), dtype=np.uint8)
@@ -345,16 +382,33 @@ def _parents(parents: Sequence[int] | None, count: int) -> list[int]:
 
 
 def _relative(
-    pos: Floats, quat: Floats, parents: list[int]
+    pos: npt.NDArray[np.float64], quat: npt.NDArray[np.float64], parents: list[int]
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """World poses [F, N, ...] as the file keeps them: each node with a parent in its parent's frame."""
-    world_pos, world_quat = pos.astype(np.float64), quat.astype(np.float64)
-    local_pos, local_quat = world_pos.copy(), world_quat.copy()
-    for node, parent in enumerate(parents):
-        if parent >= 0:
-            inverse = world_quat[:, parent] * _CONJUGATE
-            local_pos[:, node] = _rotate(inverse, world_pos[:, node] - world_pos[:, parent])
-            local_quat[:, node] = _multiply(inverse, world_quat[:, node])
+    """World poses [F, N, ...] as the file keeps them: each node with a parent in its parent's frame.
+
+    Every node's parent is read in the world, as recorded, so all nodes are done at once, written out
+    component by component: an episode's close is a few hundred small arrays, where numpy's per-call cost
+    is what counts (this costs a fifth of composing `_rotate` and `_multiply` node by node)."""
+    frames = len(pos)
+    # A node without a parent is read against the world: an identity pose put last, where index -1 reads.
+    world_pos = np.concatenate([pos, np.zeros((frames, 1, 3))], axis=1)
+    world_quat = np.concatenate([quat, np.tile([1.0, 0.0, 0.0, 0.0], (frames, 1, 1))], axis=1)
+    up, d = world_quat[:, parents], pos - world_pos[:, parents]
+    # The parent's inverse turn: w, and -x, -y, -z as the vector part u.
+    w, ux, uy, uz = up[..., 0], -up[..., 1], -up[..., 2], -up[..., 3]
+    dx, dy, dz = d[..., 0], d[..., 1], d[..., 2]
+    # v' = v + w t + u × t, t = 2 u × v: the inverse turn of the offset to the node.
+    tx, ty, tz = 2 * (uy * dz - uz * dy), 2 * (uz * dx - ux * dz), 2 * (ux * dy - uy * dx)
+    local_pos = np.empty_like(pos)
+    local_pos[..., 0] = dx + w * tx + uy * tz - uz * ty
+    local_pos[..., 1] = dy + w * ty + uz * tx - ux * tz
+    local_pos[..., 2] = dz + w * tz + ux * ty - uy * tx
+    bw, bx, by, bz = quat[..., 0], quat[..., 1], quat[..., 2], quat[..., 3]
+    local_quat = np.empty_like(quat)
+    local_quat[..., 0] = w * bw - ux * bx - uy * by - uz * bz
+    local_quat[..., 1] = w * bx + ux * bw + uy * bz - uz * by
+    local_quat[..., 2] = w * by - ux * bz + uy * bw + uz * bx
+    local_quat[..., 3] = w * bz + ux * by - uy * bx + uz * bw
     return local_pos, local_quat
 
 
@@ -393,17 +447,14 @@ _CONJUGATE = np.array([1.0, -1.0, -1.0, -1.0])
 
 def _multiply(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Hamilton products of quaternions [..., 4] (w x y z)."""
-    aw, ax, ay, az = np.moveaxis(a, -1, 0)
-    bw, bx, by, bz = np.moveaxis(b, -1, 0)
-    return np.stack(
-        [
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ],
-        axis=-1,
-    )
+    aw, ax, ay, az = a[..., 0], a[..., 1], a[..., 2], a[..., 3]
+    bw, bx, by, bz = b[..., 0], b[..., 1], b[..., 2], b[..., 3]
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
+    out[..., 0] = aw * bw - ax * bx - ay * by - az * bz
+    out[..., 1] = aw * bx + ax * bw + ay * bz - az * by
+    out[..., 2] = aw * by - ax * bz + ay * bw + az * bx
+    out[..., 3] = aw * bz + ax * by - ay * bx + az * bw
+    return out
 
 
 def _rotate(quat: npt.NDArray[np.float64], vector: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:

@@ -1,10 +1,17 @@
-"""Recording a MuJoCo simulation's replay: each frame, the world pose of every moving body.
+"""Recording a MuJoCo simulation's replay: each frame, the world pose of every body that may move.
 
 `mujoco_pair` finds the (MjModel, MjData) in whatever a benchmark's state method hands back: the pair itself,
 a gymnasium MuJoCo env (Meta-World's), dm_control's Physics (ALOHA's), robosuite's MjSim (LIBERO's), or any
 object with `model` and `data` holding those. `MujocoPoses` then costs a frame two gathers of float64 rows
-into the writer's float32 arrays (`xpos`, `xquat` of the moving bodies): a few microseconds, against the
-milliseconds a rendered frame takes.
+(`xpos`, `xquat`) into arrays of its own: about two microseconds, against the milliseconds a rendered frame
+takes.
+
+The scene is not needed until the episode ends, so it is found on a thread of its own (`scenes_soon`) while
+the episode plays: the model's key hashed and its .glb read from the disk cache (10 ms a Meta-World model),
+or exported the first time a machine sees the model (0.1-0.5 s), no longer on the episode's clock. Until
+then the recorder cannot know which bodies draw something, so it keeps every body a joint or mocap moves
+(the rigid roots: a superset of the scene's moving nodes, a few more columns) and keeps the scene's own at
+the end.
 
 The poses are MjData's as the last mj_step left them, which is also what MuJoCo's renderer draws
 (mjv_updateScene reads them as they are): a replay frame shows what the video frame of that step shows.
@@ -12,13 +19,17 @@ The poses are MjData's as the last mj_step left them, which is also what MuJoCo'
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from yardstick.replay3d.format import ReplayWriter
-from yardstick.replay3d.mujoco_scene import Scene, scene_of
+from yardstick.replay3d.format import ReplayWriter, doubled
+from yardstick.replay3d.mujoco_scene import Scene, rigid_roots, scene_of
 
 
 class NotMujoco(TypeError):
@@ -55,27 +66,80 @@ def _unwrap(part: Any) -> Any:
     return part
 
 
-class MujocoPoses:
-    """Reads one episode's frames from a MuJoCo simulation into a ReplayWriter."""
+# One thread a process finds scenes (one at a time: two episodes of one model share the first's export).
+# Made by the process that uses it: a pool worker forked from a parent that had one inherits no thread.
+_scenes: tuple[int, ThreadPoolExecutor] | None = None
+_scenes_lock = threading.Lock()
 
-    def __init__(self, state: Any, *, meta: Mapping[str, Any] | None = None) -> None:
+
+def scenes_soon(model: Any) -> Future[Scene]:
+    """`scene_of(model)`, found on this process's scene thread."""
+    global _scenes
+    with _scenes_lock:
+        if _scenes is None or _scenes[0] != os.getpid():
+            _scenes = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="yardstick-scenes"))
+        return _scenes[1].submit(scene_of, model)
+
+
+class MujocoPoses:
+    """Reads one episode's frames from a MuJoCo simulation; `finished` hands them over as a ReplayWriter."""
+
+    def __init__(self, state: Any, *, meta: Mapping[str, Any] | None = None, capacity: int = 512) -> None:
         self.model, self.data = mujoco_pair(state)
-        self.scene: Scene = scene_of(self.model)
-        self._bodies = self.scene.moving_bodies
-        self.writer = ReplayWriter(
-            self.scene.moving_names,
-            engine="mujoco",
-            scene_sha256=self.scene.sha256,
-            meta=meta,
-            parents=self.scene.moving_parents,
-        )
-        # One scratch row block a kind, so a frame allocates nothing but what the writer keeps.
-        self._pos = np.empty((len(self._bodies), 3))
-        self._quat = np.empty((len(self._bodies), 4))
+        self._scene = scenes_soon(self.model)
+        self.meta = dict(meta or {})
+        # Every body a joint or mocap moves (sorted): the scene's moving nodes are among them.
+        self._rows: npt.NDArray[np.intp] = np.unique(rigid_roots(self.model))
+        self._rows = self._rows[self._rows != 0]
+        self._xpos, self._xquat = self.data.xpos, self.data.xquat  # views MuJoCo writes in place
+        count = len(self._rows)
+        self._t = np.empty(capacity)
+        self._step = np.empty(capacity, dtype=np.int32)
+        self._pos = np.empty((capacity, count, 3))
+        self._quat = np.empty((capacity, count, 4))
+        self._frames = 0
+        self._looks: list[tuple[int, str, Mapping[str, Any]]] = []
+
+    @property
+    def scene(self) -> Scene:
+        """The model's scene (waiting for its thread: an export that failed raises here)."""
+        return self._scene.result()
 
     def capture(self, t: float, step: int, looks: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         """The moving bodies' world poses now, as frame `step` at `t` s after the reset, and what `looks`
-        changes of how nodes look from this frame on."""
-        np.take(self.data.xpos, self._bodies, axis=0, out=self._pos)
-        np.take(self.data.xquat, self._bodies, axis=0, out=self._quat)
-        self.writer.frame(t, step, self._pos, self._quat, looks)
+        changes of how nodes look from this frame on (checked when the frames are handed over)."""
+        index = self._frames
+        if index == len(self._t):
+            self._grow()
+        np.take(self._xpos, self._rows, axis=0, out=self._pos[index])
+        np.take(self._xquat, self._rows, axis=0, out=self._quat[index])
+        self._t[index] = t
+        self._step[index] = step
+        self._frames = index + 1
+        if looks:
+            self._looks.extend((index, str(node), change) for node, change in looks.items())
+
+    def finished(self) -> ReplayWriter:
+        """The episode's frames in a writer, the scene's moving nodes' columns only."""
+        scene = self.scene
+        columns = np.searchsorted(self._rows, scene.moving_bodies)
+        writer = ReplayWriter(
+            scene.moving_names,
+            engine="mujoco",
+            scene_sha256=scene.sha256,
+            meta=self.meta,
+            parents=scene.moving_parents,
+            capacity=self._frames,
+        )
+        count = self._frames
+        writer.extend(
+            self._t[:count],
+            self._step[:count],
+            self._pos[:count, columns],
+            self._quat[:count, columns],
+            self._looks,
+        )
+        return writer
+
+    def _grow(self) -> None:
+        self._t, self._step, self._pos, self._quat = doubled(self._t, self._step, self._pos, self._quat)

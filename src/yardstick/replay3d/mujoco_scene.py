@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import hashlib
 import io
+import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,25 +58,30 @@ class Scene:
     # Each moving node's nearest moving ancestor (an index into moving_names), or -1: a replay keeps a pose
     # relative to its parent's, which is what makes a robot's chain of links small (see format).
     moving_parents: list[int]
+    # The disk cache's file of these bytes, when there is one: a run folder links it rather than copy it.
+    kept: Path | None = None
 
 
-# Keyed by the model object's id, which stays that model's while the entry holds the model itself.
+# Keyed by the model object's id, which stays that model's while the entry holds the model itself. Held
+# while a scene is found: the recorders' scene thread (mujoco_poses) and a caller here may ask at once.
 _cache: OrderedDict[int, tuple[Any, Scene]] = OrderedDict()
+_cache_lock = threading.Lock()
 
 
 def scene_of(model: Any) -> Scene:
     """The scene of `model` (a mujoco.MjModel), exported on first use and cached for the model's life, and
     on disk across processes (scene_cache)."""
     key = id(model)
-    hit = _cache.get(key)
-    if hit is not None and hit[0] is model:
-        _cache.move_to_end(key)
-        return hit[1]
-    exported = _kept_or_exported(model)
-    _cache[key] = (model, exported)
-    while len(_cache) > _CACHE_SIZE:
-        _cache.popitem(last=False)
-    return exported
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None and hit[0] is model:
+            _cache.move_to_end(key)
+            return hit[1]
+        exported = _kept_or_exported(model)
+        _cache[key] = (model, exported)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+        return exported
 
 
 def _kept_or_exported(model: Any) -> Scene:
@@ -91,6 +98,7 @@ def _kept_or_exported(model: Any) -> Scene:
                 moving_names=[str(n) for n in said["moving_names"]],
                 moving_bodies=np.asarray(said["moving_bodies"], dtype=np.intp),
                 moving_parents=[int(p) for p in said["moving_parents"]],
+                kept=scene_cache.glb_path(key),
             )
         except (KeyError, TypeError, ValueError):
             pass  # an entry of another shape: exported again below, and overwritten
@@ -102,8 +110,7 @@ def _kept_or_exported(model: Any) -> Scene:
         "moving_bodies": exported.moving_bodies.tolist(),
         "moving_parents": exported.moving_parents,
     }
-    scene_cache.store(key, exported.glb, said)
-    return exported
+    return replace(exported, kept=scene_cache.store(key, exported.glb, said))
 
 
 def export(model: Any) -> Scene:
@@ -201,11 +208,12 @@ def rigid_roots(model: Any) -> npt.NDArray[np.intp]:
     """For each body, the body it moves rigidly with: itself when a joint or mocap moves it (or it is the
     world), else its parent's. A scene has a node per such body that draws something, not per body: a
     welded child (a camera mount, a finger pad) adds no pose to record. (A body's parent comes before it.)"""
-    roots = np.zeros(model.nbody, dtype=np.intp)
+    moves = ((model.body_jntnum > 0) | (model.body_mocapid >= 0)).tolist()
+    parents = model.body_parentid.tolist()
+    roots = [0] * model.nbody  # plain lists: one body at a time, where numpy's indexing costs microseconds
     for body in range(1, model.nbody):
-        moves = model.body_jntnum[body] > 0 or model.body_mocapid[body] >= 0
-        roots[body] = body if moves else roots[model.body_parentid[body]]
-    return roots
+        roots[body] = body if moves[body] else roots[parents[body]]
+    return np.asarray(roots, dtype=np.intp)
 
 
 def _geom_mesh(
