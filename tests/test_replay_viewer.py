@@ -21,6 +21,7 @@ from sqlalchemy import select
 
 import chromium
 from platform_harness import Harness, running_platform
+from yardstick.core import admin
 from yardstick.replay3d import format as seqreplay
 from yardstick.store.models import RunEpisode
 
@@ -219,20 +220,29 @@ def test_a_replays_looks_show_from_their_frame_scrubbing_either_way(looks_run: P
 
 
 @pytest.fixture(scope="module")
-def blind(run: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Harness, str, list[int]]]:
-    """A platform with a blind sample of two policies on toys.canvas; two of its episodes on one task and
-    seed, one a policy, are handed the MT10 run's replays as their recorded files (the platform's recording
-    of replays is the worker's: this tests the pages over whatever it records, as the episodes list it).
-    Yields the platform, the run's page and the two episodes."""
+def blind(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Harness, str, list[int]]]:
+    """A platform with a blind sample of two policies (Meta-World's expert and a random one) on one MT10
+    task, one seed: its worker records each episode's video and, as the benchmark declares one, its 3D
+    replay, and the run's page is what it recorded. Yields the platform, the run's page and the two
+    episodes."""
     with running_platform(tmp_path_factory.mktemp("site"), None, workers=1) as harness:
+        with harness.platform.db.writing() as session:
+            admin.create_eval(
+                session,
+                "metaworld.reach",
+                "mt10",
+                params={"cameras": ["corner"], "image_size": 64, "reflections": False},
+                choice=admin.EvalTasks(["reach-v3"], trials=1),
+                record_video=True,
+            )
         alice = harness.client("alice")
         plan = EvalPlan.model_validate(
             {
                 "request_type": {"type": "nebius_competition"},
-                "eval": "toys.canvas",
+                "eval": "metaworld.reach",
                 "endpoints": [
                     {"name": name, "kind": "served", "wire": "websocket", "spec": name}
-                    for name in ("rows", "sampler")
+                    for name in ("metaworld-expert", "random")  # the shipped policies
                 ],
                 "sample": {"percent": 100, "seed": 1},
                 "transaction_key": "blind-3d",
@@ -241,34 +251,18 @@ def blind(run: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
         view = harness.wait(alice, alice.create_submission(plan).submission_id).model_dump(mode="json")
         assert view["status"] == "finished", view
         run_id = int(view["id"], 16)
-        with harness.platform.db.writing() as session:
-            episodes = list(
-                session.execute(select(RunEpisode).where(RunEpisode.submission_id == run_id)).scalars()
+        with harness.platform.db.reading() as session:
+            pair = sorted(
+                session.execute(select(RunEpisode).where(RunEpisode.submission_id == run_id)).scalars(),
+                key=lambda e: e.index,
             )
-            first = min(episodes, key=lambda e: e.index)
-            pair = [
-                first,
-                *(
-                    e
-                    for e in episodes
-                    if e.endpoint != first.endpoint and e.task_id == first.task_id and e.trial == first.trial
-                ),
-            ]
-            assert len(pair) == 2 and pair[0].seed == pair[1].seed
-            scene = next((run / "scenes").glob("*.glb"))
-            harness.platform.artifacts.put(
-                run_id, f"attempts/1/scenes/{scene.name}", scene.read_bytes(), "model/gltf-binary"
-            )
-            for episode, recorded in zip(pair, ("000000", "000001"), strict=True):
-                folder = f"episodes/{episode.index:06d}"
-                for name in ("replay.seqreplay", "trajectory.jsonl.gz"):
-                    data = (run / "episodes" / recorded / name).read_bytes()
-                    harness.platform.artifacts.put(
-                        run_id, f"attempts/1/{folder}/{name}", data, "application/gzip"
-                    )
-                kept = [f"{folder}/replay.seqreplay", f"{folder}/trajectory.jsonl.gz", f"scenes/{scene.name}"]
-                episode.result = {**(episode.result or {}), "artifacts": kept}
-        yield harness, view["replay"]["url"], [e.index for e in pair]
+            assert len(pair) == 2 and pair[0].seed == pair[1].seed and pair[0].endpoint != pair[1].endpoint
+            for episode in pair:  # what the worker recorded, as the episode lists it
+                kept = (episode.result or {}).get("artifacts", [])
+                assert any(a.endswith("replay.seqreplay") for a in kept), kept
+                assert any(a.startswith("scenes/") and a.endswith(".glb") for a in kept), kept
+            indices = [e.index for e in pair]
+        yield harness, view["replay"]["url"], indices
 
 
 def test_the_run_page_links_replays_and_the_blind_pair_plays_side_by_side(
