@@ -221,6 +221,37 @@ def test_compare_on_the_cluster_decides_as_the_pool_does(cluster: Cluster, tmp_p
     assert on_ray == in_pool
 
 
+def test_compare_in_rounds_on_the_cluster_builds_each_policys_actors_once(cluster: Cluster) -> None:
+    """The rounds of `compare_until` keep each policy's actors (one in two of the cluster's CPUs each, so
+    both are placed): each actor starts once for the whole eval, not once a round, and the pairs and the
+    verdict are the local pool's."""
+    from yardstick.engine.rounds import compare_until
+    from yardstick.scoring.compare import PairedTest
+
+    def requests(**where: Any) -> tuple[RunRequest, RunRequest]:
+        made = (
+            RunRequest(Work(Component(f"{TOYS}:Coins"), Component(f"{TOYS}:{name}")), **where)
+            for name in ("Skill", "Steady")
+        )
+        return next(made), next(made)
+
+    on_ray = compare_until(*requests(ray_address=cluster.address), PairedTest(alpha=0.05), 60)
+    in_pool = compare_until(*requests(workers=2), PairedTest(alpha=0.05), 60)
+    rounds = len({r.trial // 10 for r in on_ray.a.results})
+    assert rounds >= 2, "the eval decided in its first round: nothing to keep between rounds"
+    for outcome in (on_ray.a, on_ray.b):
+        assert outcome.workers == 1  # one CPU of the two each
+        assert len(outcome.cold_starts) == 1, outcome.cold_starts  # built at the first round only
+    assert _played(on_ray.a.results) == _played(in_pool.a.results)
+    assert _played(on_ray.b.results) == _played(in_pool.b.results)
+    assert on_ray.test.decided == in_pool.test.decided
+    _until(
+        lambda: ray.available_resources().get("CPU", 0) >= 2,
+        60,
+        "the kept actors were ended after the last round (the cluster's CPUs free again)",
+    )
+
+
 def test_a_policy_on_a_unix_socket_is_played_by_actors_on_this_node_only(
     cluster: Cluster, tmp_path: Path
 ) -> None:

@@ -315,15 +315,26 @@ class RayPlayer:
 
 
 class RayExecutor:
-    """A whole run on the cluster (`yardstick eval run --executor ray`): connect, play, disconnect."""
+    """A whole run on the cluster (`yardstick eval run --executor ray`): connect, play, disconnect.
+
+    `kept` (an eval in rounds, `rounds.py`): the actors are built at the first round and kept for the next
+    ones, until `close`; a round then costs no actor's start-up (its interpreter, imports and build: seconds
+    a round). `share`: how many kept executors hold the cluster at once (eval compare's two policies, each
+    with its own actors), so each makes one in `share` of the cluster's CPUs: actors kept by one would
+    otherwise hold every CPU and the other's never be placed."""
 
     name = "ray"
 
-    def __init__(self, address: str = "auto", workers: int | None = None) -> None:
+    def __init__(
+        self, address: str = "auto", workers: int | None = None, *, kept: bool = False, share: int = 1
+    ) -> None:
         self.address = address
         self.workers = workers or 0  # 0: one actor per CPU of the cluster, known once connected
         self.cold_starts: list[float] = []  # the player's own list, as it fills, once it plays
+        self.kept = kept
+        self.share = max(1, share)
         self._player: RayPlayer | None = None
+        self._started_here = False
 
     @property
     def replayed(self) -> int:
@@ -331,18 +342,42 @@ class RayExecutor:
         return self._player.replayed if self._player is not None else 0
 
     def run(self, work: Work, episodes: Sequence[EpisodeSpec]) -> Iterator[EpisodeResult]:
+        if self._player is None or portable(work) != self._player.work:
+            self._close_player()
+            self._started_here = connect(self.address) or self._started_here
+            self._player = RayPlayer(work, self.workers or self._cluster_share())
+            self.workers, self.cold_starts = self._player.workers, self._player.cold_starts
+        else:
+            self.cold_starts = []  # this round built nothing: its actors were kept from the one before
+        finished = False
+        try:
+            yield from self._player.run(episodes)
+            finished = True
+        finally:
+            if not (self.kept and finished):
+                self.close()
+
+    def close(self) -> None:
+        """End the actors (reaped by Ray) and leave a cluster this executor started."""
+        self._close_player()
+        if self._started_here:
+            import ray
+
+            ray.shutdown()
+            self._started_here = False
+
+    def _close_player(self) -> None:
+        if self._player is not None:
+            player, self._player = self._player, None
+            player.close()
+
+    def _cluster_share(self) -> int:
+        """Actors to make when the run names no number: the cluster's CPUs, one in `share` of them."""
+        if self.share == 1:
+            return 0  # the player's own default: one a CPU
         import ray
 
-        started_here = connect(self.address)
-        try:
-            self._player = RayPlayer(work, self.workers)
-            self.workers, self.cold_starts = self._player.workers, self._player.cold_starts
-            yield from self._player.run(episodes)
-        finally:
-            if self._player is not None:
-                self._player.close()
-            if started_here:
-                ray.shutdown()
+        return max(1, int(ray.cluster_resources().get("CPU", 1)) // self.share)
 
 
 def served_here(ref: str) -> bool:

@@ -9,15 +9,21 @@ finish time would count successes first and break the rule's guarantee).
 
 An episode that fails to play (an error, not a failure of the task) ends the eval after its round: a
 decision must not rest on episodes that did not play.
+
+On a Ray cluster a policy's actors are built at the first round and kept until the last (`kept_executors`),
+each policy's on its share of the cluster; the pool and the in-process engine start afresh each round, as
+their start-up is a fraction of a second's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from yardstick.engine.executors import Executor
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.run import RunOutcome, RunRequest, evaluate, prepare
 from yardstick.scoring.compare import PairedTest
@@ -31,6 +37,26 @@ def planned_at_cap(request: RunRequest, max_trials: int) -> list[EpisodeSpec]:
     return prepare(dataclasses.replace(request, trials=max_trials))[2]
 
 
+@contextlib.contextmanager
+def kept_executors(requests: Sequence[RunRequest]) -> Iterator[list[Executor | None]]:
+    """For each request, the executor its rounds share: a kept Ray executor for a run on a cluster (the
+    requests on one cluster splitting its CPUs), None for the others (each round its own). Every kept one
+    is closed on the way out, the last made first (the first may have connected this process)."""
+    from yardstick.engine.ray_executor import RayExecutor  # a module-level import of Ray's own is lazy
+
+    on_ray = sum(1 for r in requests if r.ray_address is not None)
+    kept: list[Executor | None] = [
+        RayExecutor(r.ray_address, r.workers, kept=True, share=on_ray) if r.ray_address is not None else None
+        for r in requests
+    ]
+    try:
+        yield kept
+    finally:
+        for executor in reversed(kept):
+            if isinstance(executor, RayExecutor):
+                executor.close()
+
+
 def evaluate_until(
     request: RunRequest, rule: SequentialEval, max_trials: int, *, on_result: OnResult | None = None
 ) -> RunOutcome:
@@ -39,18 +65,19 @@ def evaluate_until(
     by_task = _by_task(planned_at_cap(request, max_trials))
     total: RunOutcome | None = None
     played = 0
-    for end in checkpoints(max_trials):
-        batch = [e for task, trials in by_task.items() if rule.is_open(task) for e in trials[played:end]]
-        played = end
-        if not batch:
-            break
-        outcome = evaluate(request, on_result=on_result, episodes=batch)
-        total = _merged(total, outcome)
-        for result in _in_trial_order(outcome.results):
-            rule.observe(result.task, 1.0 if result.success else 0.0)
-        rule.look()
-        if outcome.interrupted or any(not r.finished for r in outcome.results):
-            break
+    with kept_executors([request]) as (executor,):
+        for end in checkpoints(max_trials):
+            batch = [e for task, trials in by_task.items() if rule.is_open(task) for e in trials[played:end]]
+            played = end
+            if not batch:
+                break
+            outcome = evaluate(request, executor=executor, on_result=on_result, episodes=batch)
+            total = _merged(total, outcome)
+            for result in _in_trial_order(outcome.results):
+                rule.observe(result.task, 1.0 if result.success else 0.0)
+            rule.look()
+            if outcome.interrupted or any(not r.finished for r in outcome.results):
+                break
     assert total is not None  # the first round always plays: every task starts open
     return total
 
@@ -82,27 +109,28 @@ def compare_until(
     by_task = _by_task(plan)
     outcomes: dict[str, RunOutcome | None] = {"a": None, "b": None}
     played = 0
-    for end in checkpoints(max_trials) if until_decided else [max_trials]:
-        if test.decided:
-            break
-        batch = [e for trials in by_task.values() for e in trials[played:end]]
-        played = end
-        rounds = {
-            name: evaluate(request, on_result=on_result, episodes=batch)
-            for name, request in (("a", a), ("b", b))
-        }
-        for name, outcome in rounds.items():
-            outcomes[name] = _merged(outcomes[name], outcome)
-        success = {
-            name: {(r.task, r.trial): r.success for r in outcome.results if r.finished}
-            for name, outcome in rounds.items()
-        }
-        for episode in _in_trial_order(batch):
-            key = (episode.task, episode.trial)
-            if key in success["a"] and key in success["b"]:
-                test.add(success["a"][key], success["b"][key])
-        if any(o.interrupted or any(not r.finished for r in o.results) for o in rounds.values()):
-            break
+    with kept_executors([a, b]) as executors:
+        for end in checkpoints(max_trials) if until_decided else [max_trials]:
+            if test.decided:
+                break
+            batch = [e for trials in by_task.values() for e in trials[played:end]]
+            played = end
+            rounds = {
+                name: evaluate(request, executor=executor, on_result=on_result, episodes=batch)
+                for name, request, executor in (("a", a, executors[0]), ("b", b, executors[1]))
+            }
+            for name, outcome in rounds.items():
+                outcomes[name] = _merged(outcomes[name], outcome)
+            success = {
+                name: {(r.task, r.trial): r.success for r in outcome.results if r.finished}
+                for name, outcome in rounds.items()
+            }
+            for episode in _in_trial_order(batch):
+                key = (episode.task, episode.trial)
+                if key in success["a"] and key in success["b"]:
+                    test.add(success["a"][key], success["b"][key])
+            if any(o.interrupted or any(not r.finished for r in o.results) for o in rounds.values()):
+                break
     first, second = outcomes["a"], outcomes["b"]
     assert first is not None and second is not None
     return Compared(first, second, test)
