@@ -377,7 +377,8 @@ class RayExecutor:
             return 0  # the player's own default: one a CPU
         import ray
 
-        return max(1, int(ray.cluster_resources().get("CPU", 1)) // self.share)
+        cluster: Any = ray  # untyped where this code calls it
+        return max(1, int(cluster.cluster_resources().get("CPU", 1)) // self.share)
 
 
 def served_here(ref: str) -> bool:
