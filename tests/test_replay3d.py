@@ -356,8 +356,11 @@ def _poses_in_a_forked_child(results: Any) -> None:
 
 def test_a_process_forked_after_its_parent_found_scenes_finds_its_own() -> None:
     """A pool worker forked from a parent whose scene thread ran has no such thread: it starts its own (a
-    scene asked of the parent's would never come)."""
+    scene asked of the parent's would never come); forked while that thread held the scenes' locks (mid-
+    export), it does not wait on them."""
     import multiprocessing
+
+    from yardstick.replay3d import mujoco_poses, mujoco_scene
 
     model = mujoco.MjModel.from_xml_string(XML)
     parent = MujocoPoses((model, mujoco.MjData(model)))
@@ -365,7 +368,8 @@ def test_a_process_forked_after_its_parent_found_scenes_finds_its_own() -> None:
     context = multiprocessing.get_context("fork")
     results = context.Queue()
     child = context.Process(target=_poses_in_a_forked_child, args=(results,))
-    child.start()
+    with mujoco_scene._cache_lock, mujoco_poses._scenes_lock:  # as the scene thread holds them mid-export
+        child.start()
     try:
         assert results.get(timeout=120) == parent.scene.moving_names
     finally:

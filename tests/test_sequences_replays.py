@@ -230,3 +230,19 @@ def test_a_sapien_replay_is_refused_by_name_and_runs_with_replay_none(
     assert all(e["replay"] is False and e["success"] is True for e in episodes)
     assert replay_errors(platform, eval_id) == [[], []]
     assert "no 3D replays" in ok(platform, "eval", "report", eval_id, "--replays", str(tmp_path))
+
+
+def test_the_benchmark_listings_say_which_record_a_3d_replay(platform: Harness) -> None:
+    """`replay` of `seq benchmark ls` rows and of `seq benchmark tasks` is "3d" where its evals record
+    one here (a MuJoCo or hands-over replay, a catalogue benchmark declaring one), None where they do not (a
+    SAPIEN replay, which Yardstick does not read; a catalogue eval whose benchmark declares none)."""
+    rows = json.loads(ok(platform, "--json", "benchmark", "ls"))["benchmarks"]
+    listed = {row["name"]: row["replay"] for row in rows}
+    assert listed["mujoco-bench"] == listed["own-bench"] == listed["looks-bench"] == "3d", listed
+    assert listed["sapien-bench"] is None, listed
+    for name, said in (("mujoco-bench", "3d"), ("own-bench", "3d"), ("sapien-bench", None)):
+        assert json.loads(ok(platform, "--json", "benchmark", "tasks", name))["replay"] == said, name
+    assert "records its 3D replay" in ok(platform, "benchmark", "tasks", "mujoco-bench")
+    assert "records its 3D replay" not in ok(platform, "benchmark", "tasks", "sapien-bench")
+    # The catalogue: a toy that declares no replay, though its evals record video.
+    assert json.loads(ok(platform, "--json", "benchmark", "tasks", "toys.canvas"))["replay"] is None

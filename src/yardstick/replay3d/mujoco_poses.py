@@ -66,9 +66,10 @@ def _unwrap(part: Any) -> Any:
     return part
 
 
-# One thread a process finds scenes (one at a time: two episodes of one model share the first's export).
-# Made by the process that uses it: a pool worker forked from a parent that had one inherits no thread.
-_scenes: tuple[int, ThreadPoolExecutor] | None = None
+# One thread a process finds scenes (one at a time: two episodes of one model share the first's export),
+# made when first asked. A process forked from one that had it inherits no thread, and perhaps a lock held
+# at the fork: the child starts with neither (`_forget_scenes`), and makes its own when asked.
+_scenes: ThreadPoolExecutor | None = None
 _scenes_lock = threading.Lock()
 
 
@@ -76,9 +77,17 @@ def scenes_soon(model: Any) -> Future[Scene]:
     """`scene_of(model)`, found on this process's scene thread."""
     global _scenes
     with _scenes_lock:
-        if _scenes is None or _scenes[0] != os.getpid():
-            _scenes = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="yardstick-scenes"))
-        return _scenes[1].submit(scene_of, model)
+        if _scenes is None:
+            _scenes = ThreadPoolExecutor(1, thread_name_prefix="yardstick-scenes")
+        return _scenes.submit(scene_of, model)
+
+
+def _forget_scenes() -> None:
+    global _scenes, _scenes_lock
+    _scenes, _scenes_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_scenes)
 
 
 class MujocoPoses:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
@@ -66,6 +67,16 @@ class Scene:
 # while a scene is found: the recorders' scene thread (mujoco_poses) and a caller here may ask at once.
 _cache: OrderedDict[int, tuple[Any, Scene]] = OrderedDict()
 _cache_lock = threading.Lock()
+
+
+def _forget_cache() -> None:
+    """A forked child's start: the lock anew (the scene thread may have held it at the fork) and no entry
+    (one may have been half made)."""
+    global _cache, _cache_lock
+    _cache, _cache_lock = OrderedDict(), threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_cache)
 
 
 def scene_of(model: Any) -> Scene:

@@ -5,6 +5,7 @@ routes (`routes.py`) only read the request and show the answer."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Mapping
 from typing import Any
@@ -19,6 +20,7 @@ from yardstick.core.ledger import Quote
 from yardstick.core.platform import Platform
 from yardstick.core.refusals import Feature, Refusal, RefusalKind, bad_request, not_found
 from yardstick.core.runs import BenchmarkTarget, Filing, hosted_ref, org_for
+from yardstick.sdk.decorators import benchmark_spec
 from yardstick.sdk.specs import RECORDED_REPLAYS
 from yardstick.sequences import eval_report, evals
 from yardstick.sequences.models import Estimate, EvalDryRunResponse, EvalRequest, EvalResponse, InferParam
@@ -269,11 +271,34 @@ def _runnable(platform: Platform, org_id: int, kind: HostedKind, name: str, fiel
     return sorted(platform.hosting.runnable(org_id, kind))
 
 
+def declared_replay(version: HostedVersion) -> dict[str, Any]:
+    """A benchmark version's 3D replay as its code declares it, else as its registration did (a version read
+    before SAPIEN and Isaac were kept in the declaration); {} when it declares none."""
+    declaration = (version.checked or {}).get("declaration") or {}
+    return dict(declaration.get("replay") or (version.declared or {}).get("replay") or {})
+
+
+def replay_label(offered: evals.OfferedBenchmark) -> str | None:
+    """The contract's `replay` of a benchmark's listing: "3d" when its evals record a 3D replay here (one
+    Yardstick reads, or a catalogue benchmark's that declares one), else None."""
+    if not (offered.target.recording or {}).get("replay"):
+        return None
+    if offered.catalog is not None and not _catalogue_declares_replay(offered.catalog.benchmark):
+        return None
+    return "3d"
+
+
+@functools.cache
+def _catalogue_declares_replay(benchmark: str) -> bool:
+    try:
+        return benchmark_spec(resolve_class("benchmark", benchmark)).replay is not None
+    except Exception:
+        return False  # a benchmark that cannot be read here records nothing either
+
+
 def _from_hosted(hosted: Hosted, version: HostedVersion) -> evals.OfferedBenchmark:
     declaration = (version.checked or {}).get("declaration") or {}
-    # The replay as its code declares it, else as its registration did (a version read before SAPIEN and
-    # Isaac were kept in the declaration).
-    replay = declaration.get("replay") or (version.declared or {}).get("replay") or {}
+    replay = declared_replay(version)
     return evals.OfferedBenchmark(
         name=hosted.name,
         version=version.number,

@@ -25,9 +25,10 @@ from yardstick.core.runs import BenchmarkTarget, org_for
 from yardstick.http.auth import Who, audit_target
 from yardstick.http.routing import door_router, refusals
 from yardstick.http.services import HostingService, Plat, Purch
+from yardstick.sdk.specs import RECORDED_REPLAYS
 from yardstick.sequences import build_logs, eval_report, evals, paging, paths, removal
 from yardstick.sequences.errors import SEQUENCES
-from yardstick.sequences.filing import offered_benchmark
+from yardstick.sequences.filing import declared_replay, offered_benchmark, replay_label
 from yardstick.sequences.models import (
     BenchmarkRegisterRequest,
     BenchmarkStatusResponse,
@@ -228,14 +229,16 @@ def benchmark_tasks(name: str, plat: Plat, who: Who, hosting: HostingService) ->
             params={},
             target=BenchmarkTarget(""),
         )
+        replay = "3d" if declared_replay(building).get("engine") in RECORDED_REPLAYS else None
     else:
         offered = offered_benchmark(plat, who, name)
+        replay = replay_label(offered)
     return JSONResponse(
         {
             "benchmark": name,
             "version": offered.version,
             "template": None,
-            "replay": None,
+            "replay": replay,
             "tasks": [
                 {
                     "task": task,
@@ -632,7 +635,7 @@ def _benchmark_row(
         "created_at": hosted.created_at.isoformat(),
         "error": version.error,
         "template": None,
-        "replay": None,
+        "replay": "3d" if declared_replay(version).get("engine") in RECORDED_REPLAYS else None,
         "last_eval": last_eval,
     }
 
