@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import string
 from dataclasses import dataclass
 
 from sqlalchemy import select
@@ -17,6 +18,14 @@ from yardstick.store.models import ApiKey, utcnow
 
 KEY_MARK = "ys_"
 PREFIX_LEN = 12  # the mark and 9 characters: enough to find the row, too few to matter
+_ALPHANUMERIC = string.ascii_letters + string.digits
+
+
+def random_body(length: int = 43) -> str:
+    """A key's secret part: letters and digits only (43 of them: 256 bits), so any piece of it, its last
+    four most of all, is a name the Sequences CLI takes (`seq robot key revoke NAME …abcd` refuses what
+    begins with '-' or '_', which token_urlsafe draws one time in sixteen)."""
+    return "".join(secrets.choice(_ALPHANUMERIC) for _ in range(length))
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import secrets
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -25,6 +24,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from yardstick.core.hosting import serving_policies
+from yardstick.core.keys import random_body
 from yardstick.core.refusals import Refusal, RefusalKind, bad_request
 from yardstick.store.models import Hosted, HostedVersion, PlannerKey, PlannerRecord, PlannerState, utcnow
 from yardstick.store.states import HostedKind
@@ -238,7 +238,7 @@ def mint(
 ) -> tuple[PlannerKey, str | None]:
     """A new key to `member` of `planner`: its plaintext for a device (the only time it exists), None for
     a deployed member (the platform holds it)."""
-    plaintext = KEY_MARK + secrets.token_urlsafe(32)
+    plaintext = KEY_MARK + random_body()
     row = PlannerKey(
         org_id=planner.org_id,
         planner_id=planner.id,

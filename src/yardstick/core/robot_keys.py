@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import secrets
 from dataclasses import dataclass
 from typing import Final
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from yardstick.core.keys import random_body
 from yardstick.store.models import ActSeat, Hosted, RobotKey, utcnow
 
 __all__ = [
@@ -61,7 +61,7 @@ def is_robot_key(bearer: str) -> bool:
 
 def mint(session: Session, hosted: Hosted) -> MintedRobotKey:
     """A new key to `hosted`; the only time its plaintext exists."""
-    plaintext = ROBOT_KEY_MARK + secrets.token_urlsafe(32)
+    plaintext = ROBOT_KEY_MARK + random_body()
     row = RobotKey(
         org_id=hosted.org_id,
         hosted_id=hosted.id,
