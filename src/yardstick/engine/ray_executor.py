@@ -335,11 +335,12 @@ class RayExecutor:
         self.share = max(1, share)
         self._player: RayPlayer | None = None
         self._started_here = False
+        self._replayed_before = 0  # by the players already closed: the count outlives them
 
     @property
     def replayed(self) -> int:
-        """Episodes whose actor was lost mid-episode, handed out again."""
-        return self._player.replayed if self._player is not None else 0
+        """Episodes whose actor was lost mid-episode, handed out again (this executor's runs, all told)."""
+        return self._replayed_before + (self._player.replayed if self._player is not None else 0)
 
     def run(self, work: Work, episodes: Sequence[EpisodeSpec]) -> Iterator[EpisodeResult]:
         if self._player is None or portable(work) != self._player.work:
@@ -370,6 +371,7 @@ class RayExecutor:
         if self._player is not None:
             player, self._player = self._player, None
             player.close()
+            self._replayed_before += player.replayed
 
     def _cluster_share(self) -> int:
         """Actors to make when the run names no number: the cluster's CPUs, one in `share` of them."""
