@@ -164,29 +164,18 @@ class ReplayWriter:
         """The moving nodes at `t` s after the reset, `step` steps in: pos [N, 3], quat [N, 4] (w x y z).
         A bad look, or a pose off the file's grids (not finite, a position past ±10 km, a quaternion's part
         past ±1), raises before anything of the frame is kept."""
-        changes = []
-        for node, change in (looks or {}).items():
+        for node in looks or {}:
             # A look may touch a node that never moves (a goal marker turning green): any name goes.
             if not isinstance(node, str):
                 raise ValueError(f"looks: a node is named by a string, not {node!r}")
-            changes.append((node, _look(node, change)))
-        index = self._frames
-        if index == len(self._t):
-            self._grow()
-        self._pos[index] = pos  # converts to float64 and checks the shape, in one copy
-        self._quat[index] = quat
-        # One comparison a kind (a NaN fails it too): a few microseconds, where a bad pose would only show at
-        # the episode's end, as a replay that cannot be written.
-        if not (np.abs(self._pos[index]) <= POS_LIMIT).all():
-            raise ValueError(f"pos: finite metres within ±{POS_LIMIT:g}, not {np.asarray(pos).tolist()}")
-        if not (np.abs(self._quat[index]) <= QUAT_LIMIT).all():
-            raise ValueError(f"quat: a unit quaternion (parts within ±1), not {np.asarray(quat).tolist()}")
-        if not abs(t) <= T_LIMIT:
-            raise ValueError(f"t: finite seconds within ±{T_LIMIT:g}, not {t!r}")
-        self._t[index] = t
-        self._step[index] = step
-        self._frames = index + 1
-        self.looks.extend((index, node, change) for node, change in changes)
+        # One frame is a batch of one: the same checks (a NaN fails them too), before anything is kept.
+        self.extend(
+            np.array([t], dtype=np.float64),
+            np.array([step], dtype=np.int32),
+            np.asarray(pos, dtype=np.float64)[None],
+            np.asarray(quat, dtype=np.float64)[None],
+            [(0, node, change) for node, change in (looks or {}).items()],
+        )
 
     def extend(
         self,
@@ -199,7 +188,7 @@ class ReplayWriter:
         """Frames [F] at once, as a simulator's recorder kept them: times, steps, poses [F, N, 3] and
         [F, N, 4], and look changes as (frame among these, node, change); checked all together, and nothing
         kept when one is off the file's grids or a look is bad (named)."""
-        _check_frames(t, pos, quat)
+        _check_frames(t, pos, quat, first=self._frames)
         changes = [(self._frames + int(frame), node, _look(node, change)) for frame, node, change in looks]
         count = self._frames + len(t)
         while count > len(self._t):
@@ -270,9 +259,14 @@ def doubled(*arrays: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], ...]:
 
 
 def _check_frames(
-    t: npt.NDArray[np.float64], pos: npt.NDArray[np.float64], quat: npt.NDArray[np.float64]
+    t: npt.NDArray[np.float64],
+    pos: npt.NDArray[np.float64],
+    quat: npt.NDArray[np.float64],
+    *,
+    first: int = 0,
 ) -> None:
-    """Every frame's poses and time on the file's grids (what `frame` checks one frame at a time)."""
+    """Every frame's poses and time on the file's grids, a bad one named by its number in the file (the
+    batch's own first frame is `first`)."""
     for name, values, limit, rule in (
         ("pos", pos, POS_LIMIT, f"finite metres within ±{POS_LIMIT:g}"),
         ("quat", quat, QUAT_LIMIT, "a unit quaternion (parts within ±1)"),
@@ -281,7 +275,7 @@ def _check_frames(
         fits = (np.abs(values) <= limit).all(axis=tuple(range(1, values.ndim)))
         if not fits.all():
             frame = int(np.flatnonzero(~fits)[0])
-            raise ValueError(f"{name}: {rule}, not {values[frame].tolist()} (frame {frame})")
+            raise ValueError(f"{name}: {rule}, not {values[frame].tolist()} (frame {first + frame})")
 
 
 def read(source: str | Path | bytes) -> Replay:
