@@ -390,3 +390,28 @@ def test_an_episode_longer_than_the_room_kept_keeps_every_frame(world: tuple[Any
     target = replay.nodes.index("target")
     assert list(replay.step) == list(range(9))
     assert np.allclose(replay.pos[:, target, 2], 0.3 + 0.01 * np.arange(9), atol=1e-3)
+
+
+def test_a_models_later_episode_records_only_the_scenes_bodies_and_writes_the_same_file() -> None:
+    """The first episode of a model records every body a joint moves until its scene is found; a later one,
+    the scene known, records the scene's moving bodies alone. Both give the same file for the same motion."""
+    model = mujoco.MjModel.from_xml_string(XML)  # a model this process has no scene of yet
+
+    def episode() -> tuple[MujocoPoses, bytes]:
+        data = mujoco.MjData(model)
+        poses = MujocoPoses((model, data))
+        for step in range(6):
+            data.qpos[:3] = (0.2 + 0.01 * step, 0.1, 0.1)
+            data.mocap_pos[0] = (0.0, 0.0, 0.3 + 0.02 * step)
+            mujoco.mj_forward(model, data)
+            poses.capture(step * 0.05, step)
+        return poses, poses.finished().to_bytes()
+
+    first, first_file = episode()
+    later, later_file = episode()
+    moving = set(first.scene.moving_bodies.tolist())
+    # The ghost draws nothing: a body a joint moves that the scene has no node for.
+    assert model.body("ghost").id not in moving
+    assert set(first._rows.tolist()) > moving and set(later._rows.tolist()) == moving
+    assert later_file == first_file
+    assert replay_format.read(later_file).nodes == first.scene.moving_names

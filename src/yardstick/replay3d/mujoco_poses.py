@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from yardstick.replay3d.format import ReplayWriter, doubled
-from yardstick.replay3d.mujoco_scene import Scene, rigid_roots, scene_of
+from yardstick.replay3d.mujoco_scene import Scene, known_scene, rigid_roots, scene_of
 
 
 class NotMujoco(TypeError):
@@ -74,8 +74,14 @@ _scenes_lock = threading.Lock()
 
 
 def scenes_soon(model: Any) -> Future[Scene]:
-    """`scene_of(model)`, found on this process's scene thread."""
+    """`scene_of(model)`, found on this process's scene thread; one this process has already is answered at
+    once (waking the thread costs the episode's thread the interpreter's lock for a while: ~0.2 ms)."""
     global _scenes
+    known = known_scene(model)
+    if known is not None:
+        done: Future[Scene] = Future()
+        done.set_result(known)
+        return done
     with _scenes_lock:
         if _scenes is None:
             _scenes = ThreadPoolExecutor(1, thread_name_prefix="yardstick-scenes")
@@ -97,9 +103,14 @@ class MujocoPoses:
         self.model, self.data = mujoco_pair(state)
         self._scene = scenes_soon(self.model)
         self.meta = dict(meta or {})
-        # Every body a joint or mocap moves (sorted): the scene's moving nodes are among them.
-        self._rows: npt.NDArray[np.intp] = np.unique(rigid_roots(self.model))
-        self._rows = self._rows[self._rows != 0]
+        # The scene's moving bodies when it is known already (a model's later episodes), else every body a
+        # joint or mocap moves (sorted): the scene's moving nodes are among them, picked out at the end.
+        self._exact = self._scene.done() and self._scene.exception() is None
+        if self._exact:
+            self._rows: npt.NDArray[np.intp] = self._scene.result().moving_bodies
+        else:
+            roots = np.unique(rigid_roots(self.model))
+            self._rows = roots[roots != 0]
         self._xpos, self._xquat = self.data.xpos, self.data.xquat  # views MuJoCo writes in place
         count = len(self._rows)
         self._t = np.empty(capacity)
@@ -131,7 +142,11 @@ class MujocoPoses:
     def finished(self) -> ReplayWriter:
         """The episode's frames in a writer, the scene's moving nodes' columns only."""
         scene = self.scene
-        columns = np.searchsorted(self._rows, scene.moving_bodies)
+        count = self._frames
+        pos, quat = self._pos[:count], self._quat[:count]
+        if not self._exact:
+            columns = np.searchsorted(self._rows, scene.moving_bodies)
+            pos, quat = pos[:, columns], quat[:, columns]
         writer = ReplayWriter(
             scene.moving_names,
             engine="mujoco",
@@ -140,14 +155,7 @@ class MujocoPoses:
             parents=scene.moving_parents,
             capacity=self._frames,
         )
-        count = self._frames
-        writer.extend(
-            self._t[:count],
-            self._step[:count],
-            self._pos[:count, columns],
-            self._quat[:count, columns],
-            self._looks,
-        )
+        writer.extend(self._t[:count], self._step[:count], pos, quat, self._looks)
         return writer
 
     def _grow(self) -> None:

@@ -95,6 +95,18 @@ def scene_of(model: Any) -> Scene:
         return exported
 
 
+def known_scene(model: Any) -> Scene | None:
+    """The scene of `model` when this process has it already, else None; never waits (the scene thread may
+    hold the lock while it exports another model: None then too)."""
+    if not _cache_lock.acquire(blocking=False):
+        return None
+    try:
+        hit = _cache.get(id(model))
+        return hit[1] if hit is not None and hit[0] is model else None
+    finally:
+        _cache_lock.release()
+
+
 def _kept_or_exported(model: Any) -> Scene:
     """The model's scene from the disk cache, else exported (and kept there)."""
     key = scene_cache.model_key(model)
