@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -24,7 +25,7 @@ from platform_client.eval_plan import EvalPlan
 
 import toys
 from conftest import free_port
-from hosted_helpers import seq_cli
+from hosted_helpers import eval_id_of, seq_cli, set_secret
 from platform_harness import server_process, toy_plan
 from yardstick.engine.ray_executor import RayExecutor, RayPlayer, served_here
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
@@ -284,11 +285,10 @@ def test_a_policy_on_a_unix_socket_is_played_by_actors_on_this_node_only(
     assert [r.outcome() for r in results] == [r.outcome() for r in in_process]
 
 
-def _records(artifacts: Path) -> list[dict[str, Any]]:
-    """Every episode record the platform stored (a finished run's)."""
-    return [
-        json.loads(path.read_text()) for path in sorted(artifacts.glob("*/attempts/1/episodes/*/record.json"))
-    ]
+def _records(artifacts: Path, run: str = "*") -> list[dict[str, Any]]:
+    """Every episode record the platform stored (a finished run's; `run`: one run's only)."""
+    found = sorted(artifacts.glob(f"{run}/attempts/1/episodes/*/record.json"))
+    return [json.loads(path.read_text()) for path in found]
 
 
 def test_the_platform_on_the_cluster_plays_a_positronic_submission_and_a_sequences_eval(
@@ -370,6 +370,87 @@ def test_a_server_or_worker_refuses_a_misused_executor_by_name(cluster: Cluster,
         refused = start(command, *args)
         said = " ".join(refused.stderr.replace("│", " ").split())  # rich's box wraps the message
         assert refused.returncode == 2 and hint in said and rule in said, (command, args, refused.stderr)
+
+
+REPLICA_POLICY = """
+import os
+import uuid
+
+import seq
+
+BOX = uuid.uuid4().hex  # one a box: each box's process is pid 2 in its own namespace
+
+@seq.policy(
+    name="replica-policy", gpu="cpu", hz=10, action_chunk_valid_len=1, action_chunk_replan_at=1,
+    secrets=[seq.Secret.from_name("replica-token")],
+)
+class ReplicaPolicy(seq.Policy):
+    \"\"\"Says which box serves each episode, and plays the length of its secret. Its one listed size seats
+    one session a replica.\"\"\"
+
+    @seq.sample
+    def sample(self):
+        return [("act", {"t": 0, "seed": 0, "task": "three"})]
+
+    @seq.infer
+    @seq.concurrent(sizes=[1])
+    def infer(self, observations, *, episode):
+        for each in episode:
+            if not each.state.get("greeted"):  # an episode's first act
+                each.state["greeted"] = True
+                print(f"replica box {BOX} says {os.environ['REPLICA_TOKEN']}", flush=True)
+        return [[[float(len(os.environ["REPLICA_TOKEN"]))]] for _ in observations]
+"""
+TOKEN = "replica-secret-0451"
+
+
+def test_a_deployment_is_served_by_replicas_on_the_cluster_its_sessions_spread_over_them(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """`yardstick server --executor ray` and a deployment evaluated with the real `seq` CLI on a catalogue
+    benchmark: its scaling (one session a replica, as its one batch size says) asks for a replica for each
+    of the cluster's two CPUs, one on each node, and the episodes' actors are spread over both nodes, each
+    dialling the replica on its own. Each box was handed the deployment's secret (it plays its length) and
+    what it printed reaches the eval's logs, the secret masked. `seq policy set ... max_gpus=1` then holds
+    it to one replica: every episode on that replica's node."""
+    nodes = {node["NodeID"] for node in ray.nodes() if node["Alive"]}
+    folder = tmp_path / "replica-policy"
+    folder.mkdir()
+    (folder / "policy.py").write_text(REPLICA_POLICY)
+    extra = ("--executor", "ray", "--ray-address", cluster.address)
+    with server_process(tmp_path, None, extra=extra, env=cluster.env) as server:
+        server.start()
+        key = server.keys["alice"]
+
+        def ok(*args: str) -> str:
+            done = seq_cli(server.url, key, *args)
+            assert done.returncode == 0, (args, done.stdout + done.stderr)
+            return done.stdout
+
+        def evaluated() -> tuple[list[dict[str, Any]], str]:
+            before = set(server.settings.artifact_root.glob("[!.]*"))
+            ran = ok("eval", "run", "replica-policy", "--benchmark", "toys.tally", "--trials", "2")
+            eval_id = eval_id_of(ran)
+            (run,) = set(server.settings.artifact_root.glob("[!.]*")) - before
+            return _records(run.parent, run.name), ok("eval", "logs", eval_id, "--side", "policy")
+
+        set_secret(server.url, key, "replica-token", "REPLICA_TOKEN", TOKEN)
+        ok("deploy", str(folder))
+        spread, spread_logs = evaluated()
+        ok("policy", "set", "replica-policy", "max_gpus=1")
+        held, held_logs = evaluated()
+        assert server.stop() == 0
+
+    for records in (spread, held):
+        assert len(records) == 4 and all(r["error"] is None for r in records), records
+        # Every step played the secret's length: each box was handed the secret.
+        assert all(r["metrics"]["total"] == r["steps"] * len(TOKEN) for r in records), records
+    assert {r["ray_node"] for r in spread} == nodes
+    assert len({r["ray_node"] for r in held}) == 1
+    boxes = [set(re.findall(r"replica box ([0-9a-f]{32})", logs)) for logs in (spread_logs, held_logs)]
+    assert [len(found) for found in boxes] == [2, 1], (spread_logs, held_logs)
+    for logs in (spread_logs, held_logs):
+        assert TOKEN not in logs and "says ***" in logs
 
 
 def test_a_node_killed_mid_run_has_its_episodes_played_again_elsewhere_each_once(cluster: Cluster) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar, cast
 
@@ -78,6 +78,8 @@ class Located:
     checked: Mapping[str, Any]
     assets: tuple[Pin, ...] = ()
     root: Path | None = None
+    # The deployment's settings, as `seq policy set` left them (its scaling).
+    settings: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Builds(Protocol):
@@ -355,6 +357,7 @@ class Hosting:
             checked=checked,
             assets=tuple(Pin.from_json(pin) for pin in declared.get("volumes") or ()),
             root=Path(root) if (root := (version.checked or {}).get("root")) else None,
+            settings=dict(hosted.settings or {}),
         )
 
     def current(self, org_id: int, kind: HostedKind, name: str) -> tuple[Hosted, HostedVersion]:

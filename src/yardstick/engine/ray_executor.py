@@ -18,7 +18,9 @@ noticed is Ray's: a SIGKILLed actor process at once; a whole node once the GCS's
 (`health_check_period_ms` 3 s × `health_check_failure_threshold` 5 by default: about 15 s).
 
 A policy served on a unix socket of this machine (a deployment's box, an image's container) is reachable
-from this machine only: its actors are placed on this node (`here`).
+from this machine only: its actors are placed on this node (`here`). A deployment served as replicas on the
+cluster (`worker.ray_replicas`) is a socket on each of several nodes (`policies`): actors are spread over
+those nodes, each dialling a replica on its own.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -105,6 +107,7 @@ class _Player:
 @dataclass(eq=False)
 class _Actor:
     handle: Any
+    node: str | None = None  # the node it was pinned to, if any
     task: str | None = None  # the task it is on (the dispenser's affinity)
     ready: bool = False
     busy: bool = False  # an episode in hand
@@ -147,37 +150,52 @@ class RayPlayer:
     as the pool's does). The process must be connected to the cluster (`connect`)."""
 
     def __init__(
-        self, work: Work, workers: int = 0, *, here: bool = False, episode_timeout_s: float | None = None
+        self,
+        work: Work,
+        workers: int = 0,
+        *,
+        here: bool = False,
+        episode_timeout_s: float | None = None,
+        policies: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         import ray
 
         self.ray: Any = ray  # untyped where this code calls it
         self.work = portable(work)
         self.episode_timeout_s = episode_timeout_s
-        node = self.ray.get_runtime_context().get_node_id()
-        if here:  # no more actors than this node's CPUs: others could never be placed
-            cpus = next((n["Resources"].get("CPU", 1) for n in self.ray.nodes() if n["NodeID"] == node), 1)
-            self.workers = min(workers or int(cpus), max(1, int(cpus)))
+        if here:
+            policies = {self.ray.get_runtime_context().get_node_id(): [self.work.policy.ref]}
+        # Node → the policy references its actors dial (a replica's socket there), taken in turn; none: one
+        # policy for every actor, wherever Ray places it.
+        self.policies = {node: list(refs) for node, refs in (policies or {}).items() if refs}
+        if self.policies:  # no more actors than those nodes' CPUs: others could never be placed
+            cpus = {n["NodeID"]: int(n["Resources"].get("CPU", 0)) for n in self.ray.nodes() if n["Alive"]}
+            room = sum(cpus.get(node, 0) for node in self.policies)
+            self.workers = min(workers or room, max(1, room))
         else:
             self.workers = workers or max(1, int(self.ray.cluster_resources().get("CPU", 1)))
         self.cold_starts: list[float] = []
         self.replayed = 0  # episodes whose actor was lost mid-episode, handed out again
         self.nodes: dict[int, str] = {}  # the node that played each episode that landed
         options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0, "max_task_retries": 0}
-        if here:
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
         self._remote = ray.remote(**options)(_Player)
         self._actors: list[_Actor] = []
         self._building: dict[Any, _Actor] = {}
 
-    def start(self, actors: int | None = None) -> None:
-        """Make actors up to `actors` (default: `workers`) and wait until one has built: a run that cannot
-        be built is refused here (BuildError with its kind), before any episode is handed out."""
+    def start(self, actors: int | None = None, *, every: bool = False) -> None:
+        """Make actors up to `actors` (default: `workers`) and wait until one has built (`every`: all, or
+        as many as built by the build's deadline): a run that cannot be built is refused here (BuildError
+        with its kind), before any episode is handed out."""
         self._grow(actors or self.workers)
         deadline = time.monotonic() + BUILD_WAIT_S
-        while not any(actor.ready for actor in self._actors):
+
+        def started() -> bool:
+            ready = any(actor.ready for actor in self._actors)
+            if every and ready and time.monotonic() < deadline:
+                return not self._building
+            return ready
+
+        while not started():
             if not self._building:
                 raise BuildError("no actor is left to play the run", FailureKind.WORKER_LOST)
             done, _ = self.ray.wait(list(self._building), num_returns=1, timeout=POLL_S)
@@ -281,9 +299,29 @@ class RayPlayer:
             self._make()
 
     def _make(self) -> None:
-        fresh = _Actor(self._remote.remote(self.work))
+        if not self.policies:
+            fresh = _Actor(self._remote.remote(self.work))
+        else:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            node, ref = self._placed()
+            work = dataclasses.replace(self.work, policy=dataclasses.replace(self.work.policy, ref=ref))
+            strategy = NodeAffinitySchedulingStrategy(node, soft=False)
+            fresh = _Actor(self._remote.options(scheduling_strategy=strategy).remote(work), node=node)
         self._actors.append(fresh)
         self._building[fresh.handle.built.remote()] = fresh
+
+    def _placed(self) -> tuple[str, str]:
+        """The node the next actor goes to (of those with a policy to dial, alive, the one with the fewest
+        actors) and the reference it dials there (that node's policies in turn)."""
+        alive = {n["NodeID"] for n in self.ray.nodes() if n["Alive"]}
+        open_ = [node for node in self.policies if node in alive]
+        if not open_:
+            raise BuildError("no node serving the policy is left on the cluster", FailureKind.WORKER_LOST)
+        on = {node: sum(1 for actor in self._actors if actor.node == node) for node in open_}
+        node = min(open_, key=lambda n: on[n])
+        refs = self.policies[node]
+        return node, refs[on[node] % len(refs)]
 
     def _end(self, actor: _Actor) -> None:
         if actor in self._actors:

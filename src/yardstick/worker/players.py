@@ -12,12 +12,13 @@ import shutil
 import tempfile
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Final, Generic, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from yardstick.catalog import resolve_to_play
+from yardstick.core.act_scaling import scaling_of
 from yardstick.core.adapters import Adapters
 from yardstick.core.hosting import VOLUMES_FIELD, Handed, Hosting, Located, mask
 from yardstick.core.reach import Reach, Unreachable
@@ -47,6 +48,7 @@ from yardstick.worker.boxes.image_cache import ImageCache
 from yardstick.worker.boxes.player import BoxedExecutor
 from yardstick.worker.boxes.sandbox import Journal
 from yardstick.worker.boxes.server import BoxedPolicyServer
+from yardstick.worker.ray_replicas import Replicas
 
 KEPT = 2  # players (and, apart, policy servers) a worker keeps warm
 # The failures a policy container killed by the kernel for its memory shows as, before it is named.
@@ -210,6 +212,17 @@ def boxed_player(player: Player | None) -> BoxedPlayer | None:
     return inner if isinstance(inner, BoxedPlayer) else None
 
 
+def _version_of(target: EndpointTarget) -> int:
+    """The hosted version a deployment's endpoint names."""
+    try:
+        return int(str(target.spec))
+    except ValueError:
+        raise BuildError(
+            f"endpoint {target.name!r} names no hosted version ({target.spec!r})",
+            FailureKind.POLICY_SETUP_CRASH,
+        ) from None
+
+
 def deployment_server(
     settings: Settings, located: Located, handed: Handed, sockets: Path, params: Mapping[str, Any]
 ) -> BoxedPolicyServer:
@@ -245,6 +258,7 @@ class Players:
         self._servers: Warm[BoxedPolicyServer] = Warm()
         self._adapters: Warm[BoxedAdapterServer] = Warm()
         self._images: Warm[ContainerPolicyServer] = Warm()
+        self._replicas: Warm[Replicas] = Warm()  # deployments served on the Ray cluster
         self._started: set[int] = set()  # the journals of the servers started for the endpoint in hand
         self.podman = _podman(settings) if Podman.available() else None
         self.images = _image_cache(settings, self.podman) if self.podman is not None else None
@@ -264,6 +278,8 @@ class Players:
         the endpoint's benchmark parameters laid over the run's, and its policy."""
         if target.benchmark_params:
             benchmark = Component(benchmark.ref, {**benchmark.params, **target.benchmark_params})
+        if self._replicable(benchmark, target):
+            return self._replicated(benchmark, target, recording)
         policy, policy_secrets, policy_journal = self._policy(target)
         # A hosted benchmark's box is handed its secrets as they are now (and a volume deleted since is
         # refused here): a warm box handed other secrets is closed and another made.
@@ -336,6 +352,58 @@ class Players:
         )
         return BoxedPlayer(executor, work)
 
+    def _replicable(self, benchmark: Component, target: EndpointTarget) -> bool:
+        """Whether the endpoint is a deployment served as replicas on the Ray cluster: a worker on the
+        cluster, a deployed policy with no adapter in front, a benchmark of the catalogue (an uploaded
+        benchmark plays in its box on this machine, beside the deployment's server here)."""
+        return (
+            self.settings.ray_address is not None
+            and target.kind == TargetKind.HOSTED
+            and target.adapter is None
+            and hosted_version(benchmark.ref) is None
+        )
+
+    def _replicated(
+        self, benchmark: Component, target: EndpointTarget, recording: Recording | None
+    ) -> Masking:
+        """The deployment's replicas on the cluster (kept warm while what they were handed stands and all
+        answer), and the run's actors spread over their nodes."""
+        assert self.settings.ray_address is not None
+        params = dict(target.params)
+        version_id = _version_of(target)
+        located = self._located(version_id, FailureKind.POLICY_SETUP_CRASH)
+        handed = self._box_of(located, FailureKind.POLICY_SETUP_CRASH)
+        self._ray_connected = connect(self.settings.ray_address) or self._ray_connected
+        scaling = scaling_of(located.settings, located.checked)
+        # Its scaling changed (`seq policy set`): another set of replicas.
+        key = json.dumps([version_id, params, asdict(scaling)], sort_keys=True, default=str)
+        replicas = self._replicas.take(key, handed.digest, lambda kept: kept.alive())
+        fresh = replicas is None
+        if replicas is None:
+            replicas = Replicas(self.settings, located, params, scaling)
+            replicas.start(handed)
+        self._replicas.keep(key, replicas, handed.digest)
+        placed = json.dumps(
+            [benchmark.ref, benchmark.params, replicas.policies, repr(recording)], sort_keys=True, default=str
+        )
+        player = self._players.take(placed, handed.digest)
+        if player is None:
+            self._end_ray_players()  # another run's actors would hold the CPUs these need
+            first = next(iter(replicas.policies.values()))[0]
+            work = Work(benchmark, Component(first), call_timeout_s=self.call_timeout_s, recording=recording)
+            player = RayPlayer(
+                work, policies=replicas.policies, episode_timeout_s=self.settings.episode_timeout_s
+            )
+            try:
+                # Every actor built before the first episode: the sessions spread over the replicas from it.
+                player.start(every=True)
+            except BaseException:
+                player.close()
+                raise
+        self._players.keep(placed, player, handed.digest)
+        started = frozenset({id(replicas.journal)}) if fresh else frozenset()
+        return Masking(player, handed.secrets, ((POLICY_SIDE, replicas.journal),), started)
+
     def _on_ray(self, work: Work) -> RayPlayer:
         """The catalogue's benchmark played on the Ray cluster, its actors built before the first episode.
         One run's actors at a time take the cluster: those of another run kept warm go first (theirs would
@@ -394,14 +462,7 @@ class Players:
             image = self._image(target)
             return Component(image.url, params), (), image.journal
         if target.kind == TargetKind.HOSTED:
-            try:
-                version_id = int(str(target.spec))
-            except ValueError:
-                raise BuildError(
-                    f"endpoint {target.name!r} names no hosted version ({target.spec!r})",
-                    FailureKind.POLICY_SETUP_CRASH,
-                ) from None
-            server, secrets = self._server(version_id, params)
+            server, secrets = self._server(_version_of(target), params)
             return Component(server.url), secrets, server.journal
         assert target.address is not None  # a remote target names its address
         try:  # again at the dial: a name may resolve to this machine now
@@ -531,6 +592,7 @@ class Players:
         end its actors on the Ray cluster (they hold the cluster's CPUs)."""
         self._images.close()
         self._end_ray_players()
+        self._replicas.close()
 
     def _end_ray_players(self) -> None:
         for kept in self._players.all():
@@ -542,6 +604,7 @@ class Players:
         self._adapters.close()
         self._servers.close()
         self._images.close()
+        self._replicas.close()
         if self.hosting is not None:
             self.hosting.close()
         shutil.rmtree(self._sockets, ignore_errors=True)

@@ -534,9 +534,12 @@ class Journal:
         self._lock = threading.Lock()
 
     def add(self, line: bytes) -> None:
-        text = line.decode("utf-8", "replace").rstrip("\r\n")[: self.LINE_CHARS]
+        self.keep(time.time(), line.decode("utf-8", "replace").rstrip("\r\n"))
+
+    def keep(self, at: float, text: str) -> None:
+        """A line read at `at` (another journal's, read where it was printed)."""
         with self._lock:
-            self._lines.append((time.time(), text))
+            self._lines.append((at, text[: self.LINE_CHARS]))
             self._count += 1
 
     def mark(self) -> int:
