@@ -25,7 +25,7 @@ from platform_client.eval_plan import EvalPlan
 
 import toys
 from conftest import free_port
-from hosted_helpers import eval_id_of, seq_cli, set_secret
+from hosted_helpers import eval_id_of, processes_mentioning, seq_cli, set_secret
 from platform_harness import server_process, toy_plan
 from yardstick.engine.ray_executor import RayExecutor, RayPlayer, served_here
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
@@ -402,6 +402,7 @@ class ReplicaPolicy(seq.Policy):
         return [[[float(len(os.environ["REPLICA_TOKEN"]))]] for _ in observations]
 """
 TOKEN = "replica-secret-0451"
+BOXED_SERVER = "--uds-fd"  # in the command line of every box serving a policy
 
 
 def test_a_deployment_is_served_by_replicas_on_the_cluster_its_sessions_spread_over_them(
@@ -436,10 +437,25 @@ def test_a_deployment_is_served_by_replicas_on_the_cluster_its_sessions_spread_o
 
         set_secret(server.url, key, "replica-token", "REPLICA_TOKEN", TOKEN)
         ok("deploy", str(folder))
+        # A policy server's box is told the descriptor it serves on (`--uds-fd`): seen while the eval plays.
+        seen, done = threading.Event(), threading.Event()
+
+        def watch() -> None:
+            while not done.is_set():
+                if processes_mentioning(BOXED_SERVER):
+                    seen.set()
+                done.wait(0.05)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
         spread, spread_logs = evaluated()
+        done.set()
+        watcher.join(timeout=60)
         ok("policy", "set", "replica-policy", "max_gpus=1")
         held, held_logs = evaluated()
         assert server.stop() == 0
+    assert seen.is_set(), "no replica's box was seen while the eval played"
+    _until(lambda: not processes_mentioning(BOXED_SERVER), START_S, "the replicas' boxes ended")
 
     for records in (spread, held):
         assert len(records) == 4 and all(r["error"] is None for r in records), records

@@ -19,6 +19,9 @@ class Executor(Protocol):
 
     def run(self, work: Work, episodes: Sequence[EpisodeSpec]) -> Iterator[EpisodeResult]: ...
 
+    def close(self) -> None:
+        """Let go of what it kept between runs (a kept executor's processes); most keep nothing."""
+
 
 class InProcessExecutor:
     """Everything in this process, one episode after another: the simplest to debug and to profile."""
@@ -28,6 +31,9 @@ class InProcessExecutor:
 
     def __init__(self) -> None:
         self.cold_starts: list[float] = []
+
+    def close(self) -> None:
+        """Nothing is kept between runs."""
 
     def run(self, work: Work, episodes: Sequence[EpisodeSpec]) -> Iterator[EpisodeResult]:
         runtime = Runtime(work)

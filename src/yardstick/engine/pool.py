@@ -92,6 +92,9 @@ class PoolExecutor:
         self.cold_starts: list[float] = []
         self._context = mp.get_context("spawn")
 
+    def close(self) -> None:
+        """Nothing is kept between runs: each run's processes end with it."""
+
     def run(self, work: Work, episodes: Sequence[EpisodeSpec]) -> Iterator[EpisodeResult]:
         todo = Dispenser(episodes)
         by_index = {e.index: e for e in episodes}

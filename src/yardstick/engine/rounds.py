@@ -53,7 +53,7 @@ def kept_executors(requests: Sequence[RunRequest]) -> Iterator[list[Executor | N
         yield kept
     finally:
         for executor in reversed(kept):
-            if isinstance(executor, RayExecutor):
+            if executor is not None:
                 executor.close()
 
 
