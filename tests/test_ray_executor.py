@@ -402,7 +402,9 @@ class ReplicaPolicy(seq.Policy):
         return [[[float(len(os.environ["REPLICA_TOKEN"]))]] for _ in observations]
 """
 TOKEN = "replica-secret-0451"
-BOXED_SERVER = "--uds-fd"  # in the command line of every box serving a policy
+# In the command line of a box serving this deployment (`policy serve policy:ReplicaPolicy --uds-fd N`), and
+# of no other test's box.
+BOXED_SERVER = "serve policy:ReplicaPolicy"
 
 
 def test_a_deployment_is_served_by_replicas_on_the_cluster_its_sessions_spread_over_them(
@@ -437,7 +439,7 @@ def test_a_deployment_is_served_by_replicas_on_the_cluster_its_sessions_spread_o
 
         set_secret(server.url, key, "replica-token", "REPLICA_TOKEN", TOKEN)
         ok("deploy", str(folder))
-        # A policy server's box is told the descriptor it serves on (`--uds-fd`): seen while the eval plays.
+        # The replicas' boxes, seen while the eval plays.
         seen, done = threading.Event(), threading.Event()
 
         def watch() -> None:

@@ -168,9 +168,11 @@ class RayPlayer:
         # Node → the policy references its actors dial (a replica's socket there), taken in turn; none: one
         # policy for every actor, wherever Ray places it.
         self.policies = {node: list(refs) for node, refs in (policies or {}).items() if refs}
+        self._cpus: dict[str, int] = {}
         if self.policies:  # no more actors than those nodes' CPUs: others could never be placed
-            cpus = {n["NodeID"]: int(n["Resources"].get("CPU", 0)) for n in self.ray.nodes() if n["Alive"]}
-            room = sum(cpus.get(node, 0) for node in self.policies)
+            alive = {n["NodeID"]: int(n["Resources"].get("CPU", 0)) for n in self.ray.nodes() if n["Alive"]}
+            self._cpus = {node: alive.get(node, 0) for node in self.policies}
+            room = sum(self._cpus.values())
             self.workers = min(workers or room, max(1, room))
         else:
             self.workers = workers or max(1, int(self.ray.cluster_resources().get("CPU", 1)))
@@ -201,7 +203,8 @@ class RayPlayer:
             done, _ = self.ray.wait(list(self._building), num_returns=1, timeout=POLL_S)
             for ref in done:
                 self._built(ref, self._building.pop(ref))
-            self._refuse_past(deadline)
+            if not any(actor.ready for actor in self._actors):  # one built by then is enough to go on
+                self._refuse_past(deadline)
 
     def run(self, episodes: Iterable[EpisodeSpec]) -> Iterator[EpisodeResult]:
         ray = self.ray
@@ -295,31 +298,38 @@ class RayPlayer:
         self._building.clear()
 
     def _grow(self, wanted: int) -> None:
-        while len(self._actors) < wanted:
-            self._make()
+        while len(self._actors) < wanted and self._make():
+            pass
 
-    def _make(self) -> None:
+    def _make(self) -> bool:
+        """One more actor; False when there is no room for it (every node serving the policy busy or gone:
+        the actors left play on, and a run with none left fails saying so)."""
         if not self.policies:
             fresh = _Actor(self._remote.remote(self.work))
         else:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-            node, ref = self._placed()
+            placed = self._placed()
+            if placed is None:
+                return False
+            node, ref = placed
             work = dataclasses.replace(self.work, policy=dataclasses.replace(self.work.policy, ref=ref))
             strategy = NodeAffinitySchedulingStrategy(node, soft=False)
             fresh = _Actor(self._remote.options(scheduling_strategy=strategy).remote(work), node=node)
         self._actors.append(fresh)
         self._building[fresh.handle.built.remote()] = fresh
+        return True
 
-    def _placed(self) -> tuple[str, str]:
-        """The node the next actor goes to (of those with a policy to dial, alive, the one with the fewest
-        actors) and the reference it dials there (that node's policies in turn)."""
+    def _placed(self) -> tuple[str, str] | None:
+        """The node the next actor goes to (of those with a policy to dial, alive and with a CPU free, the
+        least busy for its CPUs: an actor pinned to a node with none free would never be placed) and the
+        reference it dials there (that node's policies in turn); None when no such node is left."""
         alive = {n["NodeID"] for n in self.ray.nodes() if n["Alive"]}
-        open_ = [node for node in self.policies if node in alive]
+        on = {node: sum(1 for actor in self._actors if actor.node == node) for node in self.policies}
+        open_ = [node for node in self.policies if node in alive and on[node] < self._cpus.get(node, 0)]
         if not open_:
-            raise BuildError("no node serving the policy is left on the cluster", FailureKind.WORKER_LOST)
-        on = {node: sum(1 for actor in self._actors if actor.node == node) for node in open_}
-        node = min(open_, key=lambda n: on[n])
+            return None
+        node = min(open_, key=lambda n: on[n] / self._cpus[n])
         refs = self.policies[node]
         return node, refs[on[node] % len(refs)]
 
@@ -331,8 +341,9 @@ class RayPlayer:
     def _built(self, ref: Any, actor: _Actor) -> None:
         try:
             built = self.ray.get(ref)
-        except self.ray.exceptions.RayActorError:
-            self._actors.remove(actor)  # its node went while it built: another takes its place
+        except (self.ray.exceptions.RayActorError, self.ray.exceptions.ActorUnschedulableError):
+            # Its node went while it built, or went before it could be placed there: another takes its place.
+            self._actors.remove(actor)
             self._make()
             return
         if isinstance(built, tuple | list):

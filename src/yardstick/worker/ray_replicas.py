@@ -15,8 +15,9 @@ nodes with the most CPUs first), then doubled up in turn.
 
 What a replica's box sees is what a worker's box sees: the deployment's build at the same path (the hosted
 root on a folder every node shares, as a cluster's data folder is), its volumes, the install's limits. Its
-secrets reach it in a method call (`start`), never in the actor's constructor, whose arguments Ray keeps in
-its control store to restart the actor. Ending a replica (`close`, or the actor's death) ends its box.
+secrets, and the install's settings (a database URL may hold a password), reach it in a method call
+(`start`), never in the actor's constructor, whose arguments Ray keeps in its control store to restart the
+actor. Ending a replica (`close`, or the actor's death: the box dies with its parent) ends its box.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from yardstick.core.act_scaling import Scaling
 from yardstick.core.hosting import Handed, Located
 from yardstick.core.settings import Settings
 from yardstick.engine.failures import Failed, FailureKind
+from yardstick.engine.guard import describe
 from yardstick.engine.runtime import BuildError
 from yardstick.worker.boxes.sandbox import Journal
 from yardstick.worker.boxes.server import BoxedPolicyServer
@@ -54,27 +56,28 @@ def count(scaling: Scaling, cpus: int) -> int:
 class _Replica:
     """A Ray actor's body: the deployment's server in its box, on this actor's node."""
 
-    def __init__(self, settings: Settings, located: Located, params: Mapping[str, Any]) -> None:
+    def __init__(self, located: Located, params: Mapping[str, Any]) -> None:
         import ray
 
         self.node = ray.get_runtime_context().get_node_id()
-        self._settings, self._located, self._params = settings, located, dict(params)
+        self._located, self._params = located, dict(params)
         # Unix socket paths are short (~100 bytes): a short folder of its own.
         self._sockets = Path(tempfile.mkdtemp(prefix="ys-sock-", dir="/tmp"))
         self._server: BoxedPolicyServer | None = None
 
-    def start(self, handed: Handed) -> tuple[str, float, str] | tuple[str, str]:
-        """Start the box with what it is handed: (its url, the policy's rate, this node), or (why it did not
-        start, the failure's kind) with the secrets masked."""
+    def start(self, settings: Settings, handed: Handed) -> tuple[str, str] | tuple[str, str, str]:
+        """Start the box with what it is handed: (its url, this node), or (why it did not start, the failure's
+        kind, "failed"), the secrets masked."""
         from yardstick.worker.players import deployment_server
 
         try:
-            self._server = deployment_server(
-                self._settings, self._located, handed, self._sockets, self._params
-            )
+            self._server = deployment_server(settings, self._located, handed, self._sockets, self._params)
         except Failed as failed:
-            return handed.masked(failed.reason), failed.kind.value
-        return self._server.url, float(self._server.spec.hz), self.node
+            return handed.masked(failed.reason), failed.kind.value, "failed"
+        except Exception as exc:  # anything else that broke the start: the policy's setup, said in a line
+            said = handed.masked(describe("starting the policy's server", exc))
+            return said, FailureKind.POLICY_SETUP_CRASH.value, "failed"
+        return self._server.url, self.node
 
     def printed(self, mark: int) -> tuple[list[tuple[float, str]], int]:
         """What the box printed after `mark`, and the mark after it (the box's journal, read here)."""
@@ -98,15 +101,21 @@ class _Printed(Journal):
         self._theirs = [0] * len(replicas)
 
     def _bring(self) -> None:
+        """Ask every replica at once, under one deadline; one that does not answer in time (gone with its
+        node, or wedged) is asked again next time from where it was."""
         import ray
 
-        for position, replica in enumerate(self._replicas):
+        asked = {
+            replica.printed.remote(mark): at
+            for at, (replica, mark) in enumerate(zip(self._replicas, self._theirs, strict=True))
+        }
+        answered, _ = ray.wait(list(asked), num_returns=len(asked), timeout=ASK_WAIT_S)
+        for ref in answered:
             try:
-                lines, self._theirs[position] = ray.get(
-                    replica.printed.remote(self._theirs[position]), timeout=ASK_WAIT_S
-                )
-            except (ray.exceptions.RayError, TimeoutError):
-                continue  # a replica gone (its node, its actor): what it printed went with it
+                lines, mark = ray.get(ref)
+            except ray.exceptions.RayError:
+                continue  # a replica gone: what it printed went with it
+            self._theirs[asked[ref]] = mark
             for at, text in lines:
                 self.keep(at, text)
 
@@ -132,16 +141,18 @@ class Replicas:
         self._settings, self._located, self._params, self._scaling = settings, located, params, scaling
         self._actors: list[Any] = []
         self.policies: dict[str, list[str]] = {}
-        self.hz = 0.0
         self.journal: Journal = Journal()
 
     def start(self, handed: Handed) -> None:
         """Place the replicas and start their boxes; BuildError (the policy's setup) when one does not
         start, every replica ended then."""
-        nodes = sorted(
-            (n for n in self.ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) >= 1),
-            key=lambda n: (-int(n["Resources"]["CPU"]), n["NodeID"]),
-        )
+        try:
+            nodes = sorted(
+                (n for n in self.ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) >= 1),
+                key=lambda n: (-int(n["Resources"]["CPU"]), n["NodeID"]),
+            )
+        except self.ray.exceptions.RayError as exc:
+            raise BuildError(f"the Ray cluster did not say its nodes: {_line(exc)}", _SETUP) from None
         if not nodes:
             raise BuildError("the Ray cluster has no node with a CPU to serve the policy on", _SETUP)
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -152,8 +163,8 @@ class Replicas:
             for index in range(count(self._scaling, cpus)):
                 node = nodes[index % len(nodes)]["NodeID"]
                 pinned = remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
-                self._actors.append(pinned.remote(self._settings, self._located, self._params))
-            started = [actor.start.remote(handed) for actor in self._actors]
+                self._actors.append(pinned.remote(self._located, self._params))
+            started = [actor.start.remote(self._settings, handed) for actor in self._actors]
             deadline = time.monotonic() + START_WAIT_S
             for answer in started:
                 left = max(1.0, deadline - time.monotonic())
@@ -164,13 +175,12 @@ class Replicas:
                         f"a replica of the policy did not start within {START_WAIT_S:g} s", _SETUP
                     ) from None
                 except self.ray.exceptions.RayError as exc:
-                    lost = f"a replica of the policy was lost as it started: {exc}"
+                    lost = f"a replica of the policy was lost as it started: {handed.masked(_line(exc))}"
                     raise BuildError(lost, _SETUP) from None
-                if len(said) == 2:
+                if len(said) == 3:
                     raise BuildError(str(said[0]), FailureKind(said[1]))
-                url, hz, node = said
+                url, node = said
                 self.policies.setdefault(node, []).append(url)
-                self.hz = hz
         except BaseException:
             self.close()
             raise
@@ -196,3 +206,9 @@ class Replicas:
 
 
 _SETUP: Final = FailureKind.POLICY_SETUP_CRASH
+
+
+def _line(exc: BaseException) -> str:
+    """An error's first line (a Ray error carries the remote traceback after it)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
