@@ -6,14 +6,15 @@
            encoded each step
 Each way is the engine in this process (`--in-process`), `--rounds` times interleaved so that a change in the
 machine's load falls on all three; each way's best round counts. Prints, per step: the wall and CPU time of
-each way, the extra a replay costs over none (target <= 3%) and what the video costs beside it; the replay's
-own recording time a step (on the episode's clock: the poses and the files), and the scenes apart (ten
-models here, each built anew by each round's fresh benchmark, found on a thread of their own while the
-episode plays: the CPU they take shows in the CPU column, not the wall's); and the files: a replay's bytes
-an episode against the same episode's 128² video (target <= 10%), and a scene's bytes (once a model, shared
-by its episodes). The scenes' disk cache (replay3d.scene_cache) starts empty in a folder of the bench's own:
-the first round's replay is cold (each model exported), the later rounds' warm (each read back, as every
-eval after a machine's first is); both are printed.
+each way (the whole eval: its benchmark's build too, a large share of a short eval's) and the episodes' own
+time (their wall time alone), the extra a replay costs over none (target <= 3%) and what the video costs
+beside it; the replay's own recording time a step (on the episode's clock: the poses and the files), and
+the scenes apart (ten models here, each built anew by each round's fresh benchmark, found on a thread of
+their own while the episode plays: the CPU they take shows in the CPU column, not the wall's); and the
+files: a replay's bytes an episode against the same episode's 128² video (target <= 10%), and a scene's
+bytes (once a model, shared by its episodes). The scenes' disk cache (replay3d.scene_cache) starts empty in
+a folder of the bench's own: the first round's replay is cold (each model exported), the later rounds' warm
+(each read back, as every eval after a machine's first is); both are printed.
 Run with `make bench` or `python bench/replay.py [--trials N] [--rounds N]`.
 """
 
@@ -61,6 +62,7 @@ def play(way: str, trials: int, folder: Path) -> dict[str, Any]:
         "cpu": cpu,
         "steps": steps,
         "episodes": len(outcome.results),
+        "played": sum(r.wall_seconds for r in outcome.results),  # the episodes alone: no build, no start-up
         "recording": sum(r.timing.recording for r in outcome.results),
         "rendering": sum(r.timing.rendering for r in outcome.results),
         "export": sum(exported),
@@ -112,14 +114,22 @@ def main() -> None:
     per_step = {w: best[w]["wall"] / steps * 1e3 for w in WAYS}
     cpu_step = {w: best[w]["cpu"] / steps * 1e3 for w in WAYS}
     print(f"MT10 expert, {none['episodes']} episodes, {steps} steps a way, best of {args.rounds} rounds")
+    played = {w: best[w]["played"] / steps * 1e3 for w in WAYS}
     for way in WAYS:
-        print(f"  {way:<7} {per_step[way]:7.3f} ms a step, CPU {cpu_step[way]:7.3f} ms")
+        print(
+            f"  {way:<7} {per_step[way]:7.3f} ms a step, CPU {cpu_step[way]:7.3f} ms; "
+            f"{played[way]:7.3f} ms a step played (the episodes alone, the benchmark's build left out)"
+        )
     warm = "warm" if args.rounds > 1 else "cold (one round: no warm cache)"
     print(
         f"replay ({warm}) costs {per_step['replay'] / per_step['none'] - 1:+.1%} of a step over none "
         f"(target <= +3%; CPU {cpu_step['replay'] / cpu_step['none'] - 1:+.1%}); cold "
         f"{cold['wall'] / steps * 1e3 / per_step['none'] - 1:+.1%}; video "
         f"{per_step['video'] / per_step['none'] - 1:+.1%}"
+    )
+    print(
+        f"played alone, replay costs {played['replay'] / played['none'] - 1:+.1%} of a step over none; "
+        f"its recording on the episode's clock is {replay['recording'] / none['played']:.1%} of none's step"
     )
     for label, measured in (("cold", cold), (warm.split()[0], replay)):
         ms = {key: measured[key] / steps * 1e3 for key in ("recording", "export")}
