@@ -298,18 +298,23 @@ class RayPlayer:
         self._building.clear()
 
     def _grow(self, wanted: int) -> None:
-        while len(self._actors) < wanted and self._make():
+        alive = self._alive() if self.policies else set()  # asked of the control store once, not an actor
+        while len(self._actors) < wanted and self._make(alive):
             pass
 
-    def _make(self) -> bool:
-        """One more actor; False when there is no room for it (every node serving the policy busy or gone:
-        the actors left play on, and a run with none left fails saying so)."""
+    def _alive(self) -> set[str]:
+        return {n["NodeID"] for n in self.ray.nodes() if n["Alive"]}
+
+    def _make(self, alive: set[str] | None = None) -> bool:
+        """One more actor (placed among the `alive` nodes, asked when not given); False when there is no
+        room for it (every node serving the policy busy or gone: the actors left play on, and a run with
+        none left fails saying so)."""
         if not self.policies:
             fresh = _Actor(self._remote.remote(self.work))
         else:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-            placed = self._placed()
+            placed = self._placed(self._alive() if alive is None else alive)
             if placed is None:
                 return False
             node, ref = placed
@@ -320,11 +325,10 @@ class RayPlayer:
         self._building[fresh.handle.built.remote()] = fresh
         return True
 
-    def _placed(self) -> tuple[str, str] | None:
+    def _placed(self, alive: set[str]) -> tuple[str, str] | None:
         """The node the next actor goes to (of those with a policy to dial, alive and with a CPU free, the
         least busy for its CPUs: an actor pinned to a node with none free would never be placed) and the
         reference it dials there (that node's policies in turn); None when no such node is left."""
-        alive = {n["NodeID"] for n in self.ray.nodes() if n["Alive"]}
         on = {node: sum(1 for actor in self._actors if actor.node == node) for node in self.policies}
         open_ = [node for node in self.policies if node in alive and on[node] < self._cpus.get(node, 0)]
         if not open_:

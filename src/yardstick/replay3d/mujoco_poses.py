@@ -74,14 +74,8 @@ _scenes_lock = threading.Lock()
 
 
 def scenes_soon(model: Any) -> Future[Scene]:
-    """`scene_of(model)`, found on this process's scene thread; one this process has already is answered at
-    once (waking the thread costs the episode's thread the interpreter's lock for a while: ~0.2 ms)."""
+    """`scene_of(model)`, found on this process's scene thread."""
     global _scenes
-    known = known_scene(model)
-    if known is not None:
-        done: Future[Scene] = Future()
-        done.set_result(known)
-        return done
     with _scenes_lock:
         if _scenes is None:
             _scenes = ThreadPoolExecutor(1, thread_name_prefix="yardstick-scenes")
@@ -101,13 +95,15 @@ class MujocoPoses:
 
     def __init__(self, state: Any, *, meta: Mapping[str, Any] | None = None, capacity: int = 512) -> None:
         self.model, self.data = mujoco_pair(state)
-        self._scene = scenes_soon(self.model)
         self.meta = dict(meta or {})
-        # The scene's moving bodies when it is known already (a model's later episodes), else every body a
-        # joint or mocap moves (sorted): the scene's moving nodes are among them, picked out at the end.
-        self._exact = self._scene.done() and self._scene.exception() is None
-        if self._exact:
-            self._rows: npt.NDArray[np.intp] = self._scene.result().moving_bodies
+        # A scene this process has already (a model's later episodes) is taken at once: waking the scene
+        # thread would cost the episode's thread the interpreter's lock for a while (~0.2 ms).
+        self._known = known_scene(self.model)
+        self._soon = scenes_soon(self.model) if self._known is None else None
+        # The scene's moving bodies when it is known, else every body a joint or mocap moves (sorted): the
+        # scene's moving nodes are among them, picked out at the end.
+        if self._known is not None:
+            self._rows: npt.NDArray[np.intp] = self._known.moving_bodies
         else:
             roots = np.unique(rigid_roots(self.model))
             self._rows = roots[roots != 0]
@@ -123,7 +119,10 @@ class MujocoPoses:
     @property
     def scene(self) -> Scene:
         """The model's scene (waiting for its thread: an export that failed raises here)."""
-        return self._scene.result()
+        if self._known is not None:
+            return self._known
+        assert self._soon is not None
+        return self._soon.result()
 
     def capture(self, t: float, step: int, looks: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         """The moving bodies' world poses now, as frame `step` at `t` s after the reset, and what `looks`
@@ -144,7 +143,7 @@ class MujocoPoses:
         scene = self.scene
         count = self._frames
         pos, quat = self._pos[:count], self._quat[:count]
-        if not self._exact:
+        if self._known is None:
             columns = np.searchsorted(self._rows, scene.moving_bodies)
             pos, quat = pos[:, columns], quat[:, columns]
         writer = ReplayWriter(

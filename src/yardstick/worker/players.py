@@ -11,7 +11,7 @@ import json
 import shutil
 import tempfile
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Final, Generic, Protocol, TypeVar
@@ -388,34 +388,33 @@ class Players:
         )
         player = self._players.take(placed, handed.digest)
         if player is None:
-            self._end_ray_players()  # another run's actors would hold the CPUs these need
             first = next(iter(replicas.policies.values()))[0]
             work = Work(benchmark, Component(first), call_timeout_s=self.call_timeout_s, recording=recording)
-            player = RayPlayer(
-                work, policies=replicas.policies, episode_timeout_s=self.settings.episode_timeout_s
-            )
-            try:
-                # Every actor built before the first episode: the sessions spread over the replicas from it.
-                player.start(every=True)
-            except BaseException:
-                player.close()
-                raise
+            # Every actor built before the first episode: the sessions spread over the replicas from it.
+            player = self._on_ray(work, policies=replicas.policies, every=True)
         self._players.keep(placed, player, handed.digest)
         started = frozenset({id(replicas.journal)}) if fresh else frozenset()
         return Masking(player, handed.secrets, ((POLICY_SIDE, replicas.journal),), started)
 
-    def _on_ray(self, work: Work) -> RayPlayer:
-        """The catalogue's benchmark played on the Ray cluster, its actors built before the first episode.
-        One run's actors at a time take the cluster: those of another run kept warm go first (theirs would
-        hold every CPU, and these never be placed)."""
+    def _on_ray(
+        self, work: Work, *, policies: Mapping[str, Sequence[str]] | None = None, every: bool = False
+    ) -> RayPlayer:
+        """The catalogue's benchmark played on the Ray cluster, its actors built before the first episode
+        (one, or `every` one). Their policy is the work's, dialled from the node serving it when it is served
+        here, or `policies` (node → the replicas' references there). One run's actors at a time take the
+        cluster: those of another run kept warm go first (theirs would hold every CPU, and these never be
+        placed)."""
         assert self.settings.ray_address is not None
         self._ray_connected = connect(self.settings.ray_address) or self._ray_connected
         self._end_ray_players()
         player = RayPlayer(
-            work, here=served_here(work.policy.ref), episode_timeout_s=self.settings.episode_timeout_s
+            work,
+            here=policies is None and served_here(work.policy.ref),
+            policies=policies,
+            episode_timeout_s=self.settings.episode_timeout_s,
         )
         try:
-            player.start()
+            player.start(every=every)
         except BaseException:
             player.close()
             raise
