@@ -85,6 +85,23 @@ def test_a_replay_reads_back_as_written_and_the_same_frames_give_the_same_bytes(
     assert gzip.decompress(data).startswith(replay_format.MAGIC)
 
 
+def test_numbers_at_the_grids_ends_and_an_episode_of_no_frames_read_back() -> None:
+    """The varints' long numbers (a position 10 km out, a time 1e9 s on: counts of 25 and 50 bits, their
+    second differences longer still) and short ones side by side; and a writer handed no frame."""
+    writer = replay_format.ReplayWriter(["far", "near"], engine="own", parents=[-1, 0])
+    pos = np.array([[[1e4, -1e4, 0.0], [1e4, -1e4, 0.001]], [[-1e4, 1e4, 0.0], [-1e4, 1e4, 0.002]]])
+    quat = np.array([[[1.0, 0, 0, 0], [0, 1.0, 0, 0]], [[0, 0, 0, 1.0], [0.5, 0.5, 0.5, 0.5]]])
+    writer.extend(np.array([0.0, 1e9]), np.array([0, 7], dtype=np.int32), pos, quat)
+    replay = replay_format.read(writer.to_bytes())
+    assert replay.t.tolist() == [0.0, 1e9] and replay.step.tolist() == [0, 7]
+    # float32 keeps 10 km to a millimetre (24 bits): read back within that of the recorded.
+    assert np.abs(replay.pos - pos).max() <= 1e-3
+    assert quaternion_error(replay.quat, quat) <= 1.0 / replay_format.QUAT_SCALE
+
+    empty = replay_format.read(replay_format.ReplayWriter(["a", "b"], engine="own").to_bytes())
+    assert empty.frames == 0 and empty.pos.shape == (0, 2, 3) and empty.quat.shape == (0, 2, 4)
+
+
 def quaternion_error(read: Any, written: Any) -> float:
     """The largest part's difference of two quaternion arrays [..., 4], each pair compared up to its sign."""
     same = np.abs(read - written).max(axis=-1)
@@ -392,9 +409,10 @@ def test_an_episode_longer_than_the_room_kept_keeps_every_frame(world: tuple[Any
     assert np.allclose(replay.pos[:, target, 2], 0.3 + 0.01 * np.arange(9), atol=1e-3)
 
 
-def test_a_models_later_episode_records_only_the_scenes_bodies_and_writes_the_same_file() -> None:
-    """The first episode of a model records every body a joint moves until its scene is found; a later one,
-    the scene known, records the scene's moving bodies alone. Both give the same file for the same motion."""
+def test_a_models_later_episode_takes_its_known_scene_and_writes_the_same_file() -> None:
+    """The first episode of a model finds its scene on the scene thread; a later one takes the scene this
+    process has already. Both give the same file for the same motion, holding the scene's moving nodes only
+    (not a body a joint moves that draws nothing)."""
     model = mujoco.MjModel.from_xml_string(XML)  # a model this process has no scene of yet
 
     def episode() -> tuple[MujocoPoses, bytes]:
@@ -409,9 +427,10 @@ def test_a_models_later_episode_records_only_the_scenes_bodies_and_writes_the_sa
 
     first, first_file = episode()
     later, later_file = episode()
-    moving = set(first.scene.moving_bodies.tolist())
+    assert first._soon is not None and later._soon is None  # the thread asked the first time only
+    assert later.scene is first.scene
     # The ghost draws nothing: a body a joint moves that the scene has no node for.
-    assert model.body("ghost").id not in moving
-    assert set(first._rows.tolist()) > moving and set(later._rows.tolist()) == moving
+    assert model.body("ghost").id not in set(first.scene.moving_bodies.tolist())
+    assert "ghost" not in replay_format.read(first_file).nodes
     assert later_file == first_file
     assert replay_format.read(later_file).nodes == first.scene.moving_names

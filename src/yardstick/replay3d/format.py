@@ -223,14 +223,14 @@ class ReplayWriter:
         )
         header["rest"] = rest.astype(np.int64).tolist()
         quat = _multiply(_normalised(rest) * _CONJUGATE, quat)
+        # The file's columns, one a row: t, step, then node by node x, y, z, then node by node w, x, y, z.
         columns = np.concatenate(
             [
-                np.rint(self._t[:count, None] * T_SCALE),
-                self._step[:count, None].astype(np.float64),
-                np.rint(pos.reshape(count, -1) / POS_UNIT),
-                np.rint(quat.reshape(count, -1) * QUAT_SCALE),
+                np.rint(self._t[None, :count] * T_SCALE),
+                self._step[None, :count].astype(np.float64),
+                np.rint(pos.reshape(count, 3 * len(self.nodes)).T / POS_UNIT),
+                np.rint(quat.reshape(count, 4 * len(self.nodes)).T * QUAT_SCALE),
             ],
-            axis=1,
         ).astype(np.int64)
         head = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
         # mtime 0: the same episode gives the same bytes (a rerun's replay compares equal as a file).
@@ -323,24 +323,35 @@ def read(source: str | Path | bytes) -> Replay:
     )
 
 
-def _encode(counts: npt.NDArray[np.int64]) -> bytes:
-    """int64[F, M] counts as the file keeps them: column by column, second differences zigzagged, LEB128."""
-    residuals = counts.copy()
-    residuals[1:] -= counts[:-1]
-    residuals[2:] -= counts[1:-1] - counts[:-2]
-    zigzag = ((residuals << 1) ^ (residuals >> 63)).astype(np.uint64).T.ravel()
-    # Each number's bytes: one, plus one for every seven bits past the first seven.
+def _encode(columns: npt.NDArray[np.int64]) -> bytes:
+    """int64[M, F] counts (a column of frames a row) as the file keeps them: row by row, second differences
+    zigzagged, LEB128. Most numbers take one byte (a still or steadily moving part): every number's first
+    byte is written at once, and only the few longer ones go on to their next bytes."""
+    residuals = columns.copy()
+    residuals[:, 1:] -= columns[:, :-1]
+    residuals[:, 2:] -= columns[:, 1:-1] - columns[:, :-2]
+    zigzag = ((residuals << 1) ^ (residuals >> 63)).view(np.uint64).ravel()
+    longer = np.flatnonzero(zigzag > 0x7F)
     sizes = np.ones(len(zigzag), dtype=np.int64)
-    top = int(zigzag.max(initial=0))
-    for shift in range(7, max(top.bit_length(), 1), 7):  # no comparison past the largest number's bytes
-        sizes += zigzag >= np.uint64(1 << shift)
+    rest = zigzag[longer] >> np.uint64(7)  # the longer numbers' bits past their first byte
+    extra = np.zeros(len(longer), dtype=np.int64)
+    while True:
+        more = rest > 0
+        if not more.any():
+            break
+        extra += more
+        rest >>= np.uint64(7)
+    sizes[longer] += extra
     starts = np.cumsum(sizes) - sizes
-    out = np.zeros(int(sizes.sum()), dtype=np.uint8)
-    for byte in range(int(sizes.max(initial=1))):
-        has = sizes > byte
-        seven = (zigzag[has] >> np.uint64(7 * byte)) & np.uint64(0x7F)
-        more = np.where(sizes[has] > byte + 1, 0x80, 0).astype(np.uint64)
-        out[starts[has] + byte] = (seven | more).astype(np.uint8)
+    out = np.empty(int(starts[-1] + sizes[-1]) if len(sizes) else 0, dtype=np.uint8)
+    out[starts] = (zigzag & np.uint64(0x7F)).astype(np.uint8)
+    out[starts[longer]] |= 0x80
+    # The longer numbers' later bytes, a byte place at a time over those still going.
+    values, at, left = zigzag[longer] >> np.uint64(7), starts[longer] + 1, extra
+    while len(values):
+        out[at] = (values & np.uint64(0x7F)).astype(np.uint8) | np.where(left > 1, 0x80, 0).astype(np.uint8)
+        going = left > 1
+        values, at, left = values[going] >> np.uint64(7), at[going] + 1, left[going] - 1
     return out.tobytes()
 
 

@@ -2,16 +2,16 @@
 
 `mujoco_pair` finds the (MjModel, MjData) in whatever a benchmark's state method hands back: the pair itself,
 a gymnasium MuJoCo env (Meta-World's), dm_control's Physics (ALOHA's), robosuite's MjSim (LIBERO's), or any
-object with `model` and `data` holding those. `MujocoPoses` then costs a frame two gathers of float64 rows
-(`xpos`, `xquat`) into arrays of its own: about two microseconds, against the milliseconds a rendered frame
-takes.
+object with `model` and `data` holding those. `MujocoPoses` then costs a frame two copies of MjData's whole
+`xpos` and `xquat` (every body, in one memcpy each: a gather of the moving bodies' rows took twice as long
+in the loop, numpy's indexing code cold after mj_step) into arrays of its own, against the milliseconds a
+rendered frame takes. The scene's moving bodies are picked out once, at the end: 56 bytes a body a frame
+held meanwhile (Meta-World's 34 bodies, 500 frames: under 1 MB).
 
 The scene is not needed until the episode ends, so it is found on a thread of its own (`scenes_soon`) while
 the episode plays: the model's key hashed and its .glb read from the disk cache (10 ms a Meta-World model),
-or exported the first time a machine sees the model (0.1-0.5 s), no longer on the episode's clock. Until
-then the recorder cannot know which bodies draw something, so it keeps every body a joint or mocap moves
-(the rigid roots: a superset of the scene's moving nodes, a few more columns) and keeps the scene's own at
-the end.
+or exported the first time a machine sees the model (0.1-0.5 s), no longer on the episode's clock. A model's
+later episodes take the scene this process found already (`known_scene`) without waking that thread.
 
 The poses are MjData's as the last mj_step left them, which is also what MuJoCo's renderer draws
 (mjv_updateScene reads them as they are): a replay frame shows what the video frame of that step shows.
@@ -26,10 +26,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from yardstick.replay3d.format import ReplayWriter, doubled
-from yardstick.replay3d.mujoco_scene import Scene, known_scene, rigid_roots, scene_of
+from yardstick.replay3d.mujoco_scene import Scene, known_scene, scene_of
 
 
 class NotMujoco(TypeError):
@@ -100,15 +99,8 @@ class MujocoPoses:
         # thread would cost the episode's thread the interpreter's lock for a while (~0.2 ms).
         self._known = known_scene(self.model)
         self._soon = scenes_soon(self.model) if self._known is None else None
-        # The scene's moving bodies when it is known, else every body a joint or mocap moves (sorted): the
-        # scene's moving nodes are among them, picked out at the end.
-        if self._known is not None:
-            self._rows: npt.NDArray[np.intp] = self._known.moving_bodies
-        else:
-            roots = np.unique(rigid_roots(self.model))
-            self._rows = roots[roots != 0]
         self._xpos, self._xquat = self.data.xpos, self.data.xquat  # views MuJoCo writes in place
-        count = len(self._rows)
+        count = self.model.nbody
         self._t = np.empty(capacity)
         self._step = np.empty(capacity, dtype=np.int32)
         self._pos = np.empty((capacity, count, 3))
@@ -125,13 +117,13 @@ class MujocoPoses:
         return self._soon.result()
 
     def capture(self, t: float, step: int, looks: Mapping[str, Mapping[str, Any]] | None = None) -> None:
-        """The moving bodies' world poses now, as frame `step` at `t` s after the reset, and what `looks`
+        """Every body's world pose now, as frame `step` at `t` s after the reset, and what `looks`
         changes of how nodes look from this frame on (checked when the frames are handed over)."""
         index = self._frames
         if index == len(self._t):
             self._grow()
-        np.take(self._xpos, self._rows, axis=0, out=self._pos[index])
-        np.take(self._xquat, self._rows, axis=0, out=self._quat[index])
+        self._pos[index] = self._xpos
+        self._quat[index] = self._xquat
         self._t[index] = t
         self._step[index] = step
         self._frames = index + 1
@@ -142,10 +134,7 @@ class MujocoPoses:
         """The episode's frames in a writer, the scene's moving nodes' columns only."""
         scene = self.scene
         count = self._frames
-        pos, quat = self._pos[:count], self._quat[:count]
-        if self._known is None:
-            columns = np.searchsorted(self._rows, scene.moving_bodies)
-            pos, quat = pos[:, columns], quat[:, columns]
+        pos, quat = self._pos[:count, scene.moving_bodies], self._quat[:count, scene.moving_bodies]
         writer = ReplayWriter(
             scene.moving_names,
             engine="mujoco",
