@@ -20,7 +20,7 @@ export PYOPENGL_PLATFORM ?= egl
 
 env: $(STAMP) $(SEQ_STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py src/yardstick/replay3d/_columns.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[sim,libero,pusht,aloha,cluster,test,bench]'

@@ -102,6 +102,49 @@ def test_numbers_at_the_grids_ends_and_an_episode_of_no_frames_read_back() -> No
     assert empty.frames == 0 and empty.pos.shape == (0, 2, 3) and empty.quat.shape == (0, 2, 4)
 
 
+def test_the_compiled_encoder_makes_the_bytes_numpy_makes(world: tuple[Any, Any]) -> None:
+    """The install built the replay's encoder (setup.py: the close of an episode in one pass) and it makes
+    numpy's numbers exactly: random poses of every shape (chains, sign flips, parts a hair past ±1, a 10 km
+    position, one frame, no frame) and a simulated episode of a chain and free bodies."""
+    assert replay_format._columns is not None, "the install built no replay3d._columns: no C compiler?"
+    rng = np.random.default_rng(11)
+    cases = []
+    for trial in range(200):
+        nodes, frames = int(rng.integers(0, 8)), int(rng.integers(0, 50))
+        pos = rng.uniform(-3, 3, (frames, nodes, 3)) * (1e4 / 3 if trial == 7 else 1.0)
+        quat = rng.normal(size=(frames, nodes, 4))
+        quat /= np.linalg.norm(quat, axis=-1, keepdims=True)
+        quat *= 1.0 + 1e-4 * (trial % 3 == 0)  # float32 arithmetic leaves a part past ±1: clipped alike
+        parents = [int(rng.integers(-1, node)) for node in range(nodes)]
+        t = np.cumsum(rng.uniform(0, 0.1, frames))
+        cases.append((t, np.arange(frames, dtype=np.int32), pos, quat, parents))
+    model, data = world
+    poses = MujocoPoses((model, data))
+    for step in range(40):
+        data.qvel[:] = rng.normal(0, 2, model.nv)
+        mujoco.mj_step(model, data, 5)
+        poses.capture(step * 0.01, step)
+    episode = poses.finished()
+    count = episode.frames
+    cases.append(
+        (
+            episode._t[:count],
+            episode._step[:count],
+            episode._pos[:count],
+            episode._quat[:count],
+            episode.parents,
+        )
+    )
+    for number, (t, step, pos, quat, parents) in enumerate(cases):
+        numpy_made = replay_format._numbers(t, step, pos, quat, parents, compiled=False)
+        assert replay_format._numbers(t, step, pos, quat, parents, compiled=True) == numpy_made, (
+            f"case {number}"
+        )
+    assert any(parent >= 0 for parent in episode.parents) and count == 40
+    with pytest.raises(ValueError, match="each node's parent is -1 or a node before it"):
+        replay_format._columns.encode(*(np.zeros(0),) * 4, np.array([0], dtype=np.int64), 1.0, 1.0, 1.0)
+
+
 def quaternion_error(read: Any, written: Any) -> float:
     """The largest part's difference of two quaternion arrays [..., 4], each pair compared up to its sign."""
     same = np.abs(read - written).max(axis=-1)

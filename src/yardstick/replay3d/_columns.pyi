@@ -1,0 +1,10 @@
+def encode(
+    t: object,
+    step: object,
+    pos: object,
+    quat: object,
+    parents: object,
+    t_scale: float,
+    pos_unit: float,
+    quat_scale: float,
+) -> tuple[bytes, bytes]: ...
