@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import tempfile
@@ -57,6 +58,7 @@ def toys_ref() -> object:
 PG_URL = os.environ.get("YARDSTICK_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
 
+@functools.cache
 def _postgres_available() -> bool:
     try:
         import psycopg
@@ -65,6 +67,16 @@ def _postgres_available() -> bool:
             return True
     except Exception:
         return False
+
+
+def one_database(kind: str) -> list[str]:
+    """The database an end-to-end module's platform runs on: one kind, not both. What the store keeps is
+    held on both kinds by the store's and the services' own tests (test_store_*, test_core_runs,
+    test_billing, test_platform, test_platform_faults, test_sequences_cli, ...); a module driving a door's
+    flows through a running platform takes one, the doors' modules sharing the kinds out between them so
+    that each door's flows meet both. PostgreSQL where the machine has one, else SQLite: a module is never
+    skipped whole for want of it."""
+    return [kind if kind == "sqlite" or _postgres_available() else "sqlite"]
 
 
 @contextmanager

@@ -27,7 +27,7 @@ from sqlalchemy import select
 
 from act_helpers import MODEL, SEQ, SEQ_PYTHON, WAIT_S, Robot, as_sent, seq, wait_until
 from chromium import launched
-from conftest import fresh_database
+from conftest import fresh_database, one_database
 from platform_harness import Harness, running_platform
 from yardstick.catalog.sim_franka import POSES, SimulatedFranka
 from yardstick.sdk.load import load_object
@@ -43,7 +43,7 @@ PASSWORD = "correct horse battery"
 GOAL = np.array(POSES["nominal"]) + np.array([0.3, -0.2, 0.1, 0.25, 0.0, 0.2, -0.3])
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=one_database("postgresql"))
 def platform(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
     assert SEQ.exists(), f"{SEQ} is missing: `make env` installs the Sequences CLI in a venv apart"
     folder = tmp_path_factory.mktemp(f"act-{request.param}")

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import select
 
 from act_helpers import MODEL, SEQ, Robot, seq, wait_until
-from conftest import fresh_database
+from conftest import fresh_database, one_database
 from platform_harness import Harness, running_platform
 from yardstick.core.act_plane import BEAT_S
 from yardstick.store.models import ActSeat, ActWorker, Hosted
@@ -26,7 +26,7 @@ IDLE_S = 3.0
 WARM = "warm-reach"
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=one_database("sqlite"))
 def platform(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
     assert SEQ.exists(), f"{SEQ} is missing: `make env` installs the Sequences CLI in a venv apart"
     folder = tmp_path_factory.mktemp(f"scaling-{request.param}")

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from act_helpers import SEQ, SEQ_PYTHON, WAIT_S, Robot, seq
-from conftest import fresh_database
+from conftest import fresh_database, one_database
 from platform_harness import Harness, running_platform
 
 EXAMPLES = Path(__file__).parent / "seq_examples"
@@ -26,7 +26,7 @@ PLANNER = "site"
 POLICY = "planned"
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=one_database("sqlite"))
 def platform(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
     assert SEQ.exists(), f"{SEQ} is missing: `make env` installs the Sequences CLI in a venv apart"
     folder = tmp_path_factory.mktemp(f"planners-{request.param}")

@@ -19,7 +19,7 @@ import yaml
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from conftest import TOYS, fresh_database
+from conftest import TOYS, fresh_database, one_database
 from platform_harness import ServerProcess, server_process
 from toys import coin
 from yardstick.cli.main import app
@@ -34,7 +34,7 @@ CAP = 200  # trials a task: the plan's count, the rule's cap
 POLICIES = {"sure": {"skill": 0.97}, "half": {"skill": 0.5}, "slow-sure": {"skill": 0.97, "delay": 0.1}}
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=one_database("postgresql"))
 def served(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import fresh_database
+from conftest import fresh_database, one_database
 from hosted_helpers import eval_id_of, seq_cli
 from platform_harness import Harness, running_platform
 
@@ -27,7 +27,7 @@ WAIT_S = 180.0
 ACTIVE = ("queued", "pending", "running")
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=one_database("sqlite"))
 def platform(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
     folder = tmp_path_factory.mktemp(request.param)
     with fresh_database(request.param, folder) as url, running_platform(folder, url, per_day=200) as harness:

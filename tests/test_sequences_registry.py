@@ -24,7 +24,7 @@ import pytest
 from platform_client.eval_plan import EvalPlan
 from sqlalchemy import func, select
 
-from conftest import fresh_database
+from conftest import fresh_database, one_database
 from hosted_helpers import set_secret
 from platform_harness import Harness, running_platform
 from yardstick.core import admin
@@ -35,7 +35,7 @@ SEQ = ROOT / ".venv-seq" / "bin" / "seq"
 EXAMPLES = Path(__file__).parent / "seq_examples"
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=one_database("postgresql"))
 def platform(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
     assert SEQ.exists(), f"{SEQ} is missing: `make env` installs the Sequences CLI in a venv apart"
     folder = tmp_path_factory.mktemp(request.param)

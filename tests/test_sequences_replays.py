@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from conftest import fresh_database
+from conftest import fresh_database, one_database
 from hosted_helpers import eval_id_of, seq_cli
 from platform_harness import Harness, running_platform
 from yardstick.replay3d import format as replay_format
@@ -35,7 +35,7 @@ TARGETS = {"left": -0.5, "right": 0.5}
 BLUE, RED = [0.2, 0.4, 0.8, 1.0], [1.0, 0.0, 0.0, 1.0]  # looks-bench's cart
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=one_database("postgresql"))
 def platform(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
     """One platform a store, the two benchmarks and the policy deployed on it."""
     folder = tmp_path_factory.mktemp(request.param)

@@ -26,6 +26,7 @@ from typing import Literal
 import httpx
 import pytest
 
+from conftest import fresh_database, one_database
 from hosted_helpers import seq_cli, set_secret
 
 ROOT = Path(__file__).parent.parent
@@ -619,12 +620,11 @@ ROWS: tuple[Row, ...] = (
 # --- the platform ------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=one_database("sqlite"))
 def swept(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, str]]:
     """One server, the chatty benchmark and policy deployed and one eval of them played."""
-    from conftest import fresh_database
     from platform_harness import running_platform
 
     assert SEQ.exists(), f"{SEQ} is missing: `make env` installs the Sequences CLI in a venv apart"

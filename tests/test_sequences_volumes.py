@@ -25,7 +25,7 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from conftest import free_port, fresh_database
+from conftest import free_port, fresh_database, one_database
 from platform_harness import Harness, running_platform
 from s3_helpers import BUCKET, moto_bucket
 from yardstick.core.s3_artifacts import s3_client
@@ -38,9 +38,10 @@ EXAMPLES = Path(__file__).parent / "seq_examples"
 MIB = 1 << 20
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql", "s3"])
+@pytest.fixture(scope="module", params=[*one_database("postgresql"), "s3"])
 def platform(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
-    """The platform on each database, and on SQLite with its volumes in a bucket (moto's S3 on loopback)."""
+    """The platform with its volumes in its folder (on PostgreSQL: `one_database`), and on SQLite with its
+    volumes in a bucket (moto's S3 on loopback): both stores, both kinds of database."""
     assert SEQ.exists(), f"{SEQ} is missing: `make env` installs the Sequences CLI in a venv apart"
     folder = tmp_path_factory.mktemp(request.param)
     with contextlib.ExitStack() as stack:
