@@ -13,6 +13,7 @@ import pytest
 
 from silhouettes import free_camera, iou, mujoco_mask, replay_mask
 from yardstick.replay3d import format as replay_format
+from yardstick.replay3d import mujoco_poses
 from yardstick.replay3d.gltf import Z_UP_TO_Y_UP, accessor_array, unpack
 from yardstick.replay3d.mujoco_poses import MujocoPoses, NotMujoco, mujoco_pair
 from yardstick.replay3d.mujoco_scene import export, scene_of
@@ -83,6 +84,41 @@ def test_a_replay_reads_back_as_written_and_the_same_frames_give_the_same_bytes(
     assert replay.t.tolist() == [f / 80 for f in range(37)] and replay.step.tolist() == list(range(37))
     assert replay.looks == [(5, "crate", {"rgba": [0.0, 1.0, 0.0, 1.0]}), (5, "goal", {"visible": False})]
     assert gzip.decompress(data).startswith(replay_format.MAGIC)
+
+
+def test_libdeflates_file_and_zlibs_hold_the_same_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The install packs a replay with libdeflate; an interpreter without it (an image's, in a box) with
+    zlib: other bytes, the same file once unpacked, each the same on a rerun."""
+    assert replay_format.deflate is not None, "the install has no libdeflate (the `deflate` package)"
+    rng = np.random.default_rng(3)
+    writer = replay_format.ReplayWriter(["arm", "ball"], engine="own", parents=[-1, 0])
+    quat = rng.normal(size=(60, 2, 4))
+    quat /= np.linalg.norm(quat, axis=-1, keepdims=True)
+    writer.extend(np.arange(60) / 50, np.arange(60, dtype=np.int32), rng.normal(0, 1, (60, 2, 3)), quat)
+    packed = writer.to_bytes()
+    with monkeypatch.context() as patched:
+        patched.setattr(replay_format, "deflate", None)
+        zlibs = writer.to_bytes()
+        assert zlibs == writer.to_bytes()
+    assert packed == writer.to_bytes() and packed != zlibs
+    assert gzip.decompress(packed) == gzip.decompress(zlibs)
+    assert np.array_equal(replay_format.read(packed).pos, replay_format.read(zlibs).pos)
+
+
+def test_frames_handed_over_are_kept_as_they_are_by_an_empty_writer_and_copied_by_another() -> None:
+    writer = replay_format.ReplayWriter(["a"], engine="own", capacity=0)
+    t, step = np.array([0.0, 0.1]), np.array([0, 1], dtype=np.int32)
+    pos, quat = np.zeros((2, 1, 3)), np.tile([1.0, 0, 0, 0], (2, 1, 1))
+    writer.extend(t, step, pos, quat, [(1, "a", {"visible": False})], handed=True)
+    assert writer.frames == 2 and writer._pos is pos and writer.looks == [(1, "a", {"visible": False})]
+    writer.extend(t + 0.2, step + 2, pos + 1.0, quat, [(0, "a", {"visible": True})], handed=True)
+    assert writer.frames == 4 and writer._pos is not pos and pos.max() == 0.0
+    assert writer.looks[-1] == (2, "a", {"visible": True})
+    assert replay_format.read(writer.to_bytes()).step.tolist() == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match=r"pos: finite metres .*\(frame 0\)"):
+        empty = replay_format.ReplayWriter(["a"], engine="own")
+        empty.extend(t, step, np.full((2, 1, 3), np.nan), quat, handed=True)
+    assert empty.frames == 0
 
 
 def test_numbers_at_the_grids_ends_and_an_episode_of_no_frames_read_back() -> None:
@@ -450,6 +486,35 @@ def test_an_episode_longer_than_the_room_kept_keeps_every_frame(world: tuple[Any
     target = replay.nodes.index("target")
     assert list(replay.step) == list(range(9))
     assert np.allclose(replay.pos[:, target, 2], 0.3 + 0.01 * np.arange(9), atol=1e-3)
+
+
+def test_the_compiled_capture_keeps_the_frames_numpys_assignments_keep(
+    world: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A frame is copied by _columns.capture where the install built it, by numpy where not: the same
+    frames either way, across the doublings of a recorder that started with room for two."""
+    assert mujoco_poses._columns is not None, "the install built no replay3d._columns: no C compiler?"
+    model, data = world
+    rng = np.random.default_rng(5)
+    compiled = MujocoPoses((model, data), capacity=2)
+    with monkeypatch.context() as patched:
+        patched.setattr(mujoco_poses, "_columns", None)
+        plain = MujocoPoses((model, data), capacity=2)
+        for step in range(23):
+            data.qvel[:] = rng.normal(0, 2, model.nv)
+            mujoco.mj_step(model, data, 3)
+            compiled.capture(step * 0.01, step)
+            plain.capture(step * 0.01, step)
+    kept = compiled.finished(), plain.finished()
+    assert kept[0].frames == kept[1].frames == 23
+    for name in ("_t", "_step", "_pos", "_quat"):
+        assert np.array_equal(getattr(kept[0], name), getattr(kept[1], name)), name
+    assert kept[0].to_bytes() == kept[1].to_bytes()
+    room = np.empty((2, model.nbody, 3)), np.empty((2, model.nbody, 4)), np.empty(2), np.empty(2, np.int32)
+    with pytest.raises(ValueError, match="0 <= index < F"):
+        mujoco_poses._columns.capture(*room, 2, data.xpos, data.xquat, 0.0, 0)
+    with pytest.raises(ValueError, match="xquat"):
+        mujoco_poses._columns.capture(*room, 0, data.xpos, data.xpos, 0.0, 0)
 
 
 def test_a_models_later_episode_takes_its_known_scene_and_writes_the_same_file() -> None:

@@ -8,3 +8,14 @@ def encode(
     pos_unit: float,
     quat_scale: float,
 ) -> tuple[bytes, bytes]: ...
+def capture(
+    pos: object,
+    quat: object,
+    t: object,
+    step: object,
+    index: int,
+    xpos: object,
+    xquat: object,
+    now: float,
+    played: int,
+) -> None: ...

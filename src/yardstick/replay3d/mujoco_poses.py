@@ -5,8 +5,9 @@ a gymnasium MuJoCo env (Meta-World's), dm_control's Physics (ALOHA's), robosuite
 object with `model` and `data` holding those. `MujocoPoses` then costs a frame two copies of MjData's whole
 `xpos` and `xquat` (every body, in one memcpy each: a gather of the moving bodies' rows took twice as long
 in the loop, numpy's indexing code cold after mj_step) into arrays of its own, against the milliseconds a
-rendered frame takes. The scene's moving bodies are picked out once, at the end: 56 bytes a body a frame
-held meanwhile (Meta-World's 34 bodies, 500 frames: under 1 MB).
+rendered frame takes; one call into `_columns.c` makes them (~1 µs in the loop against numpy's ~2). The
+scene's moving bodies are picked out once, at the end: 56 bytes a body a frame held meanwhile (Meta-World's
+34 bodies, 500 frames: under 1 MB).
 
 The scene is not needed until the episode ends, so it is found on a thread of its own (`scenes_soon`) while
 the episode plays: the model's key hashed and its .glb read from the disk cache (10 ms a Meta-World model),
@@ -28,6 +29,11 @@ from typing import Any
 import numpy as np
 
 from yardstick.replay3d.format import ReplayWriter, doubled
+
+try:  # the frame's copies in one compiled call where the install built it (setup.py), else numpy's four
+    from yardstick.replay3d import _columns
+except ImportError:  # pragma: no cover - an install without a C compiler
+    _columns = None  # type: ignore[assignment]
 from yardstick.replay3d.mujoco_scene import Scene, known_scene, scene_of
 
 
@@ -122,10 +128,14 @@ class MujocoPoses:
         index = self._frames
         if index == len(self._t):
             self._grow()
-        self._pos[index] = self._xpos
-        self._quat[index] = self._xquat
-        self._t[index] = t
-        self._step[index] = step
+        if _columns is not None:
+            kept = self._pos, self._quat, self._t, self._step
+            _columns.capture(*kept, index, self._xpos, self._xquat, t, step)
+        else:
+            self._pos[index] = self._xpos
+            self._quat[index] = self._xquat
+            self._t[index] = t
+            self._step[index] = step
         self._frames = index + 1
         if looks:
             self._looks.extend((index, str(node), change) for node, change in looks.items())
@@ -134,16 +144,17 @@ class MujocoPoses:
         """The episode's frames in a writer, the scene's moving nodes' columns only."""
         scene = self.scene
         count = self._frames
-        pos, quat = self._pos[:count, scene.moving_bodies], self._quat[:count, scene.moving_bodies]
         writer = ReplayWriter(
             scene.moving_names,
             engine="mujoco",
             scene_sha256=scene.sha256,
             meta=self.meta,
             parents=scene.moving_parents,
-            capacity=self._frames,
+            capacity=0,
         )
-        writer.extend(self._t[:count], self._step[:count], pos, quat, self._looks)
+        # The picked columns are new arrays and this episode's frames end here: the writer keeps them.
+        pos, quat = self._pos[:count, scene.moving_bodies], self._quat[:count, scene.moving_bodies]
+        writer.extend(self._t[:count], self._step[:count], pos, quat, self._looks, handed=True)
         return writer
 
     def _grow(self) -> None:
