@@ -413,6 +413,8 @@ def test_a_faulty_image_fails_its_run_with_the_reason_and_the_worker_lives(
     images: Images, policy: str
 ) -> None:
     code, said = FAULTY[policy]
+    stray = Path.cwd() / "oom"  # conmon's mark of a container the kernel killed, where it runs
+    there = stray.exists()
     created = submit(images, images.faulty[policy], f"faulty-{policy}")
     ended = wait_for(images.harness.client(), created.submission_id, timeout=WAIT_S)
     assert ended.status is SubmissionStatus.errored and ended.reason_code is code, ended
@@ -420,6 +422,7 @@ def test_a_faulty_image_fails_its_run_with_the_reason_and_the_worker_lives(
         run = session.get(Run, int(created.submission_id))
         assert run is not None and said in (run.reason or ""), run.reason
     assert all(worker.is_alive() for worker in images.harness.workers)
+    assert there or not stray.exists(), "a file `oom` appeared in the worker's working folder"
     # The worker goes on: the next run plays.
     again = submit(images, images.rows, f"after-{policy}")
     assert (

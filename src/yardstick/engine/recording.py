@@ -46,7 +46,8 @@ import numpy as np
 import numpy.typing as npt
 
 from yardstick.engine import mp4
-from yardstick.engine.replay_track import ReplayTrack, Track
+from yardstick.engine.files_ahead import FileAhead
+from yardstick.engine.replay_track import REPLAY, ReplayTrack, Track
 
 if TYPE_CHECKING:
     from av.container import OutputContainer
@@ -248,8 +249,11 @@ class EpisodeRecorder:
             self._replay = track
         elif recording.replay and state is not None:
             self._replay = ReplayTrack(state, hz, looks)
+        # The replay's file (and the folder, when nothing else needs it sooner) made while the episode plays.
+        self._replay_file = FileAhead(folder / REPLAY) if self._replay is not None else None
         try:
-            _make_folder(folder)
+            if recording.video or recording.trajectory:
+                _make_folder(folder)
             if recording.trajectory:
                 partial = self._trajectory_path.with_name(TRAJECTORY + PARTIAL)
                 self._trajectory = gzip.GzipFile(partial, "wb", compresslevel=6)
@@ -279,6 +283,7 @@ class EpisodeRecorder:
             except Exception as exc:
                 self._note("replay", exc)
                 self._replay = None
+                self._drop_replay_file()
         if not self._video:
             return
         try:
@@ -328,12 +333,13 @@ class EpisodeRecorder:
 
     def close(self) -> list[Path]:
         """Finish every file (the encoders flushed) and return those written."""
-        if self._replay is not None:
+        if self._replay is not None and self._replay_file is not None:
             replay, self._replay = self._replay, None
             try:
-                self._written.extend(replay.close(self.folder, self.root))
+                self._written.extend(replay.close(self._replay_file, self.root))
             except Exception as exc:
                 self._note("replay", exc)
+        self._drop_replay_file()  # nothing once written
         if self._trajectory is not None:
             try:
                 self._trajectory.close()
@@ -406,6 +412,11 @@ class EpisodeRecorder:
         for video in self._videos.values():
             video.abort()
         self._videos.clear()
+
+    def _drop_replay_file(self) -> None:
+        if self._replay_file is not None:
+            self._replay_file.abandon()
+            self._replay_file = None
 
     def _drop_trajectory(self) -> None:
         if self._trajectory is not None:

@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from yardstick.engine.replay_track import REPLAY, write_scene
+from yardstick.engine.files_ahead import FileAhead
+from yardstick.engine.replay_track import write_scene
 from yardstick.replay3d.format import ReplayWriter
 from yardstick.sdk import replay as sdk_replay
 
@@ -72,8 +73,8 @@ class HandedTrack:
     def frame(self, step: int, robot_time: float) -> None:
         """Nothing to read: the benchmark has handed this step's frame already (or hands none)."""
 
-    def close(self, folder: Path, root: Path) -> list[Path]:
-        """Write the replay into `folder` and its scene under `root`; the paths of both. The slot's next
+    def close(self, file: FileAhead, root: Path) -> list[Path]:
+        """Write the replay into `file` and its scene under `root`; the paths of both. The slot's next
         frames are the next episode's. Raises (the recorder notes it) what went wrong with what was handed."""
         handed = self.handed
         self._receiver.release(self._slot, handed)
@@ -84,7 +85,7 @@ class HandedTrack:
                 'replay={"engine": "own"}: the benchmark handed no frame (seq.replay.frame after its reset '
                 "and after every step)"
             )
-        written = [handed.writer.write(folder / REPLAY)]
+        written = [file.write(handed.writer.to_bytes())]
         if handed.scene is not None:
             glb, sha = handed.scene
             written.append(write_scene(root, sha, glb))

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from yardstick.engine.files_ahead import FileAhead
 from yardstick.replay3d.mujoco_poses import MujocoPoses
 from yardstick.replay3d.scene_cache import write_whole
 
@@ -37,7 +38,7 @@ class Track(Protocol):
 
     def frame(self, step: int, robot_time: float) -> None: ...
 
-    def close(self, folder: Path, root: Path) -> list[Path]: ...
+    def close(self, file: FileAhead, root: Path) -> list[Path]: ...
 
 
 class ReplayTrack:
@@ -76,12 +77,12 @@ class ReplayTrack:
                 changed[node] = new
         return changed
 
-    def close(self, folder: Path, root: Path) -> list[Path]:
-        """Write the replay into `folder` and its scene under `root`; the paths of both."""
+    def close(self, file: FileAhead, root: Path) -> list[Path]:
+        """Write the replay into `file` and its scene under `root`; the paths of both."""
         poses = self._poses
         if poses is None:
             return []
-        replay = poses.finished().write(folder / REPLAY)
+        replay = file.write(poses.finished().to_bytes())
         scene = poses.scene
         return [replay, write_scene(root, scene.sha256, scene.glb, scene.kept)]
 

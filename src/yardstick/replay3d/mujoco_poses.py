@@ -103,8 +103,8 @@ class MujocoPoses:
         self.meta = dict(meta or {})
         # A scene this process has already (a model's later episodes) is taken at once: waking the scene
         # thread would cost the episode's thread the interpreter's lock for a while (~0.2 ms).
-        self._known = known_scene(self.model)
-        self._soon = scenes_soon(self.model) if self._known is None else None
+        known = known_scene(self.model)
+        self._scene: Scene | Future[Scene] = known if known is not None else scenes_soon(self.model)
         self._xpos, self._xquat = self.data.xpos, self.data.xquat  # views MuJoCo writes in place
         count = self.model.nbody
         self._t = np.empty(capacity)
@@ -117,10 +117,8 @@ class MujocoPoses:
     @property
     def scene(self) -> Scene:
         """The model's scene (waiting for its thread: an export that failed raises here)."""
-        if self._known is not None:
-            return self._known
-        assert self._soon is not None
-        return self._soon.result()
+        scene = self._scene
+        return scene.result() if isinstance(scene, Future) else scene
 
     def capture(self, t: float, step: int, looks: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         """Every body's world pose now, as frame `step` at `t` s after the reset, and what `looks`

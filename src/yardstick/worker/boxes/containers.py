@@ -72,6 +72,9 @@ class Podman:
         self.install = install
         self.insecure = insecure
         self.env = {**os.environ, "CONTAINERS_CONF": str(self.config)}
+        # Where podman and its conmon run: conmon writes a file `oom` into its working folder when the kernel
+        # kills a container for its memory, which would otherwise land wherever the worker was started.
+        self.workdir = config_dir
 
     @staticmethod
     def available() -> bool:
@@ -79,7 +82,13 @@ class Podman:
 
     def call(self, *args: str, timeout: float = CALL_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            ["podman", *args], env=self.env, capture_output=True, text=True, timeout=timeout, check=False
+            ["podman", *args],
+            env=self.env,
+            cwd=self.workdir,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
 
     def pull(self, reference: str, credential: Mapping[str, str] | None) -> bool:
@@ -192,7 +201,12 @@ class ContainerPolicyServer:
             reference,
         ]  # fmt: skip
         self._process = subprocess.Popen(
-            argv, env=podman.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            argv,
+            env=podman.env,
+            cwd=podman.workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
         self.journal = sandbox.Journal()
         self._out = sandbox.Tail(self._process.stdout, self.journal)
@@ -248,7 +262,7 @@ class ContainerPolicyServer:
         self._relay = subprocess.Popen(
             ["podman", "exec", self.name, "python3", "-c", RELAY, f"{SOCKET_FOLDER}/{SOCKET_NAME}",
              str(OPENPI_PORT)],
-            env=self.podman.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            env=self.podman.env, cwd=self.podman.workdir, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
         if self._forward is None:
