@@ -19,7 +19,9 @@ observation holds its last image.
 
 Recording never costs an episode its result: whatever fails (a full disk, an odd frame) is written into
 the recorder's `errors`, the part that failed stops, and the episode goes on. Files are written under a
-`.partial` name and renamed when complete, so a file that exists under its own name is whole.
+`.partial` name and renamed when complete, so a file that exists under its own name is whole. A replay's
+file (and its folder, when nothing else recorded needs it sooner) is made while the episode plays, on a
+thread of its own (`files_ahead`): the episode's end only fills and renames it.
 
 Encoding: libx264 at preset veryfast, crf 23, one thread, yuv420p, faststart (the index first, so a
 browser plays while the file still arrives). At 224×224 a frame costs about 0.9 ms here (0.15 ms to
