@@ -5,6 +5,7 @@ loopback (Debian's `docker-registry`, with htpasswd auth when asked)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -285,12 +286,18 @@ def debian_base() -> Path:
     if archive.is_file():
         return archive
     DEBIAN_CACHE.mkdir(parents=True, exist_ok=True)
-    partial = archive.with_suffix(f".{os.getpid()}.partial")
-    made = subprocess.run(
-        ["mmdebstrap", "--variant=minbase", "--include=python3", "--format=tar", "--quiet",
-         DEBIAN_SUITE, str(partial), "http://deb.debian.org/debian"],
-        capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    assert made.returncode == 0, f"mmdebstrap: {made.stdout}{made.stderr}"
-    partial.rename(archive)  # whole, or not there: a run killed halfway leaves only a .partial
+    # One maker at a time across the machine's suites: two made at once differ (mmdebstrap's timestamps), and
+    # the second renamed over the first while podman read the first twice failed its import's digest check.
+    with open(DEBIAN_CACHE / f"{DEBIAN_SUITE}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the holder's mmdebstrap is bounded by its own timeout
+        if archive.is_file():
+            return archive  # made by the suite that held the lock
+        partial = archive.with_suffix(f".{os.getpid()}.partial")
+        made = subprocess.run(
+            ["mmdebstrap", "--variant=minbase", "--include=python3", "--format=tar", "--quiet",
+             DEBIAN_SUITE, str(partial), "http://deb.debian.org/debian"],
+            capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+        assert made.returncode == 0, f"mmdebstrap: {made.stdout}{made.stderr}"
+        partial.rename(archive)  # whole, or not there: a run killed halfway leaves only a .partial
     return archive
