@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 
 import pytest
 
-from yardstick.engine import files_ahead
-from yardstick.engine.files_ahead import FileAhead
+from fork_helpers import holds_in_a_forked_child
+from yardstick.engine.files_ahead import FILES, FileAhead
 from yardstick.engine.recording import EpisodeRecorder, Recording
 
 DEADLINE_S = 30.0
@@ -41,7 +40,7 @@ def test_an_abandoned_file_is_removed_whether_or_not_the_thread_had_made_it(tmp_
     made(late)
     late.abandon()
     # The thread runs one task at a time, in order: once a later task ran, both removals have.
-    files_ahead._thread().submit(lambda: None).result(timeout=DEADLINE_S)
+    FILES.submit(lambda: None).result(timeout=DEADLINE_S)
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == []
     with pytest.raises(RuntimeError, match="written or abandoned already"):
         late.write(b"too late")
@@ -54,24 +53,15 @@ def test_what_failed_in_making_the_file_is_raised_by_its_write(tmp_path: Path) -
         file.write(b"data")
 
 
-def test_the_files_thread_of_a_forked_process_is_its_own(tmp_path: Path) -> None:
-    FileAhead(tmp_path / "parent.seqreplay").write(b"parent")
-    reader, writer = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - the child reports through the pipe
-        code = 1
-        try:
-            FileAhead(tmp_path / "child.seqreplay").write(b"child")
-            code = 0 if files_ahead._files is not None else 2
-        finally:
-            os.write(writer, bytes([code]))
-            os._exit(0)
-    os.close(writer)
-    try:
-        assert os.read(reader, 1) == b"\x00"
-    finally:
-        os.close(reader)
-        os.waitpid(child, 0)
+def test_a_forked_process_makes_its_files_on_a_thread_of_its_own(tmp_path: Path) -> None:
+    FileAhead(tmp_path / "parent.seqreplay").write(b"parent")  # the parent's thread made
+
+    def child() -> bool:
+        forgot = not FILES.started
+        FileAhead(tmp_path / "child.seqreplay").write(b"child")
+        return forgot and FILES.started
+
+    assert holds_in_a_forked_child(child, DEADLINE_S)
     assert (tmp_path / "child.seqreplay").read_bytes() == b"child"
 
 
@@ -86,5 +76,5 @@ def test_a_replay_that_fails_mid_episode_leaves_no_file_behind(tmp_path: Path) -
     recorder.frame(0, 0.0, {})
     assert calls.is_set() and recorder.close() == []
     assert recorder.error is not None and "replay" in recorder.error
-    files_ahead._thread().submit(lambda: None).result(timeout=DEADLINE_S)
+    FILES.submit(lambda: None).result(timeout=DEADLINE_S)
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []

@@ -465,7 +465,7 @@ def test_a_process_forked_after_its_parent_found_scenes_finds_its_own() -> None:
     context = multiprocessing.get_context("fork")
     results = context.Queue()
     child = context.Process(target=_poses_in_a_forked_child, args=(results,))
-    with mujoco_scene._cache_lock, mujoco_poses._scenes_lock:  # as the scene thread holds them mid-export
+    with mujoco_scene._cache_lock, mujoco_poses.SCENES._lock:  # as the scene thread holds them mid-export
         child.start()
     try:
         assert results.get(timeout=120) == parent.scene.moving_names

@@ -8,41 +8,23 @@ own (`yardstick-files`, one a process) as the episode starts: the folder if it i
 opened under its `.partial` name. At the end the episode's thread writes the bytes into that file and renames
 it (~15 µs); a file under its own name is whole, as everywhere in a recording.
 
-The thread holds the interpreter's lock for a few lines around two system calls, which release it. A process
-forked from one that had the thread starts without it (and without a lock held at the fork) and makes its
-own when first asked.
+The thread holds the interpreter's lock for a few lines around two system calls, which release it. It is a
+`ProcessThread`: a forked process makes its own when first asked.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 
 from yardstick.replay3d.format import PARTIAL
+from yardstick.replay3d.process_thread import ProcessThread
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
 
-_files: ThreadPoolExecutor | None = None
-_files_lock = threading.Lock()
-
-
-def _thread() -> ThreadPoolExecutor:
-    global _files
-    with _files_lock:
-        if _files is None:
-            _files = ThreadPoolExecutor(1, thread_name_prefix="yardstick-files")
-        return _files
-
-
-def _forget_thread() -> None:
-    global _files, _files_lock
-    _files, _files_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_thread)
+FILES = ProcessThread("yardstick-files")
 
 
 def _opened(partial: str) -> int:
@@ -71,7 +53,7 @@ class FileAhead:
     def __init__(self, target: Path) -> None:
         self.target = target
         self._partial = os.fspath(target) + PARTIAL
-        self._opened = _thread().submit(_opened, self._partial)
+        self._opened = FILES.submit(_opened, self._partial)
         self._done = False
 
     def write(self, data: bytes) -> Path:

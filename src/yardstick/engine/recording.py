@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -67,18 +67,6 @@ NO_IMAGES = (
 )
 
 Image = npt.NDArray[np.uint8]
-
-
-def _make_folder(folder: Path) -> None:
-    """`folder`, made: one mkdir where its parent is there (every episode's but a run's first), as pathlib's
-    `mkdir(parents=True, exist_ok=True)` would, without its Python (~20 µs an episode, more in the loop)."""
-    try:
-        os.mkdir(folder)
-    except FileNotFoundError:
-        folder.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        if not folder.is_dir():
-            raise
 
 
 def episode_folder(root: str | Path, index: int) -> Path:
@@ -215,6 +203,13 @@ def _fit(image: Image, height: int, width: int) -> Image:
     return fitted
 
 
+class _Replay(NamedTuple):
+    """An episode's replay: its frames as they come, and the file they go in at the end."""
+
+    track: Track
+    file: FileAhead
+
+
 class EpisodeRecorder:
     """Records one episode into `folder`: `frame` after the reset and after every step, `action` for every
     step, `close` at the end. No method raises: a failure lands in `errors` and stops the part that failed.
@@ -246,16 +241,15 @@ class EpisodeRecorder:
         self._trajectory: gzip.GzipFile | None = None
         self._trajectory_path = folder / TRAJECTORY
         self._written: list[Path] = []
-        self._replay: Track | None = None
-        if recording.replay and track is not None:
-            self._replay = track
-        elif recording.replay and state is not None:
-            self._replay = ReplayTrack(state, hz, looks)
+        if recording.replay and track is None and state is not None:
+            track = ReplayTrack(state, hz, looks)
         # The replay's file (and the folder, when nothing else needs it sooner) made while the episode plays.
-        self._replay_file = FileAhead(folder / REPLAY) if self._replay is not None else None
+        self._replay = (
+            _Replay(track, FileAhead(folder / REPLAY)) if recording.replay and track is not None else None
+        )
         try:
             if recording.video or recording.trajectory:
-                _make_folder(folder)
+                folder.mkdir(parents=True, exist_ok=True)
             if recording.trajectory:
                 partial = self._trajectory_path.with_name(TRAJECTORY + PARTIAL)
                 self._trajectory = gzip.GzipFile(partial, "wb", compresslevel=6)
@@ -281,11 +275,10 @@ class EpisodeRecorder:
         """The observation after `step` steps (0: the reset's) at `robot_time` seconds."""
         if self._replay is not None:
             try:
-                self._replay.frame(step, robot_time)
+                self._replay.track.frame(step, robot_time)
             except Exception as exc:
                 self._note("replay", exc)
-                self._replay = None
-                self._drop_replay_file()
+                self._drop_replay()
         if not self._video:
             return
         try:
@@ -335,13 +328,12 @@ class EpisodeRecorder:
 
     def close(self) -> list[Path]:
         """Finish every file (the encoders flushed) and return those written."""
-        if self._replay is not None and self._replay_file is not None:
-            replay, self._replay = self._replay, None
+        if self._replay is not None:
             try:
-                self._written.extend(replay.close(self._replay_file, self.root))
+                self._written.extend(self._replay.track.close(self._replay.file, self.root))
             except Exception as exc:
                 self._note("replay", exc)
-        self._drop_replay_file()  # nothing once written
+            self._drop_replay()  # nothing once written
         if self._trajectory is not None:
             try:
                 self._trajectory.close()
@@ -375,14 +367,10 @@ class EpisodeRecorder:
 
     def relative(self, paths: list[Path]) -> list[str]:
         """`paths` as the run names them: relative to its recording folder, with forward slashes."""
-        # On strings: Path.relative_to's Python costs more than the rest of an episode's close in the loop.
-        within = os.path.join(os.fspath(self.root), "")
-        named: list[str] = []
-        for path in paths:
-            text = os.fspath(path)
-            inside = text.startswith(within)
-            named.append((text[len(within) :] if inside else text).replace(os.sep, "/"))
-        return named
+        return [
+            (path.relative_to(self.root) if path.is_relative_to(self.root) else path).as_posix()
+            for path in paths
+        ]
 
     @property
     def error(self) -> str | None:
@@ -415,10 +403,10 @@ class EpisodeRecorder:
             video.abort()
         self._videos.clear()
 
-    def _drop_replay_file(self) -> None:
-        if self._replay_file is not None:
-            self._replay_file.abandon()
-            self._replay_file = None
+    def _drop_replay(self) -> None:
+        if self._replay is not None:
+            self._replay.file.abandon()
+            self._replay = None
 
     def _drop_trajectory(self) -> None:
         if self._trajectory is not None:

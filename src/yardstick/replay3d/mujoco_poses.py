@@ -20,10 +20,8 @@ The poses are MjData's as the last mj_step left them, which is also what MuJoCo'
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -35,6 +33,7 @@ try:  # the frame's copies in one compiled call where the install built it (setu
 except ImportError:  # pragma: no cover - an install without a C compiler
     _columns = None  # type: ignore[assignment]
 from yardstick.replay3d.mujoco_scene import Scene, known_scene, scene_of
+from yardstick.replay3d.process_thread import ProcessThread
 
 
 class NotMujoco(TypeError):
@@ -71,28 +70,13 @@ def _unwrap(part: Any) -> Any:
     return part
 
 
-# One thread a process finds scenes (one at a time: two episodes of one model share the first's export),
-# made when first asked. A process forked from one that had it inherits no thread, and perhaps a lock held
-# at the fork: the child starts with neither (`_forget_scenes`), and makes its own when asked.
-_scenes: ThreadPoolExecutor | None = None
-_scenes_lock = threading.Lock()
+# One thread a process finds scenes, one at a time: two episodes of one model share the first's export.
+SCENES = ProcessThread("yardstick-scenes")
 
 
 def scenes_soon(model: Any) -> Future[Scene]:
     """`scene_of(model)`, found on this process's scene thread."""
-    global _scenes
-    with _scenes_lock:
-        if _scenes is None:
-            _scenes = ThreadPoolExecutor(1, thread_name_prefix="yardstick-scenes")
-        return _scenes.submit(scene_of, model)
-
-
-def _forget_scenes() -> None:
-    global _scenes, _scenes_lock
-    _scenes, _scenes_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_scenes)
+    return SCENES.submit(scene_of, model)
 
 
 class MujocoPoses:
