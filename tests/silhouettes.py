@@ -2,8 +2,9 @@
 
 `replay_mask` draws a frame the way a viewer would, from the scene's .glb and the frame's poses alone (a tiny
 numpy rasteriser: triangles filled, no shading); `mujoco_mask` asks MuJoCo's segmentation render which
-pixels show a moving body's geom, the static ones hidden. Both use the GL camera MuJoCo computes for a free
-camera, so a replay that places its nodes right covers the same pixels, up to the edges of tessellation.
+pixels show the geoms of the bodies asked for, the others hidden. Both use the GL camera MuJoCo computes for
+a free camera, so a replay that places its nodes right covers the same pixels, up to the edges of
+tessellation.
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ def free_camera(lookat: tuple[float, float, float], distance: float, azimuth: fl
 
 
 def mujoco_mask(
-    renderer: Any, model: Any, data: Any, camera: Any, moving_bodies: np.ndarray
+    renderer: Any, model: Any, data: Any, camera: Any, bodies: np.ndarray
 ) -> tuple[np.ndarray, Any]:
-    """(pixels showing a moving body's geom, the GL camera used) from MuJoCo's segmentation render."""
+    """(pixels showing a geom drawn in the node of one of `bodies`, the GL camera used) from MuJoCo's
+    segmentation render."""
     roots = rigid_roots(model)
-    static = ~np.isin(roots[model.geom_bodyid], moving_bodies)
+    static = ~np.isin(roots[model.geom_bodyid], bodies)
     groups = model.geom_group.copy()
     model.geom_group[static] = _HIDDEN
     try:

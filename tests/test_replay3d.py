@@ -265,6 +265,25 @@ def test_what_is_not_a_replay_is_refused_saying_so(tmp_path: Any) -> None:
     assert replay_format.read(path).frames == 1 and not list(tmp_path.glob("*.partial"))
 
 
+def test_a_body_fixed_to_the_world_is_a_recorded_node_of_its_own_with_its_welded_children() -> None:
+    """A fixture (no joint, the world's child) may be placed anew each episode by its benchmark: its node is
+    recorded; what is welded to it is drawn in it; the world's own geoms stay the world's."""
+    model = mujoco.MjModel.from_xml_string(
+        """<mujoco><worldbody><geom type="plane" size="1 1 .1"/>
+        <body name="shelf" pos=".3 0 0"><geom type="box" size=".1 .1 .01"/>
+          <body name="bracket" pos="0 0 .05"><geom type="box" size=".01 .01 .04"/></body></body>
+        </worldbody></mujoco>"""
+    )
+    scene = export(model)
+    assert scene.nodes == ["world", "shelf"] and scene.recorded_names == ["shelf"]
+    document, binary = unpack(scene.glb)
+    shelf = next(n for n in document["nodes"] if n["name"] == "shelf")
+    boxes = document["meshes"][shelf["mesh"]]["primitives"]
+    assert len(boxes) == 2  # the shelf's and its bracket's, in the shelf's frame
+    bracket = accessor_array(document, binary, boxes[1]["attributes"]["POSITION"])
+    assert bracket[:, 2].min() == pytest.approx(0.01) and bracket[:, 2].max() == pytest.approx(0.09)
+
+
 def test_the_scene_has_a_node_per_moving_rigid_group_under_seq_root_turned_y_up(
     world: tuple[Any, Any],
 ) -> None:
@@ -276,9 +295,10 @@ def test_the_scene_has_a_node_per_moving_rigid_group_under_seq_root_turned_y_up(
     names = [document["nodes"][i]["name"] for i in root["children"]]
     # The lid is welded to the crate and drawn in its node; the ghost draws nothing: neither is a node.
     assert names == ["world", "crate", "arm", "tip", "ball", "target"] == scene.nodes
-    assert scene.moving_names == ["crate", "arm", "tip", "ball", "target"]
+    assert scene.recorded_names == ["crate", "arm", "tip", "ball", "target"]
     nodes = {n["name"]: n for n in document["nodes"][1:]}
-    assert nodes["crate"]["translation"] == pytest.approx([0.2, 0.1, 0.1])
+    # Every node at the origin: a replay places each, so the scene is the same wherever they stood.
+    assert all(n.get("translation", [0, 0, 0]) == [0, 0, 0] for n in nodes.values())
     crate = document["meshes"][nodes["crate"]["mesh"]]["primitives"]
     assert len(crate) == 2  # the box and the lid's cylinder; the group-3 copy is not drawn
     box = accessor_array(document, binary, crate[0]["attributes"]["POSITION"])
@@ -335,7 +355,7 @@ def test_a_frame_drawn_from_scene_and_poses_covers_what_mujoco_draws(world: tupl
     renderer = mujoco.Renderer(model, height, width)
     try:
         camera = free_camera((0.0, 0.0, 0.1), 0.8, 135, -35)
-        truth, view = mujoco_mask(renderer, model, data, camera, recorder.scene.moving_bodies)
+        truth, view = mujoco_mask(renderer, model, data, camera, recorder.scene.recorded_bodies)
     finally:
         renderer.close()
     writer = recorder.finished()
@@ -380,8 +400,8 @@ def test_a_scene_is_exported_once_a_machine_and_kept_whole(
         patched.setattr(mujoco_scene, "export", no_export)
         again = scene_of(mujoco.MjModel.from_xml_string(XML))  # a fresh model object: not the memory cache
     assert again.glb == first.glb and again.sha256 == first.sha256 and again.nodes == first.nodes
-    assert again.moving_names == first.moving_names and again.moving_parents == first.moving_parents
-    assert list(again.moving_bodies) == list(first.moving_bodies)
+    assert again.recorded_names == first.recorded_names and again.recorded_parents == first.recorded_parents
+    assert list(again.recorded_bodies) == list(first.recorded_bodies)
 
     glb = next(tmp_path.glob("*.glb"))
     glb.write_bytes(glb.read_bytes()[:100])  # torn: its sha256 no longer the one kept beside it
@@ -395,16 +415,26 @@ def test_a_scene_is_exported_once_a_machine_and_kept_whole(
 
 def test_a_model_changed_in_what_the_scene_draws_is_another_cache_key() -> None:
     """The disk cache's key reads the model's arrays: the same XML built twice is one key, a colour or a
-    mesh's vertex changed is another (a stale scene is never read for a changed model)."""
-    from yardstick.replay3d import scene_cache
+    mesh's vertex changed is another (a stale scene is never read for a changed model); a node placed
+    elsewhere (as a benchmark places a fixture each episode) is the same key, and the same scene."""
+    from yardstick.replay3d.mujoco_scene import cache_key, export, rigid_roots
 
-    key = scene_cache.model_key(mujoco.MjModel.from_xml_string(XML))
-    assert scene_cache.model_key(mujoco.MjModel.from_xml_string(XML)) == key
+    key = cache_key(mujoco.MjModel.from_xml_string(XML))
+    assert cache_key(mujoco.MjModel.from_xml_string(XML)) == key
     recoloured = XML.replace('rgba="0 .5 1 1"', 'rgba="0 .5 .9 1"')
-    assert scene_cache.model_key(mujoco.MjModel.from_xml_string(recoloured)) != key
+    assert cache_key(mujoco.MjModel.from_xml_string(recoloured)) != key
     reshaped = XML.replace('0 0 .08"/>', '0 0 .09"/>')
     assert reshaped != XML
-    assert scene_cache.model_key(mujoco.MjModel.from_xml_string(reshaped)) != key
+    assert cache_key(mujoco.MjModel.from_xml_string(reshaped)) != key
+    model = mujoco.MjModel.from_xml_string(XML)
+    scene = export(model)
+    nodes = np.unique(rigid_roots(model))[1:]
+    model.body_pos[nodes] += 0.25  # every node placed elsewhere
+    assert cache_key(model) == key and export(model).sha256 == scene.sha256
+    lid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "lid")
+    assert lid not in nodes
+    model.body_pos[lid] += 0.01  # drawn in its parent's node, 1 cm further: another scene
+    assert cache_key(model) != key and export(model).sha256 != scene.sha256
 
 
 def test_a_run_folder_links_the_kept_scene_and_copies_it_where_it_cannot(tmp_path: Any) -> None:
@@ -461,14 +491,14 @@ def test_a_process_forked_after_its_parent_found_scenes_finds_its_own() -> None:
 
     model = mujoco.MjModel.from_xml_string(XML)
     parent = MujocoPoses((model, mujoco.MjData(model)))
-    assert parent.scene.moving_names  # the parent's scene thread has run
+    assert parent.scene.recorded_names  # the parent's scene thread has run
     context = multiprocessing.get_context("fork")
     results = context.Queue()
     child = context.Process(target=_poses_in_a_forked_child, args=(results,))
     with mujoco_scene._cache_lock, mujoco_poses.SCENES._lock:  # as the scene thread holds them mid-export
         child.start()
     try:
-        assert results.get(timeout=120) == parent.scene.moving_names
+        assert results.get(timeout=120) == parent.scene.recorded_names
     finally:
         child.join(timeout=60)
         if child.is_alive():
@@ -540,7 +570,7 @@ def test_a_models_later_episode_takes_its_known_scene_and_writes_the_same_file()
     assert isinstance(first._scene, Future) and not isinstance(later._scene, Future)
     assert later.scene is first.scene
     # The ghost draws nothing: a body a joint moves that the scene has no node for.
-    assert model.body("ghost").id not in set(first.scene.moving_bodies.tolist())
+    assert model.body("ghost").id not in set(first.scene.recorded_bodies.tolist())
     assert "ghost" not in replay_format.read(first_file).nodes
     assert later_file == first_file
-    assert replay_format.read(later_file).nodes == first.scene.moving_names
+    assert replay_format.read(later_file).nodes == first.scene.recorded_names

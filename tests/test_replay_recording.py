@@ -107,21 +107,66 @@ def test_a_replayed_frame_covers_what_mujoco_draws_of_that_step(pooled: Path) ->
     height = width = 96
     renderer = mujoco.Renderer(env.model, height, width)
     try:
-        camera = free_camera((0.0, 0.6, 0.2), 1.6, 120, -30)
         from yardstick.replay3d.mujoco_scene import scene_of
 
-        truth, view = mujoco_mask(renderer, env.model, env.data, camera, scene_of(env.model).moving_bodies)
+        camera = free_camera((0.0, 0.6, 0.2), 1.6, 120, -30)
+        recorded = scene_of(env.model).recorded_bodies
+        model = env.model
+        moved = np.asarray([b for b in recorded if model.body_jntnum[b] > 0 or model.body_mocapid[b] >= 0])
+        truth, view = mujoco_mask(renderer, model, env.data, camera, recorded)
+        truth_moved, _ = mujoco_mask(renderer, model, env.data, camera, moved)
+        moved_names = {replay.nodes[i] for i, b in enumerate(recorded) if b in moved}
     finally:
         renderer.close()
         bench.close()
 
-    def drawn(frame: int) -> np.ndarray:
-        poses = {n: (replay.pos[frame, i], replay.quat[frame, i]) for i, n in enumerate(replay.nodes)}
+    def drawn(frame: int, only: set[str] | None = None) -> np.ndarray:
+        poses = {
+            n: (replay.pos[frame, i], replay.quat[frame, i])
+            for i, n in enumerate(replay.nodes)
+            if only is None or n in only
+        }
         return replay_mask(scene, poses, view, height, width)
 
-    assert truth.sum() > 500
+    assert truth.sum() > truth_moved.sum() > 500  # the table, the wall, the robot's base: fixtures drawn too
     assert iou(truth, drawn(middle)) > 0.95
-    assert iou(truth, drawn(0)) < iou(truth, drawn(middle)) - 0.1  # another frame is told apart
+    assert iou(truth_moved, drawn(middle, moved_names)) > 0.95
+    # Another frame is told apart by what moves.
+    assert iou(truth_moved, drawn(0, moved_names)) < iou(truth_moved, drawn(middle, moved_names)) - 0.1
+
+
+def test_a_fixture_placed_anew_each_seed_stands_in_its_replay_where_that_seed_put_it(tmp_path: Path) -> None:
+    """Meta-World places door-open's door by its body's position, another place each seed: the door is a node
+    of its own that each episode's replay places, in one scene for every seed (not drawn where the
+    process's first episode had it)."""
+    import mujoco
+
+    from yardstick.catalog.metaworld import MT10
+    from yardstick.engine.recording import EpisodeRecorder
+
+    bench = MT10()
+    recording = Recording(replay=True, folder=str(tmp_path))
+    scenes, places = set(), []
+    try:
+        for index, seed in enumerate((0, 1)):
+            bench.reset("door-open-v3", seed)
+            recorder = EpisodeRecorder.open(recording, index, bench.hz, state=bench.replay_state)
+            recorder.frame(0, 0.0, None)
+            for step in range(1, 4):
+                bench.step(np.zeros(4))
+                recorder.frame(step, step / bench.hz, None)
+            assert recorder.close() and recorder.error is None
+            replay = replay_format.read(episode_folder(tmp_path, index) / "replay.seqreplay")
+            env = bench.replay_state()
+            door = mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_BODY, "door")
+            place = replay.pos[-1, replay.nodes.index("door")]
+            assert np.abs(place - env.data.xpos[door]).max() < 1e-3
+            scenes.add(replay.scene_sha256)
+            places.append(place)
+    finally:
+        bench.close()
+    assert np.linalg.norm(places[0] - places[1]) > 0.01  # the seeds put the door in two places
+    assert len(scenes) == 1 and (tmp_path / "scenes" / f"{scenes.pop()}.glb").is_file()
 
 
 @ys.benchmark(tasks={"drift": "drift for three steps"}, seeds=range(2), max_seconds=1.0)

@@ -2,7 +2,7 @@
 
 Beside the episode's other files (`recording.episode_folder`):
 
-    episodes/000003/replay.seqreplay   the poses of the scene's moving nodes at every frame (replay3d.format)
+    episodes/000003/replay.seqreplay   each frame's poses of the scene's recorded nodes (replay3d.format)
     scenes/<sha256>.glb                the scene they are drawn in, once for the whole run folder
 
 The simulator's state is asked for once, at the episode's first frame (the reset's), from the method the

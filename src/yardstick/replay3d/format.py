@@ -1,8 +1,9 @@
-"""The `.seqreplay` file: one episode's 3D replay, the poses of a scene's moving nodes at every frame.
+"""The `.seqreplay` file: one episode's 3D replay, the poses of a scene's recorded nodes at every frame.
 
 A replay is drawn in a scene (a glTF binary whose nodes are flat children of a root `seq_root` that turns Z-up
 into Y-up, named by its sha256); the replay names the scene and carries, per frame, the pose (Z up, metres) of
-each node that moves. Nodes it does not name stay where the scene put them.
+each node it records: those that move, and fixtures its benchmark may place anew each episode. Nodes it does
+not name stay where the scene put them.
 
 The file is one gzip stream holding, in this order:
 
@@ -10,7 +11,7 @@ The file is one gzip stream holding, in this order:
     header                     one line of UTF-8 JSON, ended by b"\n":
         engine                 what recorded it: "mujoco", "own", ...
         scene_sha256           the scene's sha256 (hex), or null
-        nodes                  the N moving nodes' names, in the order of the numbers below
+        nodes                  the N recorded nodes' names, in the order of the numbers below
         parents                for each node, the index in `nodes` of the node its pose is relative to, or -1
                                for a pose in the world; a parent comes before its children
         rest                   for each node, a quaternion [w, x, y, z] in counts of quat_unit: its
@@ -177,7 +178,7 @@ class ReplayWriter:
         quat: npt.ArrayLike,
         looks: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
-        """The moving nodes at `t` s after the reset, `step` steps in: pos [N, 3], quat [N, 4] (w x y z).
+        """The recorded nodes at `t` s after the reset, `step` steps in: pos [N, 3], quat [N, 4] (w x y z).
         A bad look, or a pose off the file's grids (not finite, a position past ±10 km, a quaternion's part
         past ±1), raises before anything of the frame is kept."""
         for node in looks or {}:

@@ -6,7 +6,7 @@ object with `model` and `data` holding those. `MujocoPoses` then costs a frame t
 `xpos` and `xquat` (every body, in one memcpy each: a gather of the moving bodies' rows took twice as long
 in the loop, numpy's indexing code cold after mj_step) into arrays of its own, against the milliseconds a
 rendered frame takes; one call into `_columns.c` makes them (~1 µs in the loop against numpy's ~2). The
-scene's moving bodies are picked out once, at the end: 56 bytes a body a frame held meanwhile (Meta-World's
+scene's recorded bodies are picked out once, at the end: 56 bytes a body a frame held meanwhile (Meta-World's
 34 bodies, 500 frames: under 1 MB).
 
 The scene is not needed until the episode ends, so it is found on a thread of its own (`scenes_soon`) while
@@ -123,19 +123,19 @@ class MujocoPoses:
             self._looks.extend((index, str(node), change) for node, change in looks.items())
 
     def finished(self) -> ReplayWriter:
-        """The episode's frames in a writer, the scene's moving nodes' columns only."""
+        """The episode's frames in a writer, the scene's recorded nodes' columns only."""
         scene = self.scene
         count = self._frames
         writer = ReplayWriter(
-            scene.moving_names,
+            scene.recorded_names,
             engine="mujoco",
             scene_sha256=scene.sha256,
             meta=self.meta,
-            parents=scene.moving_parents,
+            parents=scene.recorded_parents,
             capacity=0,
         )
         # The picked columns are new arrays and this episode's frames end here: the writer keeps them.
-        pos, quat = self._pos[:count, scene.moving_bodies], self._quat[:count, scene.moving_bodies]
+        pos, quat = self._pos[:count, scene.recorded_bodies], self._quat[:count, scene.recorded_bodies]
         writer.extend(self._t[:count], self._step[:count], pos, quat, self._looks, handed=True)
         return writer
 

@@ -15,9 +15,13 @@ shrunk to `TEXTURE_SIDE` pixels at most.
 Height fields and SDF geoms are left out (none of the benchmarks shipped has one); an infinite plane is
 drawn `PLANE_EXTENT` metres each way.
 
-A node *moves* when a joint or a mocap body is on its path to the world: those are the nodes a replay
-records (`moving_names`, read from `moving_bodies`). The export is cached per model object; its bytes, and
-so its sha256, depend only on the model.
+A replay records a node's pose every frame (`recorded_names`, read from `recorded_bodies`) when a joint or a
+mocap body moves it, and also when it is fixed to the world body itself: a benchmark may place such a
+fixture anew each episode (Meta-World places its door, drawer, box and window by the body's position, a
+different one each seed), and a fixed node's columns cost a replay almost nothing (a still number is a run of
+zeros). Only the world body's own geoms are drawn where the export put them. The scene's nodes carry no pose
+of their own (each at the origin: a replay places them all), so its bytes, and so its sha256, are the same
+whatever episode the model was exported in. The export is cached per model object.
 """
 
 from __future__ import annotations
@@ -54,11 +58,11 @@ class Scene:
     glb: bytes
     sha256: str
     nodes: list[str]
-    moving_names: list[str]
-    moving_bodies: npt.NDArray[np.intp]
-    # Each moving node's nearest moving ancestor (an index into moving_names), or -1: a replay keeps a pose
-    # relative to its parent's, which is what makes a robot's chain of links small (see format).
-    moving_parents: list[int]
+    recorded_names: list[str]
+    recorded_bodies: npt.NDArray[np.intp]
+    # Each recorded node's nearest recorded ancestor (an index into recorded_names), or -1: a replay keeps a
+    # pose relative to its parent's, which is what makes a robot's chain of links small (see format).
+    recorded_parents: list[int]
     # The disk cache's file of these bytes, when there is one: a run folder links it rather than copy it.
     kept: Path | None = None
 
@@ -107,9 +111,14 @@ def known_scene(model: Any) -> Scene | None:
         _cache_lock.release()
 
 
+def cache_key(model: Any) -> str:
+    """The disk cache's key of `model`'s scene: what the export draws of it, not where its nodes stand."""
+    return scene_cache.model_key(model, placed=np.unique(rigid_roots(model)))
+
+
 def _kept_or_exported(model: Any) -> Scene:
     """The model's scene from the disk cache, else exported (and kept there)."""
-    key = scene_cache.model_key(model)
+    key = cache_key(model)
     kept = scene_cache.load(key)
     if kept is not None:
         glb_bytes, said = kept
@@ -118,9 +127,9 @@ def _kept_or_exported(model: Any) -> Scene:
                 glb=glb_bytes,
                 sha256=str(said["sha256"]),
                 nodes=[str(n) for n in said["nodes"]],
-                moving_names=[str(n) for n in said["moving_names"]],
-                moving_bodies=np.asarray(said["moving_bodies"], dtype=np.intp),
-                moving_parents=[int(p) for p in said["moving_parents"]],
+                recorded_names=[str(n) for n in said["recorded_names"]],
+                recorded_bodies=np.asarray(said["recorded_bodies"], dtype=np.intp),
+                recorded_parents=[int(p) for p in said["recorded_parents"]],
                 kept=scene_cache.glb_path(key),
             )
         except (KeyError, TypeError, ValueError):
@@ -129,9 +138,9 @@ def _kept_or_exported(model: Any) -> Scene:
     said = {
         "sha256": exported.sha256,
         "nodes": exported.nodes,
-        "moving_names": exported.moving_names,
-        "moving_bodies": exported.moving_bodies.tolist(),
-        "moving_parents": exported.moving_parents,
+        "recorded_names": exported.recorded_names,
+        "recorded_bodies": exported.recorded_bodies.tolist(),
+        "recorded_parents": exported.recorded_parents,
     }
     return replace(exported, kept=scene_cache.store(key, exported.glb, said))
 
@@ -151,12 +160,16 @@ def export(model: Any) -> Scene:
         if made is None:
             continue
         positions, normals, indices, uv, png = made
-        # Into the frame of the body its rigid group moves with: world, then that body's frame.
+        # Into the frame of the body its rigid group moves with. The geom's pose in that frame, from the
+        # world poses of both, is rounded (to 1e-12) so that where the node stood leaves no trace in the
+        # bytes: a zero comes out as 1e-17 for one placement and -3e-17 for another (and + 0.0 makes a
+        # rounded -0.0 the 0.0 it is).
         root = int(roots[model.geom_bodyid[geom]])
-        to_world = data.geom_xmat[geom].reshape(3, 3)
         to_root = data.xmat[root].reshape(3, 3)
-        positions = (positions @ to_world.T + data.geom_xpos[geom] - data.xpos[root]) @ to_root
-        normals = normals @ to_world.T @ to_root
+        turn = np.round(to_root.T @ data.geom_xmat[geom].reshape(3, 3), 12) + 0.0
+        shift = np.round((data.geom_xpos[geom] - data.xpos[root]) @ to_root, 12) + 0.0
+        positions = positions @ turn.T + shift
+        normals = normals @ turn.T
         primitives.setdefault(root, []).append(
             Primitive(
                 positions=positions.astype(np.float32),
@@ -167,29 +180,26 @@ def export(model: Any) -> Scene:
             )
         )
     drawn = sorted(set(primitives) | {0})
-    nodes = [
-        Node(
-            name=names[b], translation=data.xpos[b], rotation=data.xquat[b], primitives=primitives.get(b, [])
-        )
-        for b in drawn
-    ]
+    # At the origin, every one: the replay places each (the world's own is there already).
+    nodes = [Node(name=names[b], primitives=primitives.get(b, [])) for b in drawn]
     binary = glb(nodes, materials)
-    moving = np.asarray([b for b in drawn if b != 0], dtype=np.intp)
+    recorded = np.asarray([b for b in drawn if b != 0], dtype=np.intp)
     return Scene(
         glb=binary,
         sha256=hashlib.sha256(binary).hexdigest(),
         nodes=[names[b] for b in drawn],
-        moving_names=[names[b] for b in moving],
-        moving_bodies=moving,
-        moving_parents=moving_parents(model, moving),
+        recorded_names=[names[b] for b in recorded],
+        recorded_bodies=recorded,
+        recorded_parents=recorded_parents(model, recorded),
     )
 
 
-def moving_parents(model: Any, moving: npt.NDArray[np.intp]) -> list[int]:
-    """For each moving body, the index in `moving` of its nearest moving ancestor, or -1 (the world's)."""
-    index = {int(body): at for at, body in enumerate(moving)}
+def recorded_parents(model: Any, recorded: npt.NDArray[np.intp]) -> list[int]:
+    """For each recorded body, the index in `recorded` of its nearest recorded ancestor, or -1 (the
+    world's)."""
+    index = {int(body): at for at, body in enumerate(recorded)}
     parents = []
-    for body in moving:
+    for body in recorded:
         above = int(model.body_parentid[body])
         while above != 0 and above not in index:
             above = int(model.body_parentid[above])
@@ -228,14 +238,15 @@ def drawn_geoms(model: Any) -> list[int]:
 
 
 def rigid_roots(model: Any) -> npt.NDArray[np.intp]:
-    """For each body, the body it moves rigidly with: itself when a joint or mocap moves it (or it is the
-    world), else its parent's. A scene has a node per such body that draws something, not per body: a
-    welded child (a camera mount, a finger pad) adds no pose to record. (A body's parent comes before it.)"""
+    """For each body, the body whose node draws it: itself when a joint or mocap moves it, when it is fixed to
+    the world body itself (a fixture its benchmark may place anew each episode), or when it is the world;
+    else its parent's. A scene has a node per such body that draws something, not per body: a welded child
+    (a camera mount, a finger pad) adds no pose to record. (A body's parent comes before it.)"""
     moves = ((model.body_jntnum > 0) | (model.body_mocapid >= 0)).tolist()
     parents = model.body_parentid.tolist()
     roots = [0] * model.nbody  # plain lists: one body at a time, where numpy's indexing costs microseconds
     for body in range(1, model.nbody):
-        roots[body] = body if moves[body] else roots[parents[body]]
+        roots[body] = body if moves[body] or parents[body] == 0 else roots[parents[body]]
     return np.asarray(roots, dtype=np.intp)
 
 

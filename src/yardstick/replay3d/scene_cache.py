@@ -3,8 +3,10 @@
 A MuJoCo model's export costs 0.1-0.5 s (MT10's ten models, ~3 s: more than the replay's poses cost over a
 whole eval), and every process of every eval builds its benchmark's models anew. The key is the sha256 of the
 model's arrays as they sit in memory (every array of mjModel, the names among them, so every field the export
-reads, and nothing of the process or of the XML's spelling) but for its collision trees (`bvh_*`, derived
-from the meshes and a third of a Meta-World model's 21 MB), with MuJoCo's version and `EXPORTER`, the
+reads, and nothing of the process or of the XML's spelling) but for what a scene does not draw (collision
+trees, `bvh_*`, derived from the meshes and a third of a Meta-World model's 21 MB; sites) and the scene's
+nodes' own placement (which a replay records: a key that held it would change with the episode a model was
+first seen in, as Meta-World places a task's fixture by seed), with MuJoCo's version and `EXPORTER`, the
 version of what an export makes of a model. Hashing the arrays where they are costs 7.5 ms a Meta-World
 model, where saving the model into a buffer first (mj_saveModel) and hashing that took 43 ms. The entry is
 the scene's .glb and a JSON beside it (the scene's sha256 and its nodes); the .glb is checked against its
@@ -25,13 +27,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 ENV = "YARDSTICK_SCENE_CACHE"
 # Bump when mujoco_scene's export makes other bytes of the same model (its meshes, materials, textures'
 # sizes, what is drawn): the entries of the version before are then never read.
-EXPORTER = 2
-# Arrays the key leaves out: MuJoCo derives them from the meshes the key holds (collision trees).
-_DERIVED = ("bvh_",)
+EXPORTER = 3
+# Arrays the key leaves out: what MuJoCo derives from the meshes the key holds (collision trees, convex
+# hulls' faces), and sites, which a scene does not draw (Meta-World moves its goal sites each seed).
+_UNDRAWN = ("bvh_", "mesh_poly", "site_")
+# A node's own place, which the scene leaves out (a replay places every node each frame): a benchmark may set
+# it anew each episode (Meta-World's door, by its body_pos). Their rows are left out of the key.
+_PLACEMENT = ("body_pos", "body_quat")
 
 
 def folder() -> Path | None:
@@ -43,14 +50,18 @@ def folder() -> Path | None:
     return Path(base) / "yardstick" / "scenes"
 
 
-def model_key(model: Any) -> str:
+def model_key(model: Any, placed: npt.NDArray[np.intp]) -> str:
     """The sha256 of `model`'s (a mujoco.MjModel's) arrays and names, under MuJoCo's and this exporter's
-    versions. Each array is hashed under its name and shape, so the same bytes split otherwise differ."""
+    versions, but for the placement of the bodies `placed` (the scene's nodes). Each array is hashed under
+    its name and shape, so the same bytes split otherwise differ."""
     import mujoco
 
     digest = hashlib.sha256(f"yardstick scene exporter {EXPORTER}, mujoco {mujoco.__version__}\n".encode())
     for name in _array_names(model):
         array = getattr(model, name)
+        if name in _PLACEMENT:
+            array = array.copy()
+            array[placed] = 0
         digest.update(f"\n{name} {array.dtype.str} {array.shape}\n".encode())
         digest.update(np.ascontiguousarray(array).data)
     digest.update(b"\nnames\n" + bytes(model.names))
@@ -70,7 +81,7 @@ def _array_names(model: Any) -> list[str]:
             name
             for name, member in vars(kind).items()
             if isinstance(member, property)
-            and not name.startswith(("_", *_DERIVED))
+            and not name.startswith(("_", *_UNDRAWN))
             and isinstance(getattr(model, name), np.ndarray)
         )
     return names
