@@ -15,15 +15,20 @@ files: a replay's bytes an episode against the same episode's 128² video (targe
 bytes (once a model, shared by its episodes). The scenes' disk cache (replay3d.scene_cache) starts empty in
 a folder of the bench's own: the first round's replay is cold (each model exported), the later rounds' warm
 (each read back, as every eval after a machine's first is); both are printed.
+Then `--pairs` pairs of none and replay alone, in turn (none first in one pair, replay first in the next): a
+pair's two runs are minutes apart at most, so a change of the machine's speed falls on both, and the mean of
+the pairs' ratios comes with its 95% interval (Student's t): the wall's cost of a replay as this machine's
+noise lets it be told, where a best-of-rounds figure is one draw of that noise.
 Ten episodes a task by default (100 in all): MT10's own eval plays fifty (its 50 seeds), and what a replay
 costs once a model a process (its scene found, ~20 ms from the cache) weighs 50/N times more in an eval of N
 a task than in that one; `--trials 3` shows it at its heaviest.
-Run with `make bench` or `python bench/replay.py [--trials N] [--rounds N]`.
+Run with `make bench` or `python bench/replay.py [--trials N] [--rounds N] [--pairs N]`.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import tempfile
@@ -75,6 +80,28 @@ def play(way: str, trials: int, folder: Path) -> dict[str, Any]:
     }
 
 
+def paired(trials: int, pairs: int, scratch: Path) -> list[float]:
+    """Replay's wall time over none's, a pair of runs each, the order turned each pair."""
+    ratios = []
+    for pair in range(pairs):
+        order = ("none", "replay") if pair % 2 == 0 else ("replay", "none")
+        walls = {way: play(way, trials, scratch / f"pair-{pair}-{way}")["wall"] for way in order}
+        ratios.append(walls["replay"] / walls["none"])
+    return ratios
+
+
+def interval(ratios: list[float]) -> tuple[float, float]:
+    """The mean of `ratios` and the half-width of its 95% interval (Student's t)."""
+    from yardstick.scoring.rates import beta_ppf
+
+    count = len(ratios)
+    # t's two-sided 95% point through the beta distribution: P(|T| > t) = I_x(df/2, 1/2), x = df/(df + t^2).
+    df = count - 1
+    x = beta_ppf(0.05, df / 2, 0.5)
+    t = math.sqrt(df * (1 - x) / x)
+    return statistics.mean(ratios), t * statistics.stdev(ratios) / math.sqrt(count)
+
+
 def _timed_scenes(module: Any) -> list[float]:
     """Seconds each scene of this run takes, exported or read from the disk cache (wrapped while it plays)."""
     seconds: list[float] = []
@@ -99,6 +126,7 @@ def main() -> None:
         "--trials", type=int, default=10, help="episodes a task (MT10 has ten tasks; its own eval plays 50)"
     )
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--pairs", type=int, default=6, help="pairs of none and replay for the interval")
     args = parser.parse_args()
     print(machine())
     best: dict[str, dict[str, Any]] = {}
@@ -112,6 +140,7 @@ def main() -> None:
                     cold = measured  # the cache empty: every scene exported
                 elif way not in best or measured["wall"] < best[way]["wall"]:
                     best[way] = measured
+        ratios = paired(args.trials, args.pairs, Path(scratch))
     best.setdefault("replay", cold)
     none, replay, video = (best[w] for w in WAYS)
     steps = none["steps"]
@@ -139,6 +168,13 @@ def main() -> None:
         f"played alone, replay costs {played['replay'] / played['none'] - 1:+.1%} of a step over none; "
         f"its recording on the episode's clock is {replay['recording'] / none['played']:.1%} of none's step"
     )
+    if len(ratios) > 1:
+        mean, half = interval(ratios)
+        print(
+            f"paired, {len(ratios)} pairs of none and replay in turn: replay costs {mean - 1:+.1%} "
+            f"(95% interval {mean - half - 1:+.1%} to {mean + half - 1:+.1%}) of the eval's wall time; "
+            f"the pairs' ratios {min(ratios) - 1:+.1%} to {max(ratios) - 1:+.1%}"
+        )
     for label, measured in (("cold", cold), (warm.split()[0], replay)):
         ms = {key: measured[key] / steps * 1e3 for key in ("recording", "export")}
         how = "exported" if measured is cold else "read from the disk cache"
