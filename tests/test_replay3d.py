@@ -1,5 +1,5 @@
 """3D replays: the `.seqreplay` file read back as written, a MuJoCo model's scene as a glTF binary (a node
-a moving rigid group under `seq_root`, Y up), and a frame drawn from scene and poses covering the pixels
+a rigid group under `seq_root`, Y up), and a frame drawn from scene and poses covering the pixels
 MuJoCo's own render of that state covers."""
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ XML = """
       <freejoint/>
       <geom type="box" size=".06 .04 .03" material="red"/>
       <geom type="box" size=".2 .2 .2" group="3"/>
+      <site name="mark" pos="0 0 .1"/>
       <body name="lid" pos="0 0 .04"><geom type="cylinder" size=".03 .01" rgba="0 .5 1 1"/></body>
     </body>
     <body name="arm" pos="-.2 0 .2">
@@ -278,13 +279,15 @@ def test_a_body_fixed_to_the_world_is_a_recorded_node_of_its_own_with_its_welded
     assert scene.nodes == ["world", "shelf"] and scene.recorded_names == ["shelf"]
     document, binary = unpack(scene.glb)
     shelf = next(n for n in document["nodes"] if n["name"] == "shelf")
+    assert shelf["extras"] == {"fixed": True}  # a fixture, marked for a viewer (which frames what moves)
+    assert all("extras" not in n for n in document["nodes"] if n["name"] != "shelf")
     boxes = document["meshes"][shelf["mesh"]]["primitives"]
     assert len(boxes) == 2  # the shelf's and its bracket's, in the shelf's frame
     bracket = accessor_array(document, binary, boxes[1]["attributes"]["POSITION"])
     assert bracket[:, 2].min() == pytest.approx(0.01) and bracket[:, 2].max() == pytest.approx(0.09)
 
 
-def test_the_scene_has_a_node_per_moving_rigid_group_under_seq_root_turned_y_up(
+def test_the_scene_has_a_node_per_rigid_group_under_seq_root_turned_y_up(
     world: tuple[Any, Any],
 ) -> None:
     model, _ = world
@@ -429,8 +432,13 @@ def test_a_model_changed_in_what_the_scene_draws_is_another_cache_key() -> None:
     model = mujoco.MjModel.from_xml_string(XML)
     scene = export(model)
     nodes = np.unique(rigid_roots(model))[1:]
-    model.body_pos[nodes] += 0.25  # every node placed elsewhere
-    assert cache_key(model) == key and export(model).sha256 == scene.sha256
+    rng = np.random.default_rng(7)
+    for _ in range(5):  # every node placed and turned elsewhere, a site moved: the same key and bytes
+        model.body_pos[nodes] = rng.uniform(-1, 1, (len(nodes), 3))
+        turns = rng.normal(size=(len(nodes), 4))
+        model.body_quat[nodes] = turns / np.linalg.norm(turns, axis=1, keepdims=True)
+        model.site_pos[:] = rng.uniform(-1, 1, model.site_pos.shape)
+        assert cache_key(model) == key and export(model).sha256 == scene.sha256
     lid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "lid")
     assert lid not in nodes
     model.body_pos[lid] += 0.01  # drawn in its parent's node, 1 cm further: another scene
@@ -550,7 +558,7 @@ def test_the_compiled_capture_keeps_the_frames_numpys_assignments_keep(
 
 def test_a_models_later_episode_takes_its_known_scene_and_writes_the_same_file() -> None:
     """The first episode of a model finds its scene on the scene thread; a later one takes the scene this
-    process has already. Both give the same file for the same motion, holding the scene's moving nodes only
+    process has already. Both give the same file for the same motion, holding the scene's recorded nodes only
     (not a body a joint moves that draws nothing)."""
     model = mujoco.MjModel.from_xml_string(XML)  # a model this process has no scene of yet
 

@@ -23,6 +23,7 @@ import chromium
 from platform_harness import Harness, running_platform
 from yardstick.core import admin
 from yardstick.replay3d import format as seqreplay
+from yardstick.replay3d.gltf import unpack
 from yardstick.store.models import RunEpisode
 
 SHOTS = Path(__file__).resolve().parent.parent / "test-output" / "replay"
@@ -162,6 +163,25 @@ def test_the_viewer_reads_the_file_exactly_as_the_format_does(run: Path, page: A
     assert seen["t"] == read.t.tolist() and seen["step"] == read.step.tolist()
     assert np.array_equal(np.array(seen["pos"], dtype=np.float32), read.pos.reshape(-1))
     assert np.array_equal(np.array(seen["quat"], dtype=np.float32), read.quat.reshape(-1))
+
+
+def test_the_view_frames_and_follows_what_moves_and_leaves_the_fixtures_out(run: Path, page: Any) -> None:
+    """The scene marks the nodes fixed to the world (the table, the wall, the robot's base: recorded, for a
+    benchmark may place them anew each episode) `fixed`: the camera frames the others, and follows one of
+    them."""
+    opened(page, (run / "replay.html").as_uri() + "?episode=0")
+    replay = seqreplay.read(run / "episodes" / "000000" / "replay.seqreplay")
+    document, _ = unpack((run / "scenes" / f"{replay.scene_sha256}.glb").read_bytes())
+    fixed = {n["name"] for n in document["nodes"] if n.get("extras", {}).get("fixed")}
+    assert fixed and fixed < set(replay.nodes)  # Meta-World's table, wall and base are fixtures
+    seen = page.evaluate(
+        """() => { const view = window.yardstickReplay.player.panes[0].view;
+                   const names = view.replay.nodes;
+                   return {framed: view.framed.map((o) => names[view.objects.indexOf(o)]),
+                           followed: names[view.followed]}; }"""
+    )
+    assert seen["framed"] == [n for n in replay.nodes if n not in fixed]
+    assert seen["followed"] == "rightclaw"  # Meta-World's gripper, not a fixture
 
 
 def test_two_episodes_side_by_side_play_on_one_clock(run: Path, page: Any) -> None:

@@ -1,4 +1,4 @@
-"""3D replays of episodes: the scene once as a glTF binary, each frame the moving nodes' world poses.
+"""3D replays of episodes: the scene once as a glTF binary, each frame the recorded nodes' world poses.
 
     format         the `.seqreplay` file (documented there), its writer and reader
     gltf           a .glb from plain arrays, under the root `seq_root` that turns Z-up into Y-up

@@ -2,8 +2,11 @@
 
 The scene is what the Sequences contract says a replay is drawn in: one root node `seq_root` whose rotation
 turns the simulator's Z-up world into glTF's Y-up, and under it, flat, one node per scene node (a body),
-named as the replay names it, placed at its world pose (Z up) at export. A replay moves those nodes by
-setting their translation and rotation: their parent is `seq_root`, so a world pose is a local one.
+named as the replay names it, placed at the pose (Z up) its maker gives it (a MuJoCo scene leaves every node
+at the origin, for the replay to place). A replay moves those nodes by setting their translation and
+rotation: their parent is `seq_root`, so a world pose is a local one. A node marked `fixed` (glTF's
+`extras: {"fixed": true}`) is a fixture: fixed to the world, though a replay may place it anew each episode;
+a viewer frames and follows the others.
 
 The bytes are a function of the arrays alone (no dates, no generator version): the same model gives the same
 file, hence the same sha256, in any process, which is how a scene is kept once across episodes and evals.
@@ -61,6 +64,7 @@ class Node:
     translation: Sequence[float] = (0.0, 0.0, 0.0)
     rotation: Sequence[float] = (1.0, 0.0, 0.0, 0.0)
     primitives: list[Primitive] = field(default_factory=list)
+    fixed: bool = False  # a fixture: nothing moves it during an episode
 
 
 class _Buffer:
@@ -129,6 +133,8 @@ def glb(nodes: Sequence[Node], materials: Sequence[Material], *, generator: str 
             "translation": [float(v) for v in node.translation],
             "rotation": [x, y, z, w],
         }
+        if node.fixed:
+            entry["extras"] = {"fixed": True}
         if node.primitives:
             entry["mesh"] = len(meshes)
             meshes.append({"name": node.name, "primitives": [_primitive(p, buffer) for p in node.primitives]})

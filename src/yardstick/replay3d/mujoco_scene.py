@@ -3,9 +3,9 @@
 What is drawn is what MuJoCo's own renderer draws by default, geoms of groups 0-2 that are not fully
 transparent, less collision copies where a body has visual geoms (`drawn_geoms`). Each body is a node
 named as the body (the world body is `world`; an unnamed body `body<id>`), its geoms baked into its mesh at
-their place in the body's frame, so a body's world pose is all a frame needs. Bodies welded to another (no
-joint of their own) are drawn in the node of the body they move with, and bodies that draw nothing have no
-node: a frame records only what can be seen to move. Primitives are tessellated
+their place in the body's frame, so a body's world pose is all a frame needs. Bodies welded to another body
+than the world (no joint of their own) are drawn in the node of the body they move with, and bodies that
+draw nothing have no node. Primitives are tessellated
 (`shapes`), meshes exported with MuJoCo's own normals and texture coordinates. A geom's colour is its rgba,
 or its material's when the geom kept the default grey (MuJoCo's rule); a 2D texture on a mesh with
 texture coordinates ships as a PNG, and any other texture (a box's, a cube map) tints its geom with the
@@ -21,7 +21,12 @@ fixture anew each episode (Meta-World places its door, drawer, box and window by
 different one each seed), and a fixed node's columns cost a replay almost nothing (a still number is a run of
 zeros). Only the world body's own geoms are drawn where the export put them. The scene's nodes carry no pose
 of their own (each at the origin: a replay places them all), so its bytes, and so its sha256, are the same
-whatever episode the model was exported in. The export is cached per model object.
+whatever episode the model was exported in; a fixture's node is marked `fixed` (gltf), for a viewer to frame
+what moves. The export is cached per model object, and so read once a model: what a benchmark changes of a
+model after its first episode but the placement of its nodes (a world geom's `geom_pos`, as dm_control's
+reacher moves its target; a colour; a welded child's `body_pos`) is not drawn. The disk cache's key holds
+every array the export could read, physics too: a benchmark that randomises a model's dynamics each episode
+exports it again each episode.
 """
 
 from __future__ import annotations
@@ -52,8 +57,8 @@ _CACHE_SIZE = 64  # MT50 builds 50 models in a process
 
 @dataclass(frozen=True)
 class Scene:
-    """A model's exported scene: the .glb, its sha256, its nodes' names, and the nodes that move with the body
-    whose world pose each takes."""
+    """A model's exported scene: the .glb, its sha256, its nodes' names, and the nodes a replay records (all
+    but the world's) with the body whose world pose each takes."""
 
     glb: bytes
     sha256: str
@@ -181,7 +186,10 @@ def export(model: Any) -> Scene:
         )
     drawn = sorted(set(primitives) | {0})
     # At the origin, every one: the replay places each (the world's own is there already).
-    nodes = [Node(name=names[b], primitives=primitives.get(b, [])) for b in drawn]
+    moves = (model.body_jntnum > 0) | (model.body_mocapid >= 0)
+    nodes = [
+        Node(name=names[b], primitives=primitives.get(b, []), fixed=b != 0 and not moves[b]) for b in drawn
+    ]
     binary = glb(nodes, materials)
     recorded = np.asarray([b for b in drawn if b != 0], dtype=np.intp)
     return Scene(

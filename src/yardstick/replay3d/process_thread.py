@@ -3,7 +3,9 @@
 The replay's scenes and its files are found and made off the episode's thread, each on a thread of its own.
 A process forked from one that had such a thread (a pool's worker) inherits no thread, and perhaps the lock
 guarding it held at the fork by another thread: so the child forgets both, and makes its own thread when it
-first hands it work.
+first hands it work; what was handed to the parent's thread before the fork and not yet done never
+completes in the child. It lives here, in the lowest layer, because both users sit on it: the scenes'
+(mujoco_poses) and the replay files' (engine.files_ahead).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ import numpy.typing as npt
 ENV = "YARDSTICK_SCENE_CACHE"
 # Bump when mujoco_scene's export makes other bytes of the same model (its meshes, materials, textures'
 # sizes, what is drawn): the entries of the version before are then never read.
-EXPORTER = 3
+EXPORTER = 4
 # Arrays the key leaves out: what MuJoCo derives from the meshes the key holds (collision trees, convex
 # hulls' faces), and sites, which a scene does not draw (Meta-World moves its goal sites each seed).
 _UNDRAWN = ("bvh_", "mesh_poly", "site_")

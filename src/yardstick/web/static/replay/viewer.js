@@ -1,6 +1,6 @@
 // One episode's 3D replay drawn with three.js: the scene (a glTF binary whose nodes hang flat under
 // `seq_root`, which turns the simulator's Z-up world into Y-up) and, per frame, the recorded nodes' poses
-// (what moves, and the fixtures its benchmark places each episode).
+// (what moves, and the fixtures its benchmark places each episode, which the scene marks `fixed`).
 // A replay's pose is a node's world pose, Z up; under `seq_root` that is the node's local transform, so a
 // frame is applied by setting each node's position and quaternion, nothing else.
 
@@ -9,35 +9,21 @@ import { GLTFLoader } from "three/addons/loaders/GLTFLoader.js";
 import { OrbitControls } from "three/addons/controls/OrbitControls.js";
 
 // The node to follow, by name, in this order of preference (Meta-World's `rightclaw`, robosuite's
-// `gripper0_...`, dm_control's `.../gripper_link`); failing all, the first node that moves.
+// `gripper0_...`, dm_control's `.../gripper_link`), among the nodes that are not fixtures first (a fixture's
+// `handle` is no hand); failing all, the first node that is not a fixture.
 const GRIPPER = [/grip/i, /hand/i, /eef|end_?effector|tcp/i, /claw/i, /finger/i, /wrist/i];
 
-/** The index among `nodes` of the node a camera following the gripper follows (-1: none); `moving`, the
- *  indices of the nodes that move, in order. */
-export function gripperOf(nodes, moving = nodes.map((_, n) => n)) {
-  for (const pattern of GRIPPER) {
-    const found = nodes.findIndex((name) => pattern.test(name));
-    if (found >= 0) return found;
-  }
-  return moving.length ? moving[0] : nodes.length ? 0 : -1;
-}
-
-/** The indices of the replay's nodes whose pose changes in the episode (a fixture's does not). */
-export function movingNodes(replay) {
-  const count = replay.nodes.length, moving = [];
-  for (let n = 0; n < count; n++) {
-    let moves = false;
-    for (let f = 1; f < replay.frames && !moves; f++) {
-      for (let k = 0; k < 3 && !moves; k++) {
-        moves = replay.pos[(f * count + n) * 3 + k] !== replay.pos[n * 3 + k];
-      }
-      for (let k = 0; k < 4 && !moves; k++) {
-        moves = replay.quat[(f * count + n) * 4 + k] !== replay.quat[n * 4 + k];
-      }
+/** The index among `nodes` of the node a camera following the gripper follows (-1: none); `fixed`, for
+ *  each node, whether the scene marks it a fixture. */
+export function gripperOf(nodes, fixed = nodes.map(() => false)) {
+  const loose = nodes.map((_, n) => n).filter((n) => !fixed[n]);
+  for (const among of [loose, nodes.map((_, n) => n)]) {
+    for (const pattern of GRIPPER) {
+      const found = among.find((n) => pattern.test(nodes[n]));
+      if (found !== undefined) return found;
     }
-    if (moves) moving.push(n);
   }
-  return moving;
+  return loose.length ? loose[0] : nodes.length ? 0 : -1;
 }
 
 /** Whether WebGL is drawn in software here: its renderer's name, where the browser tells it. */
@@ -101,24 +87,26 @@ export class ReplayView {
       if (found && found.nodes !== undefined) byName.set(gltf.parser.json.nodes[found.nodes].name, object);
     });
     this.objects = replay.nodes.map((name) => byName.get(name) || null);
-    const moving = movingNodes(replay);
-    this.moving = moving.map((n) => this.objects[n]).filter((object) => object);
+    // A fixture (the scene marks it: fixed to the world, placed anew each episode) is not what a view frames.
+    const fixed = this.objects.map((object) => Boolean(object && object.userData.fixed));
+    this.framed = this.objects.filter((object, n) => object && !fixed[n]);
+    if (!this.framed.length) this.framed = this.objects.filter((object) => object);
     this.looks = new Looks(replay.looks, byName);
-    this.followed = gripperOf(replay.nodes, moving);
+    this.followed = gripperOf(replay.nodes, fixed);
     this.setFrame(0);
     this.frameView();
   }
 
-  /** The camera placed to see the nodes that move (the robot and what it moves) from in front of the
-   *  robot: from its base (the first of them) through their middle and on, turned a little, from above.
-   *  A replay where nothing moves is framed whole. */
+  /** The camera placed to see the recorded nodes but fixtures (the robot and what it may move), whether or
+   *  not they move in this episode, from in front of the robot: from its base (the first of them) through
+   *  their middle and on, turned a little, from above. */
   frameView() {
     const box = new THREE.Box3();
-    for (const object of this.moving) box.expandByObject(object);
+    for (const object of this.framed) box.expandByObject(object);
     if (box.isEmpty()) box.setFromObject(this.root);
     const center = box.getCenter(new THREE.Vector3());
     const size = Math.max(...box.getSize(new THREE.Vector3()).toArray(), 0.2);
-    const base = this.moving[0];
+    const base = this.framed[0];
     const ahead = base ? center.clone().sub(base.getWorldPosition(new THREE.Vector3())) : new THREE.Vector3();
     ahead.y = 0; // on the floor (Y up)
     if (ahead.lengthSq() < 1e-6) ahead.set(1, 0, 1);
