@@ -582,3 +582,42 @@ def test_a_models_later_episode_takes_its_known_scene_and_writes_the_same_file()
     assert "ghost" not in replay_format.read(first_file).nodes
     assert later_file == first_file
     assert replay_format.read(later_file).nodes == first.scene.recorded_names
+
+
+def test_a_model_changed_after_its_scene_was_found_is_said_in_the_recording_error(tmp_path: Any) -> None:
+    """A scene is found once a model object: a later episode that moved a world geom (as dm_control's reacher
+    moves its target) or recoloured one is told in its recording error, its replay kept; a fixture placed
+    anew, or nothing changed, says nothing."""
+    from yardstick.engine.recording import EpisodeRecorder, Recording
+
+    xml = XML.replace(
+        '<geom name="floor"', '<geom name="goal" type="sphere" size=".02" pos=".3 .3 .01"/><geom name="floor"'
+    ).replace(
+        "</worldbody>",
+        '<body name="shelf" pos=".4 0 0"><geom type="box" size=".1 .1 .01"/></body></worldbody>',
+    )
+    model = mujoco.MjModel.from_xml_string(xml)
+    data = mujoco.MjData(model)
+    recording = Recording(replay=True, folder=str(tmp_path))
+    goal = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "goal")
+    shelf = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "shelf")
+
+    def episode(index: int) -> str | None:
+        mujoco.mj_forward(model, data)
+        recorder = EpisodeRecorder.open(recording, index, 10.0, state=lambda: (model, data))
+        recorder.frame(0, 0.0, None)
+        recorder.frame(1, 0.1, None)
+        assert any(p.name == "replay.seqreplay" for p in recorder.close())  # kept, whatever it says
+        return recorder.error
+
+    assert episode(0) is None
+    model.body_pos[shelf] += 0.1  # a fixture placed anew: recorded, nothing to say
+    assert episode(1) is None
+    placed = model.geom_pos[goal].copy()
+    model.geom_pos[goal] += 0.1  # the world's own geom moved: the scene still has it where it was
+    said = episode(2)
+    assert said is not None and "geom_pos changed since its scene was exported" in said
+    model.geom_pos[goal] = placed
+    model.geom_rgba[goal] = (1.0, 0.0, 0.0, 1.0)
+    said = episode(3)
+    assert said is not None and "geom_rgba" in said and "geom_pos" not in said

@@ -331,6 +331,7 @@ class EpisodeRecorder:
         if self._replay is not None:
             try:
                 self._written.extend(self._replay.track.close(self._replay.file, self.root))
+                self.errors.extend(f"replay: {note}" for note in self._replay.track.notes)
             except Exception as exc:
                 self._note("replay", exc)
             self._drop_replay()  # nothing once written

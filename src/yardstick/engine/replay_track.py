@@ -34,7 +34,11 @@ SCENE_FILE = re.compile(r"scenes/(?P<sha>[0-9a-f]{64})\.glb")
 
 
 class Track(Protocol):
-    """One episode's replay as its recorder drives it: a frame after the reset and every step, then close."""
+    """One episode's replay as its recorder drives it: a frame after the reset and every step, then close;
+    `notes`, after close, what the written replay does not show right (the episode's recording error says
+    it)."""
+
+    notes: list[str]
 
     def frame(self, step: int, robot_time: float) -> None: ...
 
@@ -52,6 +56,7 @@ class ReplayTrack:
         self._looks = looks
         self._said: dict[str, dict[str, Any]] = {}  # each node's looks as last said
         self._poses: MujocoPoses | None = None
+        self.notes: list[str] = []
 
     def frame(self, step: int, robot_time: float) -> None:
         poses = self._poses
@@ -83,6 +88,7 @@ class ReplayTrack:
         if poses is None:
             return []
         replay = file.write(poses.finished().to_bytes())
+        self.notes = poses.notes
         scene = poses.scene
         return [replay, write_scene(root, scene.sha256, scene.glb, scene.kept)]
 

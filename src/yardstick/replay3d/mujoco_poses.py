@@ -97,6 +97,7 @@ class MujocoPoses:
         self._quat = np.empty((capacity, count, 4))
         self._frames = 0
         self._looks: list[tuple[int, str, Mapping[str, Any]]] = []
+        self.notes: list[str] = []  # what the replay does not show right, said at `finished`
 
     @property
     def scene(self) -> Scene:
@@ -126,6 +127,13 @@ class MujocoPoses:
         """The episode's frames in a writer, the scene's recorded nodes' columns only."""
         scene = self.scene
         count = self._frames
+        changed = scene.changed(self.model)
+        if changed:
+            self.notes.append(
+                f"the model's {', '.join(changed)} changed since its scene was exported, in this process's "
+                "first episode of it: the replay draws what they hold as that episode had it (a scene "
+                "follows the nodes' poses and a fixture's placement, not a model's other changes)"
+            )
         writer = ReplayWriter(
             scene.recorded_names,
             engine="mujoco",

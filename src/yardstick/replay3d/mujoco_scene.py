@@ -36,7 +36,7 @@ import io
 import os
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,62 @@ class Scene:
     recorded_parents: list[int]
     # The disk cache's file of these bytes, when there is one: a run folder links it rather than copy it.
     kept: Path | None = None
+    # What the scene drew of its model object when it was found, to tell a later episode that changed it.
+    drawn: Drawn | None = field(default=None, compare=False)
+
+    def changed(self, model: Any) -> list[str]:
+        """The fields of `model` (the object this scene was found for) that changed what the scene draws
+        since it was found; [] when none did (or nothing was kept to compare)."""
+        return [] if self.drawn is None else self.drawn.changed(model)
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """A model's fields that a scene bakes in, as they were: its drawable geoms' (groups 0-2) places, sizes
+    and colours, the materials' colours, and the placement of bodies drawn in another body's node. A
+    benchmark changing one of them each episode (dm_control's reacher moves its target, a world geom, by
+    geom_pos) changes what the scene should draw, which one export a model object cannot follow."""
+
+    geoms: npt.NDArray[np.intp]
+    welded: npt.NDArray[np.intp]
+    values: tuple[npt.NDArray[Any], ...]
+
+    FIELDS = (
+        "geom_pos",
+        "geom_quat",
+        "geom_size",
+        "geom_rgba",
+        "geom_matid",
+        "mat_rgba",
+        "body_pos",
+        "body_quat",
+    )
+
+    @classmethod
+    def of(cls, model: Any) -> Drawn:
+        geoms = np.flatnonzero(model.geom_group < VISIBLE_GROUPS)
+        roots = rigid_roots(model)
+        welded = np.flatnonzero(roots != np.arange(model.nbody))
+        return cls(geoms, welded, _drawn_values(model, geoms, welded))
+
+    def changed(self, model: Any) -> list[str]:
+        now = _drawn_values(model, self.geoms, self.welded)
+        return [
+            name for name, a, b in zip(self.FIELDS, self.values, now, strict=True) if not np.array_equal(a, b)
+        ]
+
+
+def _drawn_values(model: Any, geoms: npt.NDArray[np.intp], welded: npt.NDArray[np.intp]) -> tuple[Any, ...]:
+    return (
+        model.geom_pos[geoms],
+        model.geom_quat[geoms],
+        model.geom_size[geoms],
+        model.geom_rgba[geoms],
+        model.geom_matid[geoms],
+        model.mat_rgba.copy(),
+        model.body_pos[welded],
+        model.body_quat[welded],
+    )
 
 
 # Keyed by the model object's id, which stays that model's while the entry holds the model itself. Held
@@ -97,7 +153,7 @@ def scene_of(model: Any) -> Scene:
         if hit is not None and hit[0] is model:
             _cache.move_to_end(key)
             return hit[1]
-        exported = _kept_or_exported(model)
+        exported = replace(_kept_or_exported(model), drawn=Drawn.of(model))
         _cache[key] = (model, exported)
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
