@@ -69,7 +69,11 @@ class HandedTrack:
 
     def __init__(self, receiver: HandedReplays, slot: int, handed: _Handed) -> None:
         self._receiver, self._slot, self.handed = receiver, slot, handed
-        self.notes: list[str] = []  # a handed replay is what the benchmark said: nothing to add
+
+    @property
+    def notes(self) -> list[str]:
+        """Nothing: a handed replay is what the benchmark said."""
+        return []
 
     def frame(self, step: int, robot_time: float) -> None:
         """Nothing to read: the benchmark has handed this step's frame already (or hands none)."""

@@ -38,7 +38,8 @@ class Track(Protocol):
     `notes`, after close, what the written replay does not show right (the episode's recording error says
     it)."""
 
-    notes: list[str]
+    @property
+    def notes(self) -> list[str]: ...
 
     def frame(self, step: int, robot_time: float) -> None: ...
 
@@ -56,7 +57,6 @@ class ReplayTrack:
         self._looks = looks
         self._said: dict[str, dict[str, Any]] = {}  # each node's looks as last said
         self._poses: MujocoPoses | None = None
-        self.notes: list[str] = []
 
     def frame(self, step: int, robot_time: float) -> None:
         poses = self._poses
@@ -82,13 +82,17 @@ class ReplayTrack:
                 changed[node] = new
         return changed
 
+    @property
+    def notes(self) -> list[str]:
+        """What the written replay does not show right (its poses' notes)."""
+        return self._poses.notes if self._poses is not None else []
+
     def close(self, file: FileAhead, root: Path) -> list[Path]:
         """Write the replay into `file` and its scene under `root`; the paths of both."""
         poses = self._poses
         if poses is None:
             return []
         replay = file.write(poses.finished().to_bytes())
-        self.notes = poses.notes
         scene = poses.scene
         return [replay, write_scene(root, scene.sha256, scene.glb, scene.kept)]
 
