@@ -457,3 +457,30 @@ def test_an_act_waits_for_the_observations_before_it_and_one_past_what_is_kept_i
     assert missing.value.first == 3
     # Posted twice (a resend), an observation is kept once.
     assert episodes.observed("e1", "robot", [(3, "d"), (3, "d")], [])[1] == [(3, "d")]
+
+
+def test_an_observation_is_journaled_before_the_act_it_woke() -> None:
+    """The capture writes an observation before the act answered from it: the act waiting for it cannot
+    run on until the journal has it (written after `observed` returned, the act's thread, woken first,
+    wrote 'act' first on a loaded machine)."""
+    episodes = Episodes()
+    episode, _ = episodes.observed("e1", "robot", [(0, "a")], [])
+    journal: list[str] = []
+    acted = threading.Event()
+
+    def act() -> None:
+        episodes.take_before(episode, 2, wait_s=WAIT_S)
+        journal.append("act")
+        acted.set()
+
+    def keep(episode_id: str, fresh: list[tuple[int, Any]]) -> None:
+        # The act's thread is given every chance to run on: it cannot, for it waits on the lock held here.
+        acted.wait(0.5)
+        journal.extend(f"observe {n}" for n, _ in fresh)
+
+    waiting = threading.Thread(target=act)
+    waiting.start()
+    wait_until(lambda: episodes._changed._waiters)  # type: ignore[attr-defined]  # the act waits for 1
+    episodes.observed("e1", "robot", [(1, "b")], [], kept=keep)
+    waiting.join(WAIT_S)
+    assert journal == ["observe 1", "act"]

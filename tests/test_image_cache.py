@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import tarfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,14 @@ from yardstick.worker.boxes.containers import Podman
 from yardstick.worker.boxes.image_cache import ImageCache
 
 pytestmark = pytest.mark.skipif(not image_helpers.available(), reason="needs podman: make containers")
-REGISTRY = "127.0.0.1:1"  # never dialled: the images are imported under its name
+# Names of this suite's own: podman's store is the machine's, and a second suite running beside this one
+# would otherwise count (and remove) this one's images as its install's. The registry is never dialled: the
+# images are imported under its name.
+RUN = uuid.uuid4().hex[:8]
+REGISTRY = f"cache-{RUN}.test:1"
+INSTALL = f"cache-test-{RUN}"
+HOLDER = f"cache-test-holder-{RUN}"
+ELSES = f"localhost/someone-elses-{RUN}/cache-test"
 MiB = 1 << 20
 
 
@@ -44,18 +52,18 @@ def store(tmp_path: Path) -> Iterator[dict[str, str]]:
             "old": f"{REGISTRY}/cache-test/old:v1",
             "used": f"{REGISTRY}/cache-test/used:v1",
             "newest": f"{REGISTRY}/cache-test/newest:v1",
-            "elses": "localhost/someone-elses/cache-test:v1",
+            "elses": f"{ELSES}:v1",
         }.items()
     }
     try:
         yield names
     finally:
-        image_helpers.podman_call("rm", "--force", "cache-test-holder")
-        image_helpers.remove_images(f"{REGISTRY}/cache-test/", "localhost/someone-elses/cache-test")
+        image_helpers.podman_call("rm", "--force", HOLDER)
+        image_helpers.remove_images(f"{REGISTRY}/cache-test/", ELSES)
 
 
 def test_past_the_limit_the_image_used_longest_ago_goes_first(store: dict[str, str], tmp_path: Path) -> None:
-    cache = ImageCache(Podman(tmp_path / "conf", "cache-test"), [REGISTRY], limit_bytes=int(2.5 * MiB))
+    cache = ImageCache(Podman(tmp_path / "conf", INSTALL), [REGISTRY], limit_bytes=int(2.5 * MiB))
     cache.used(store["used"])
     cache.used(store["newest"])
     removed = cache.collect()
@@ -66,8 +74,8 @@ def test_past_the_limit_the_image_used_longest_ago_goes_first(store: dict[str, s
 
 
 def test_an_image_a_container_holds_stays_whatever_the_limit(store: dict[str, str], tmp_path: Path) -> None:
-    image_helpers.podman("create", "--name", "cache-test-holder", store["newest"], "true")
-    cache = ImageCache(Podman(tmp_path / "conf", "cache-test"), [REGISTRY], limit_bytes=0)
+    image_helpers.podman("create", "--name", HOLDER, store["newest"], "true")
+    cache = ImageCache(Podman(tmp_path / "conf", INSTALL), [REGISTRY], limit_bytes=0)
     removed = cache.collect()
     assert sorted(removed) == sorted([store["old"], store["used"]])
     assert _present(store["newest"]) and _present(store["elses"])

@@ -109,9 +109,16 @@ class Episodes:
             return episode
 
     def observed(
-        self, episode_id: str, session: str, frames: Iterable[tuple[int, Any]], skipped: Iterable[int]
+        self,
+        episode_id: str,
+        session: str,
+        frames: Iterable[tuple[int, Any]],
+        skipped: Iterable[int],
+        kept: Callable[[str, list[tuple[int, Any]]], None] | None = None,
     ) -> tuple[Episode, list[tuple[int, Any]]]:
-        """Keep posted observations; the episode and those that are new (each kept once)."""
+        """Keep posted observations; the episode and those that are new (each kept once). `kept` is handed
+        the new ones before any act waiting for them is woken: an act's thread runs as soon as it is, so a
+        journal written after this returned could write the act before the observation it answered."""
         fresh: list[tuple[int, Any]] = []
         with self._changed:
             episode = self.of(episode_id, session)
@@ -126,6 +133,8 @@ class Episodes:
                     episode.frames[number] = inputs
                     fresh.append((number, inputs))
             episode.skipped.update(n for n in skipped if n >= episode.handed)
+            if kept is not None and fresh:
+                kept(episode_id, fresh)
             self._changed.notify_all()
         return episode, fresh
 

@@ -90,6 +90,7 @@ class ActServer:
         self.failed: str | None = None  # why the policy's server can serve no more
         self._running: dict[str, float] = {}  # request id -> when its act began
         self._captured: dict[str, EpisodeFile] = {}
+        self._captured_lock = threading.Lock()  # an episode's observe and act threads may both open its file
         app = Starlette(
             routes=[
                 Route("/ping", self._ping, methods=["GET"]),
@@ -207,15 +208,19 @@ class ActServer:
             )
         session = request.headers.get(SESSION_HEADER, "")
         try:
-            episode, fresh = self.episodes.observed(episode_id, session, frames, skipped)
+            episode, _ = self.episodes.observed(
+                episode_id, session, frames, skipped, kept=self._capture_observations
+            )
         except TooManyFrames as exc:
             return _error(413, "payload_too_large", str(exc), reason="frames_over_limit")
+        return self._answer(request, {"through": episode.through()})
+
+    def _capture_observations(self, episode_id: str, fresh: list[tuple[int, Any]]) -> None:
         captured = self._capture_of(episode_id)
         if captured is not None:
             now = time.time()
             for number, inputs in fresh:
                 captured.write("observe", now, step=number, observation=inputs)
-        return self._answer(request, {"through": episode.through()})
 
     async def _act(self, request: Request) -> Response:
         refused = self._refused(request)
@@ -397,13 +402,14 @@ class ActServer:
     def _capture_of(self, episode_id: str) -> EpisodeFile | None:
         if self.capture is None:
             return None
-        found = self._captured.get(episode_id)
-        if found is None:
-            try:
-                found = self._captured[episode_id] = self.capture(episode_id)
-            except ValueError:
-                return None
-        return found
+        with self._captured_lock:
+            found = self._captured.get(episode_id)
+            if found is None:
+                try:
+                    found = self._captured[episode_id] = self.capture(episode_id)
+                except ValueError:
+                    return None
+            return found
 
     @staticmethod
     def _answer(request: Request, body: dict[str, Any]) -> Response:
