@@ -18,11 +18,16 @@ a folder of the bench's own: the first round's replay is cold (each model export
 Then `--pairs` pairs of none and replay alone, in turn (none first in one pair, replay first in the next): a
 pair's two runs are minutes apart at most, so a change of the machine's speed falls on both, and the mean of
 the pairs' ratios comes with its 95% interval (Student's t): the wall's cost of a replay as this machine's
-noise lets it be told, where a best-of-rounds figure is one draw of that noise.
+noise lets it be told, where a best-of-rounds figure is one draw of that noise. Finer still, `--interleaved`
+rounds play each episode both ways moments apart (`interleaved`: in one run the even episodes record and the
+odd ones do not, in the next the other way round, at `--interleaved-trials` a task), paired by the episode:
+a change of the machine's speed then falls within seconds of both plays, and the extra wall time comes with
+its share spent in the recorder and its share spent after it (the policy's and the simulation's code running
+slower beside the recorder's: caches).
 Ten episodes a task by default (100 in all): MT10's own eval plays fifty (its 50 seeds), and what a replay
 costs once a model a process (its scene found, ~20 ms from the cache) weighs 50/N times more in an eval of N
 a task than in that one; `--trials 3` shows it at its heaviest.
-Run with `make bench` or `python bench/replay.py [--trials N] [--rounds N] [--pairs N]`.
+Run with `make bench` or `python bench/replay.py [--trials N] [--rounds N] [--pairs N] [--interleaved N]`.
 """
 
 from __future__ import annotations
@@ -90,16 +95,73 @@ def paired(trials: int, pairs: int, scratch: Path) -> list[float]:
     return ratios
 
 
-def interval(ratios: list[float]) -> tuple[float, float]:
-    """The mean of `ratios` and the half-width of its 95% interval (Student's t)."""
+def interleaved(trials: int, rounds: int, scratch: Path) -> list[tuple[float, float, float]]:
+    """Each episode played both ways moments apart: in one run of replay the even episodes record their
+    replay and the odd ones record nothing, in the next the other way round, `rounds` times; an episode's
+    two plays are paired by its index (same task, same seed, same steps). Per pair: the episode's wall
+    time recorded, unrecorded, and the recorded play's recording on its own clock. A play that records
+    nothing keeps a recorder that does nothing (the loop's two calls to it a step, ~0.1% of a step) where an
+    eval without recording has none."""
+    from yardstick.engine import Component, RunRequest, Work, evaluate, loop
+    from yardstick.engine.recording import EpisodeRecorder, Recording
+
+    nothing = Recording()
+
+    class Half(EpisodeRecorder):
+        """A recorder as the run's recording says for the episodes of one parity, one of nothing else."""
+
+        parity = 0
+
+        @classmethod
+        def open(
+            cls, recording: Recording, index: int, hz: float, *args: Any, **kwargs: Any
+        ) -> EpisodeRecorder:
+            if index % 2 != cls.parity:
+                recording, args, kwargs = nothing, (), {}
+            return super().open(recording, index, hz, *args, **kwargs)
+
+    plays: dict[int, dict[bool, list[tuple[float, float]]]] = {}
+    setattr(loop, "EpisodeRecorder", Half)  # noqa: B010 - the name loop.py looks up; not exported
+    try:
+        for round_ in range(rounds):
+            for turn in range(2):
+                Half.parity = (round_ + turn) % 2
+                folder = scratch / f"interleaved-{round_}-{turn}"
+                work = Work(
+                    Component("mt10"),
+                    Component("expert"),
+                    recording=Recording(replay=True, folder=str(folder)),
+                )
+                outcome = evaluate(RunRequest(work=work, trials=trials, workers=0))
+                assert outcome.complete, [r.error for r in outcome.results if r.error]
+                for result in outcome.results:
+                    recorded = result.index % 2 == Half.parity
+                    plays.setdefault(result.index, {True: [], False: []})[recorded].append(
+                        (result.wall_seconds, result.timing.recording)
+                    )
+    finally:
+        setattr(loop, "EpisodeRecorder", EpisodeRecorder)  # noqa: B010
+    pairs = []
+    for both in plays.values():
+        for (wall, recording), (bare, _) in zip(both[True], both[False], strict=False):
+            pairs.append((wall, bare, recording))
+    return pairs
+
+
+def t95(count: int) -> float:
+    """Student's t two-sided 95% point for `count` values."""
     from yardstick.scoring.rates import beta_ppf
 
-    count = len(ratios)
-    # t's two-sided 95% point through the beta distribution: P(|T| > t) = I_x(df/2, 1/2), x = df/(df + t^2).
+    # Through the beta distribution: P(|T| > t) = I_x(df/2, 1/2), x = df/(df + t^2).
     df = count - 1
     x = beta_ppf(0.05, df / 2, 0.5)
-    t = math.sqrt(df * (1 - x) / x)
-    return statistics.mean(ratios), t * statistics.stdev(ratios) / math.sqrt(count)
+    return math.sqrt(df * (1 - x) / x)
+
+
+def interval(ratios: list[float]) -> tuple[float, float]:
+    """The mean of `ratios` and the half-width of its 95% interval (Student's t)."""
+    count = len(ratios)
+    return statistics.mean(ratios), t95(count) * statistics.stdev(ratios) / math.sqrt(count)
 
 
 def _timed_scenes(module: Any) -> list[float]:
@@ -127,6 +189,10 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--pairs", type=int, default=6, help="pairs of none and replay for the interval")
+    parser.add_argument(
+        "--interleaved", type=int, default=3, help="rounds of episodes played both ways, moments apart"
+    )
+    parser.add_argument("--interleaved-trials", type=int, default=20, help="episodes a task in those rounds")
     args = parser.parse_args()
     print(machine())
     best: dict[str, dict[str, Any]] = {}
@@ -141,6 +207,7 @@ def main() -> None:
                 elif way not in best or measured["wall"] < best[way]["wall"]:
                     best[way] = measured
         ratios = paired(args.trials, args.pairs, Path(scratch))
+        episodes = interleaved(args.interleaved_trials, args.interleaved, Path(scratch))
     best.setdefault("replay", cold)
     none, replay, video = (best[w] for w in WAYS)
     steps = none["steps"]
@@ -175,6 +242,8 @@ def main() -> None:
             f"(95% interval {mean - half - 1:+.1%} to {mean + half - 1:+.1%}) of the eval's wall time; "
             f"the pairs' ratios {min(ratios) - 1:+.1%} to {max(ratios) - 1:+.1%}"
         )
+    if len(episodes) > 1:
+        say_interleaved(episodes)
     for label, measured in (("cold", cold), (warm.split()[0], replay)):
         ms = {key: measured[key] / steps * 1e3 for key in ("recording", "export")}
         how = "exported" if measured is cold else "read from the disk cache"
@@ -196,6 +265,24 @@ def main() -> None:
         f"an episode's replay: {replay_kib:.1f} KiB against its 128² video's {video_kib:.1f} KiB "
         f"({replay_kib / video_kib:.0%}; target <= 10%); a scene: {scene_mib:.2f} MiB, once a model "
         f"({len(replay['scene_bytes'])} here)"
+    )
+
+
+def say_interleaved(episodes: list[tuple[float, float, float]]) -> None:
+    """The episode pairs' figures: the extra wall time of a recorded play over its unrecorded twin, as a share
+    of the unrecorded plays' (the difference's mean over the bare mean, its interval from the differences'
+    spread), and how much of it is the recording's own time on the episode's clock."""
+    walls, bares, recordings = (list(column) for column in zip(*episodes, strict=True))
+    bare = statistics.mean(bares)
+    differences = [wall - alone for wall, alone in zip(walls, bares, strict=True)]
+    half = t95(len(differences)) * statistics.stdev(differences) / math.sqrt(len(differences))
+    extra = statistics.mean(differences)
+    own = statistics.mean(recordings)
+    print(
+        f"interleaved, {len(episodes)} episodes played both ways moments apart: replay costs "
+        f"{extra / bare:+.1%} (95% interval {(extra - half) / bare:+.1%} to {(extra + half) / bare:+.1%}) of "
+        f"an episode's wall time (target <= +3%): its recording {own / bare:.1%}, the rest (the policy's and "
+        f"the simulation's code after it, caches) {(extra - own) / bare:+.1%}"
     )
 
 

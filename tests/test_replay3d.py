@@ -527,33 +527,50 @@ def test_an_episode_longer_than_the_room_kept_keeps_every_frame(world: tuple[Any
     assert np.allclose(replay.pos[:, target, 2], 0.3 + 0.01 * np.arange(9), atol=1e-3)
 
 
-def test_the_compiled_capture_keeps_the_frames_numpys_assignments_keep(
+def test_the_compiled_frames_keep_what_numpys_keep(
     world: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A frame is copied by _columns.capture where the install built it, by numpy where not: the same
-    frames either way, across the doublings of a recorder that started with room for two."""
+    """A frame is kept by _columns.Frames where the install built it, by numpy where not, every body or (the
+    scene known) the recorded ones alone: the same frames each way, across the doublings of recorders that
+    started with room for two, and the same file."""
     assert mujoco_poses._columns is not None, "the install built no replay3d._columns: no C compiler?"
     model, data = world
+    mujoco_poses.MujocoPoses((model, data)).scene  # found: the recorders below know it
     rng = np.random.default_rng(5)
+    everything = np.arange(model.nbody, dtype=np.int64)
     compiled = MujocoPoses((model, data), capacity=2)
+    ways = [compiled]
     with monkeypatch.context() as patched:
         patched.setattr(mujoco_poses, "_columns", None)
-        plain = MujocoPoses((model, data), capacity=2)
-        for step in range(23):
-            data.qvel[:] = rng.normal(0, 2, model.nv)
-            mujoco.mj_step(model, data, 3)
-            compiled.capture(step * 0.01, step)
-            plain.capture(step * 0.01, step)
-    kept = compiled.finished(), plain.finished()
-    assert kept[0].frames == kept[1].frames == 23
+        ways.append(MujocoPoses((model, data), capacity=2))
+        patched.setattr(mujoco_poses, "known_scene", lambda model: None)  # a model's first episode
+        ways.append(MujocoPoses((model, data), capacity=2))
+    with monkeypatch.context() as patched:
+        patched.setattr(mujoco_poses, "known_scene", lambda model: None)
+        ways.append(MujocoPoses((model, data), capacity=2))
+    assert [way._picked_as_kept for way in ways] == [True, True, False, False]
+    for step in range(23):
+        data.qvel[:] = rng.normal(0, 2, model.nv)
+        mujoco.mj_step(model, data, 3)
+        for way in ways:
+            way.take(step, step * 0.01)
+    kept = [way.finished() for way in ways]
+    assert all(writer.frames == 23 for writer in kept)
+    assert len(kept[0].nodes) < model.nbody  # the world's still parts are not recorded
     for name in ("_t", "_step", "_pos", "_quat"):
-        assert np.array_equal(getattr(kept[0], name), getattr(kept[1], name)), name
-    assert kept[0].to_bytes() == kept[1].to_bytes()
-    room = np.empty((2, model.nbody, 3)), np.empty((2, model.nbody, 4)), np.empty(2), np.empty(2, np.int32)
-    with pytest.raises(ValueError, match="0 <= index < F"):
-        mujoco_poses._columns.capture(*room, 2, data.xpos, data.xquat, 0.0, 0)
+        assert all(np.array_equal(getattr(kept[0], name), getattr(other, name)) for other in kept[1:]), name
+    assert len({writer.to_bytes() for writer in kept}) == 1
+    frames = mujoco_poses._columns.Frames(data.xpos, data.xquat, everything)
     with pytest.raises(ValueError, match="xquat"):
-        mujoco_poses._columns.capture(*room, 0, data.xpos, data.xpos, 0.0, 0)
+        mujoco_poses._columns.Frames(data.xpos, data.xpos, everything)
+    with pytest.raises(ValueError, match=f"each row within 0..{model.nbody - 1}"):
+        mujoco_poses._columns.Frames(data.xpos, data.xquat, everything + 1)
+    with pytest.raises(ValueError, match="each row within"):
+        frames.picked(np.array([model.nbody], dtype=np.int64))
+    with pytest.raises(TypeError, match="take"):
+        frames.take(0)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="never made"):
+        mujoco_poses._columns.Frames.__new__(mujoco_poses._columns.Frames).take(0, 0.0)
 
 
 def test_a_models_later_episode_takes_its_known_scene_and_writes_the_same_file() -> None:

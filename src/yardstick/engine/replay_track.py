@@ -62,8 +62,10 @@ class ReplayTrack:
         poses = self._poses
         if poses is None:
             poses = self._poses = MujocoPoses(self._state(), meta={"hz": self._hz})
-        changed = self._changed() if self._looks is not None else None
-        poses.capture(robot_time, step, looks=changed)
+        if self._looks is None:
+            poses.take(step, robot_time)
+        else:
+            poses.capture(robot_time, step, looks=self._changed())
 
     def _changed(self) -> dict[str, dict[str, Any]]:
         """What the looks method says now that it had not said (a node or a part of a look it leaves out

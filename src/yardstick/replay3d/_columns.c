@@ -182,48 +182,203 @@ done:
     return answer;
 }
 
-/* capture(pos, quat, t, step, index, xpos, xquat, now, played): one frame kept, as mujoco_poses reads it
-   after each step: MjData's whole xpos and xquat copied into row `index` of the recorder's pos [F, B, 3] and
-   quat [F, B, 4], `now` into t [F] and `played` into step [F]. The same as four numpy assignments, at a tenth
-   of their cost in the loop (numpy's indexing is the cost there, not the ~2 KB it copies). */
-static PyObject *capture(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "capture: pos, quat, t, step, index, xpos, xquat, now, played");
-        return NULL;
+/* Frames(xpos, xquat, rows): one episode's frames as mujoco_poses keeps them, in memory of its own. MjData's whole
+   xpos [B, 3] and xquat [B, 4] are held (their buffers, for the episode) and each `take(step, t)` copies the rows
+   `rows` of them as they are now (all of them in order: two memcpy), with the time and the step, into rows that
+   double as they fill: one call a step, no argument to check but two numbers. `count` frames are kept;
+   `picked(rows)` hands them over as bytearrays t [F] float64, step [F] int32, pos [F, R, 3] and quat [F, R, 4]
+   float64, of the kept rows `rows` (None: all), gathered in one pass. */
+typedef struct {
+    PyObject_HEAD
+    Py_buffer xpos, xquat;
+    int held, whole;
+    int64_t *rows;
+    Py_ssize_t bodies, width, count, capacity;
+    double *t, *pos, *quat;
+    int32_t *step;
+} Frames;
+
+static int frames_room(Frames *self, Py_ssize_t capacity) {
+    double *t = PyMem_Realloc(self->t, sizeof(double) * (size_t)capacity);
+    if (t != NULL) self->t = t;
+    int32_t *step = PyMem_Realloc(self->step, sizeof(int32_t) * (size_t)capacity);
+    if (step != NULL) self->step = step;
+    double *pos = PyMem_Realloc(self->pos, sizeof(double) * 3 * (size_t)(capacity * self->width + 1));
+    if (pos != NULL) self->pos = pos;
+    double *quat = PyMem_Realloc(self->quat, sizeof(double) * 4 * (size_t)(capacity * self->width + 1));
+    if (quat != NULL) self->quat = quat;
+    if (t == NULL || step == NULL || pos == NULL || quat == NULL) {
+        PyErr_NoMemory();
+        return -1;
     }
-    Py_ssize_t index = PyLong_AsSsize_t(args[4]);
-    double now = PyFloat_AsDouble(args[7]);
-    long played = PyLong_AsLong(args[8]);
-    if (PyErr_Occurred()) return NULL;
-    Py_buffer kept[4], source[2];
-    int got = 0;
-    PyObject *answer = NULL;
-    for (; got < 4; got++)
-        if (PyObject_GetBuffer(args[got], &kept[got], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) goto done;
-    for (; got < 6; got++)
-        if (PyObject_GetBuffer(args[got + 1], &source[got - 4], PyBUF_C_CONTIGUOUS) < 0) goto done;
-    Py_ssize_t frames = kept[2].len / 8;
-    if (index < 0 || index >= frames || kept[3].len != frames * 4 || source[0].len * frames != kept[0].len ||
-        source[1].len * frames != kept[1].len || source[0].len * 4 != source[1].len * 3) {
-        PyErr_SetString(PyExc_ValueError, "capture: pos [F, B, 3], quat [F, B, 4], t [F], step [F] (int32), "
-                                          "0 <= index < F, xpos [B, 3], xquat [B, 4]");
+    self->capacity = capacity;
+    return 0;
+}
+
+/* Rows [R] int64 each within [0, limit): copied into `*kept` (PyMem), their count into `*width`. */
+static int rows_of(PyObject *given, Py_ssize_t limit, int64_t **kept, Py_ssize_t *width) {
+    Py_buffer rows;
+    if (PyObject_GetBuffer(given, &rows, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    int answer = -1;
+    const int64_t *row = rows.buf;
+    *width = rows.len / 8;
+    if (rows.len % 8) {
+        PyErr_SetString(PyExc_ValueError, "rows: int64 [R]");
         goto done;
     }
-    memcpy((char *)kept[0].buf + index * source[0].len, source[0].buf, (size_t)source[0].len);
-    memcpy((char *)kept[1].buf + index * source[1].len, source[1].buf, (size_t)source[1].len);
-    ((double *)kept[2].buf)[index] = now;
-    ((int32_t *)kept[3].buf)[index] = (int32_t)played;
-    answer = Py_None;
-    Py_INCREF(answer);
+    for (Py_ssize_t r = 0; r < *width; r++) {
+        if (row[r] < 0 || row[r] >= limit) {
+            PyErr_Format(PyExc_ValueError, "rows: each row within 0..%zd, not %lld", limit - 1, (long long)row[r]);
+            goto done;
+        }
+    }
+    *kept = PyMem_Malloc(sizeof(int64_t) * (size_t)(*width + 1));
+    if (*kept == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(*kept, row, (size_t)rows.len);
+    answer = 0;
 done:
-    for (int i = 0; i < got; i++) PyBuffer_Release(i < 4 ? &kept[i] : &source[i - 4]);
+    PyBuffer_Release(&rows);
     return answer;
 }
 
+static int frames_init(Frames *self, PyObject *args, PyObject *kwargs) {
+    PyObject *xpos, *xquat, *rows;
+    Py_ssize_t capacity = 512;
+    static char *names[] = {"xpos", "xquat", "rows", "capacity", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|n", names, &xpos, &xquat, &rows, &capacity)) return -1;
+    if (self->held) {
+        PyErr_SetString(PyExc_TypeError, "Frames: made once");
+        return -1;
+    }
+    if (PyObject_GetBuffer(xpos, &self->xpos, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (PyObject_GetBuffer(xquat, &self->xquat, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&self->xpos);
+        return -1;
+    }
+    self->held = 1;
+    self->bodies = self->xpos.len / 24;
+    if (self->xpos.len % 24 || self->xquat.len != self->bodies * 32) {
+        PyErr_SetString(PyExc_ValueError, "Frames: xpos [B, 3] and xquat [B, 4], float64");
+        return -1;
+    }
+    if (rows_of(rows, self->bodies, &self->rows, &self->width) < 0) return -1;
+    self->whole = self->width == self->bodies;
+    for (Py_ssize_t r = 0; self->whole && r < self->width; r++) self->whole = self->rows[r] == r;
+    return frames_room(self, capacity < 1 ? 1 : capacity);
+}
+
+static void frames_dealloc(Frames *self) {
+    if (self->held) {
+        PyBuffer_Release(&self->xpos);
+        PyBuffer_Release(&self->xquat);
+    }
+    PyMem_Free(self->rows);
+    PyMem_Free(self->t);
+    PyMem_Free(self->step);
+    PyMem_Free(self->pos);
+    PyMem_Free(self->quat);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *frames_take(Frames *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "take(step, t)");
+        return NULL;
+    }
+    if (self->t == NULL) { /* its __init__ raised, or was never called */
+        PyErr_SetString(PyExc_TypeError, "take: the Frames were never made");
+        return NULL;
+    }
+    long played = PyLong_AsLong(args[0]);
+    double now = PyFloat_AsDouble(args[1]);
+    if (PyErr_Occurred()) return NULL;
+    Py_ssize_t index = self->count, width = self->width;
+    if (index == self->capacity && frames_room(self, 2 * self->capacity) < 0) return NULL;
+    double *pos = self->pos + index * width * 3, *quat = self->quat + index * width * 4;
+    if (self->whole) {
+        memcpy(pos, self->xpos.buf, (size_t)self->xpos.len);
+        memcpy(quat, self->xquat.buf, (size_t)self->xquat.len);
+    } else {
+        const double *xpos = self->xpos.buf, *xquat = self->xquat.buf;
+        for (Py_ssize_t r = 0; r < width; r++) {
+            memcpy(pos + r * 3, xpos + self->rows[r] * 3, 24);
+            memcpy(quat + r * 4, xquat + self->rows[r] * 4, 32);
+        }
+    }
+    self->t[index] = now;
+    self->step[index] = (int32_t)played;
+    self->count = index + 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *frames_picked(Frames *self, PyObject *given) {
+    int64_t *row = NULL;
+    Py_ssize_t width = self->width, count = self->count;
+    if (given != Py_None && rows_of(given, self->width, &row, &width) < 0) return NULL;
+    PyObject *t = NULL, *step = NULL, *pos = NULL, *quat = NULL, *answer = NULL;
+    t = PyByteArray_FromStringAndSize((const char *)self->t, count * 8);
+    step = PyByteArray_FromStringAndSize((const char *)self->step, count * 4);
+    if (row == NULL) {
+        pos = PyByteArray_FromStringAndSize((const char *)self->pos, count * width * 24);
+        quat = PyByteArray_FromStringAndSize((const char *)self->quat, count * width * 32);
+    } else {
+        pos = PyByteArray_FromStringAndSize(NULL, count * width * 24);
+        quat = PyByteArray_FromStringAndSize(NULL, count * width * 32);
+    }
+    if (t == NULL || step == NULL || pos == NULL || quat == NULL) goto done;
+    if (row != NULL) {
+        double *p = (double *)PyByteArray_AS_STRING(pos), *q = (double *)PyByteArray_AS_STRING(quat);
+        for (Py_ssize_t f = 0; f < count; f++) {
+            const double *fp = self->pos + f * self->width * 3, *fq = self->quat + f * self->width * 4;
+            for (Py_ssize_t r = 0; r < width; r++, p += 3, q += 4) {
+                memcpy(p, fp + row[r] * 3, 24);
+                memcpy(q, fq + row[r] * 4, 32);
+            }
+        }
+    }
+    answer = PyTuple_Pack(4, t, step, pos, quat);
+done:
+    Py_XDECREF(t);
+    Py_XDECREF(step);
+    Py_XDECREF(pos);
+    Py_XDECREF(quat);
+    PyMem_Free(row);
+    return answer;
+}
+
+static PyObject *frames_count(Frames *self, void *closure) {
+    (void)closure;
+    return PyLong_FromSsize_t(self->count);
+}
+
+static PyMethodDef frames_methods[] = {
+    {"take", (PyCFunction)(void (*)(void))frames_take, METH_FASTCALL, "take(step, t): the rows' poses now."},
+    {"picked", (PyCFunction)frames_picked, METH_O, "picked(rows): (t, step, pos, quat) of those kept rows."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef frames_getset[] = {
+    {"count", (getter)frames_count, NULL, "frames kept", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject FramesType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "yardstick.replay3d._columns.Frames",
+    .tp_basicsize = sizeof(Frames),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One episode's frames of MjData's xpos and xquat (see the comment above it).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)frames_init,
+    .tp_dealloc = (destructor)frames_dealloc,
+    .tp_methods = frames_methods,
+    .tp_getset = frames_getset,
+};
+
 static PyMethodDef methods[] = {
     {"encode", encode, METH_VARARGS, "An episode's rest orientations and varints (see the file's comment)."},
-    {"capture", (PyCFunction)(void (*)(void))capture, METH_FASTCALL, "One frame's poses kept (see its comment)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -231,4 +386,15 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_columns", "The numbers of a .seqreplay in one pass (replay3d.format).", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__columns(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__columns(void) {
+    if (PyType_Ready(&FramesType) < 0) return NULL;
+    PyObject *made = PyModule_Create(&module);
+    if (made == NULL) return NULL;
+    Py_INCREF(&FramesType);
+    if (PyModule_AddObject(made, "Frames", (PyObject *)&FramesType) < 0) {
+        Py_DECREF(&FramesType);
+        Py_DECREF(made);
+        return NULL;
+    }
+    return made;
+}

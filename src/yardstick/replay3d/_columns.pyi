@@ -8,14 +8,9 @@ def encode(
     pos_unit: float,
     quat_scale: float,
 ) -> tuple[bytes, bytes]: ...
-def capture(
-    pos: object,
-    quat: object,
-    t: object,
-    step: object,
-    index: int,
-    xpos: object,
-    xquat: object,
-    now: float,
-    played: int,
-) -> None: ...
+
+class Frames:
+    count: int
+    def __init__(self, xpos: object, xquat: object, rows: object, capacity: int = 512) -> None: ...
+    def take(self, step: int, t: float) -> None: ...
+    def picked(self, rows: object | None) -> tuple[bytearray, bytearray, bytearray, bytearray]: ...

@@ -2,12 +2,13 @@
 
 `mujoco_pair` finds the (MjModel, MjData) in whatever a benchmark's state method hands back: the pair itself,
 a gymnasium MuJoCo env (Meta-World's), dm_control's Physics (ALOHA's), robosuite's MjSim (LIBERO's), or any
-object with `model` and `data` holding those. `MujocoPoses` then costs a frame two copies of MjData's whole
-`xpos` and `xquat` (every body, in one memcpy each: a gather of the moving bodies' rows took twice as long
-in the loop, numpy's indexing code cold after mj_step) into arrays of its own, against the milliseconds a
-rendered frame takes; one call into `_columns.c` makes them (~1 µs in the loop against numpy's ~2). The
-scene's recorded bodies are picked out once, at the end: 56 bytes a body a frame held meanwhile (Meta-World's
-34 bodies, 500 frames: under 1 MB).
+object with `model` and `data` holding those. `MujocoPoses` then costs a frame one call, `take(step, t)`: a
+copy of the scene's recorded bodies' rows of MjData's `xpos` and `xquat` into rows of its own that double as
+they fill. `_columns.Frames` does it in C (~1 µs in the loop, MjData's arrays held once for the episode);
+`_NumpyFrames` the same with numpy where the install built no C. A model's first episode in a process does
+not know its scene's recorded bodies until the scene is found: it keeps every body (two memcpy a frame) and
+picks them out once, at the end, in one pass (56 bytes a body a frame meanwhile: Meta-World's 34 bodies, 500
+frames, under 1 MB).
 
 The scene is not needed until the episode ends, so it is found on a thread of its own (`scenes_soon`) while
 the episode plays: the model's key hashed and its .glb read from the disk cache (10 ms a Meta-World model),
@@ -79,8 +80,42 @@ def scenes_soon(model: Any) -> Future[Scene]:
     return SCENES.submit(scene_of, model)
 
 
+class _NumpyFrames:
+    """`_columns.Frames` in numpy, for an install without a C compiler: the same frames, a few µs slower."""
+
+    def __init__(self, xpos: np.ndarray, xquat: np.ndarray, rows: np.ndarray, capacity: int = 512) -> None:
+        self._xpos, self._xquat = xpos, xquat  # views MuJoCo writes in place
+        self._rows = rows
+        capacity = max(1, capacity)
+        self._t = np.empty(capacity)
+        self._step = np.empty(capacity, dtype=np.int32)
+        self._pos = np.empty((capacity, len(rows), 3))
+        self._quat = np.empty((capacity, len(rows), 4))
+        self.count = 0
+
+    def take(self, step: int, t: float) -> None:
+        index = self.count
+        if index == len(self._t):
+            self._t, self._step, self._pos, self._quat = doubled(self._t, self._step, self._pos, self._quat)
+        self._pos[index], self._quat[index] = self._xpos[self._rows], self._xquat[self._rows]
+        self._t[index], self._step[index] = t, step
+        self.count = index + 1
+
+    def picked(self, rows: np.ndarray | None) -> tuple[bytearray, bytearray, bytearray, bytearray]:
+        count, every = self.count, slice(None)
+        kept = (
+            self._t[:count],
+            self._step[:count],
+            self._pos[:count, every if rows is None else rows],
+            self._quat[:count, every if rows is None else rows],
+        )
+        return tuple(bytearray(np.ascontiguousarray(column)) for column in kept)  # type: ignore[return-value]
+
+
 class MujocoPoses:
-    """Reads one episode's frames from a MuJoCo simulation; `finished` hands them over as a ReplayWriter."""
+    """Reads one episode's frames from a MuJoCo simulation; `finished` hands them over as a ReplayWriter.
+    `take(step, t)` keeps a frame (one compiled call where the install built `_columns`); `capture` does
+    with what a benchmark's looks method said of it too."""
 
     def __init__(self, state: Any, *, meta: Mapping[str, Any] | None = None, capacity: int = 512) -> None:
         self.model, self.data = mujoco_pair(state)
@@ -89,13 +124,12 @@ class MujocoPoses:
         # thread would cost the episode's thread the interpreter's lock for a while (~0.2 ms).
         known = known_scene(self.model)
         self._scene: Scene | Future[Scene] = known if known is not None else scenes_soon(self.model)
-        self._xpos, self._xquat = self.data.xpos, self.data.xquat  # views MuJoCo writes in place
-        count = self.model.nbody
-        self._t = np.empty(capacity)
-        self._step = np.empty(capacity, dtype=np.int32)
-        self._pos = np.empty((capacity, count, 3))
-        self._quat = np.empty((capacity, count, 4))
-        self._frames = 0
+        # The scene's recorded bodies each frame where the scene is known; else every body, picked at the end.
+        self._picked_as_kept = known is not None
+        rows = known.recorded_bodies if known is not None else np.arange(self.model.nbody)
+        kept = _columns.Frames if _columns is not None else _NumpyFrames
+        self._frames = kept(self.data.xpos, self.data.xquat, np.asarray(rows, dtype=np.int64), capacity)
+        self.take = self._frames.take
         self._looks: list[tuple[int, str, Mapping[str, Any]]] = []
         self.notes: list[str] = []  # what the replay does not show right, said at `finished`
 
@@ -108,25 +142,14 @@ class MujocoPoses:
     def capture(self, t: float, step: int, looks: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         """Every body's world pose now, as frame `step` at `t` s after the reset, and what `looks`
         changes of how nodes look from this frame on (checked when the frames are handed over)."""
-        index = self._frames
-        if index == len(self._t):
-            self._grow()
-        if _columns is not None:
-            kept = self._pos, self._quat, self._t, self._step
-            _columns.capture(*kept, index, self._xpos, self._xquat, t, step)
-        else:
-            self._pos[index] = self._xpos
-            self._quat[index] = self._xquat
-            self._t[index] = t
-            self._step[index] = step
-        self._frames = index + 1
+        self.take(step, t)
         if looks:
+            index = self._frames.count - 1
             self._looks.extend((index, str(node), change) for node, change in looks.items())
 
     def finished(self) -> ReplayWriter:
         """The episode's frames in a writer, the scene's recorded nodes' columns only."""
         scene = self.scene
-        count = self._frames
         changed = scene.changed(self.model)
         if changed:
             self.notes.append(
@@ -142,10 +165,16 @@ class MujocoPoses:
             parents=scene.recorded_parents,
             capacity=0,
         )
-        # The picked columns are new arrays and this episode's frames end here: the writer keeps them.
-        pos, quat = self._pos[:count, scene.recorded_bodies], self._quat[:count, scene.recorded_bodies]
-        writer.extend(self._t[:count], self._step[:count], pos, quat, self._looks, handed=True)
+        rows = None if self._picked_as_kept else np.asarray(scene.recorded_bodies, dtype=np.int64)
+        t, step, pos, quat = self._frames.picked(rows)
+        count, width = self._frames.count, len(scene.recorded_bodies)
+        # New arrays of this episode's frames, which end here: the writer keeps them.
+        writer.extend(
+            np.frombuffer(t, dtype=np.float64),
+            np.frombuffer(step, dtype=np.int32),
+            np.frombuffer(pos, dtype=np.float64).reshape(count, width, 3),
+            np.frombuffer(quat, dtype=np.float64).reshape(count, width, 4),
+            self._looks,
+            handed=True,
+        )
         return writer
-
-    def _grow(self) -> None:
-        self._t, self._step, self._pos, self._quat = doubled(self._t, self._step, self._pos, self._quat)

@@ -24,7 +24,9 @@ of their own (each at the origin: a replay places them all), so its bytes, and s
 whatever episode the model was exported in; a fixture's node is marked `fixed` (gltf), for a viewer to frame
 what moves. The export is cached per model object, and so read once a model: what a benchmark changes of a
 model after its first episode but the placement of its nodes (a world geom's `geom_pos`, as dm_control's
-reacher moves its target; a colour; a welded child's `body_pos`) is not drawn. The disk cache's key holds
+reacher moves its target; a colour; a welded child's `body_pos`) is not drawn: the scene keeps what it drew
+(`Drawn`), and each episode's replay compares at its end and names what changed in the episode's recording
+error (mujoco_poses), the replay kept. The disk cache's key holds
 every array the export could read, physics too: a benchmark that randomises a model's dynamics each episode
 exports it again each episode.
 """
@@ -242,7 +244,7 @@ def export(model: Any) -> Scene:
         )
     drawn = sorted(set(primitives) | {0})
     # At the origin, every one: the replay places each (the world's own is there already).
-    moves = (model.body_jntnum > 0) | (model.body_mocapid >= 0)
+    moves = moved(model)
     nodes = [
         Node(name=names[b], primitives=primitives.get(b, []), fixed=b != 0 and not moves[b]) for b in drawn
     ]
@@ -301,12 +303,17 @@ def drawn_geoms(model: Any) -> list[int]:
     return [g for g in shown if not (collides[g] and int(model.geom_bodyid[g]) in has_visual)]
 
 
+def moved(model: Any) -> npt.NDArray[np.bool_]:
+    """Each body that a joint or a mocap moves (a body that is not is welded to its parent)."""
+    return np.asarray((model.body_jntnum > 0) | (model.body_mocapid >= 0))
+
+
 def rigid_roots(model: Any) -> npt.NDArray[np.intp]:
     """For each body, the body whose node draws it: itself when a joint or mocap moves it, when it is fixed to
     the world body itself (a fixture its benchmark may place anew each episode), or when it is the world;
     else its parent's. A scene has a node per such body that draws something, not per body: a welded child
     (a camera mount, a finger pad) adds no pose to record. (A body's parent comes before it.)"""
-    moves = ((model.body_jntnum > 0) | (model.body_mocapid >= 0)).tolist()
+    moves = moved(model).tolist()
     parents = model.body_parentid.tolist()
     roots = [0] * model.nbody  # plain lists: one body at a time, where numpy's indexing costs microseconds
     for body in range(1, model.nbody):
