@@ -19,11 +19,13 @@ Then `--pairs` pairs of none and replay alone, in turn (none first in one pair, 
 pair's two runs are minutes apart at most, so a change of the machine's speed falls on both, and the mean of
 the pairs' ratios comes with its 95% interval (Student's t): the wall's cost of a replay as this machine's
 noise lets it be told, where a best-of-rounds figure is one draw of that noise. Finer still, `--interleaved`
-rounds play each episode both ways moments apart (`interleaved`: in one run the even episodes record and the
+rounds play each episode both ways one run apart (`interleaved`: in one run the even episodes record and the
 odd ones do not, in the next the other way round, at `--interleaved-trials` a task), paired by the episode:
-a change of the machine's speed then falls within seconds of both plays, and the extra wall time comes with
-its share spent in the recorder and its share spent after it (the policy's and the simulation's code running
-slower beside the recorder's: caches).
+a change of the machine's speed then falls within a run's seconds of both plays and on both halves of each
+run alike, and the extra wall time comes with its share spent in the recorder and its share spent after it
+(the policy's and the simulation's code running slower beside the recorder's: caches). An episode's rounds
+are averaged before the interval is taken, over the episodes: its rounds play the same steps, so they are
+not independent draws.
 Ten episodes a task by default (100 in all): MT10's own eval plays fifty (its 50 seeds), and what a replay
 costs once a model a process (its scene found, ~20 ms from the cache) weighs 50/N times more in an eval of N
 a task than in that one; `--trials 3` shows it at its heaviest.
@@ -95,11 +97,11 @@ def paired(trials: int, pairs: int, scratch: Path) -> list[float]:
     return ratios
 
 
-def interleaved(trials: int, rounds: int, scratch: Path) -> list[tuple[float, float, float]]:
-    """Each episode played both ways moments apart: in one run of replay the even episodes record their
+def interleaved(trials: int, rounds: int, scratch: Path) -> dict[int, list[tuple[float, float, float]]]:
+    """Each episode played both ways one run apart: in one run of replay the even episodes record their
     replay and the odd ones record nothing, in the next the other way round, `rounds` times; an episode's
-    two plays are paired by its index (same task, same seed, same steps). Per pair: the episode's wall
-    time recorded, unrecorded, and the recorded play's recording on its own clock. A play that records
+    two plays are paired by its index (same task, same seed, same steps). Per episode, a pair a round: its
+    wall time recorded, unrecorded, and the recorded play's recording on its own clock. A play that records
     nothing keeps a recorder that does nothing (the loop's two calls to it a step, ~0.1% of a step) where an
     eval without recording has none."""
     from yardstick.engine import Component, RunRequest, Work, evaluate, loop
@@ -141,11 +143,13 @@ def interleaved(trials: int, rounds: int, scratch: Path) -> list[tuple[float, fl
                     )
     finally:
         setattr(loop, "EpisodeRecorder", EpisodeRecorder)  # noqa: B010
-    pairs = []
-    for both in plays.values():
-        for (wall, recording), (bare, _) in zip(both[True], both[False], strict=False):
-            pairs.append((wall, bare, recording))
-    return pairs
+    return {
+        index: [
+            (wall, bare, recording)
+            for (wall, recording), (bare, _) in zip(both[True], both[False], strict=True)
+        ]
+        for index, both in plays.items()
+    }
 
 
 def t95(count: int) -> float:
@@ -190,7 +194,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--pairs", type=int, default=6, help="pairs of none and replay for the interval")
     parser.add_argument(
-        "--interleaved", type=int, default=3, help="rounds of episodes played both ways, moments apart"
+        "--interleaved", type=int, default=3, help="rounds of episodes played both ways, one run apart"
     )
     parser.add_argument("--interleaved-trials", type=int, default=20, help="episodes a task in those rounds")
     args = parser.parse_args()
@@ -268,18 +272,23 @@ def main() -> None:
     )
 
 
-def say_interleaved(episodes: list[tuple[float, float, float]]) -> None:
+def say_interleaved(episodes: dict[int, list[tuple[float, float, float]]]) -> None:
     """The episode pairs' figures: the extra wall time of a recorded play over its unrecorded twin, as a share
-    of the unrecorded plays' (the difference's mean over the bare mean, its interval from the differences'
-    spread), and how much of it is the recording's own time on the episode's clock."""
-    walls, bares, recordings = (list(column) for column in zip(*episodes, strict=True))
+    of the unrecorded plays' (the differences' mean over the bare mean; its interval from the spread of the
+    episodes' own mean differences), and how much of it is the recording's own time on the episode's clock."""
+    means = [
+        tuple(statistics.mean(column) for column in zip(*pairs, strict=True)) for pairs in episodes.values()
+    ]
+    walls, bares, recordings = (list(column) for column in zip(*means, strict=True))
     bare = statistics.mean(bares)
     differences = [wall - alone for wall, alone in zip(walls, bares, strict=True)]
     half = t95(len(differences)) * statistics.stdev(differences) / math.sqrt(len(differences))
     extra = statistics.mean(differences)
     own = statistics.mean(recordings)
+    pairs = sum(len(pairs) for pairs in episodes.values())
     print(
-        f"interleaved, {len(episodes)} episodes played both ways moments apart: replay costs "
+        f"interleaved, {len(episodes)} episodes played both ways {pairs // len(episodes)} times each, one "
+        f"run apart: replay costs "
         f"{extra / bare:+.1%} (95% interval {(extra - half) / bare:+.1%} to {(extra + half) / bare:+.1%}) of "
         f"an episode's wall time (target <= +3%): its recording {own / bare:.1%}, the rest (the policy's and "
         f"the simulation's code after it, caches) {(extra - own) / bare:+.1%}"

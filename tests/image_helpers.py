@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -69,7 +70,10 @@ server.wait()
 
 def podman_env() -> dict[str, str]:
     conf = Path(os.environ.get("TMPDIR", "/tmp")) / "yardstick-tests-containers.conf"
-    conf.write_text(PODMAN_CONF)
+    # Written whole and renamed in: another suite on the machine writing it at once never hands podman half.
+    written = conf.with_name(f"{conf.name}.{os.getpid()}.{threading.get_ident()}")
+    written.write_text(PODMAN_CONF)
+    os.replace(written, conf)
     return {**os.environ, "CONTAINERS_CONF": str(conf)}
 
 
@@ -207,8 +211,12 @@ def remove_images(*prefixes: str) -> None:
     names = [name for image in listed for name in image.get("Names") or [] if name.startswith(prefixes)]
     if names:
         subprocess.run(["podman", "rmi", *names], env=podman_env(), capture_output=True, check=False)
+    # Dangling layers an hour old at least: another suite's build on this machine may hold a fresh one.
     subprocess.run(
-        ["podman", "image", "prune", "--force"], env=podman_env(), capture_output=True, check=False
+        ["podman", "image", "prune", "--force", "--filter", "until=1h"],
+        env=podman_env(),
+        capture_output=True,
+        check=False,
     )
 
 

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -30,10 +31,15 @@ from chromium import launched
 from conftest import fresh_database, one_database
 from platform_harness import Harness, running_platform
 from yardstick.catalog.sim_franka import POSES, SimulatedFranka
+from yardstick.core.captures import EpisodeFile
 from yardstick.sdk.load import load_object
 from yardstick.signin.passwords import set_password
 from yardstick.store.models import ActSeat, ActWorker
+from yardstick.wire.address import RemoteEndpoint, Root
+from yardstick.worker.act_server import seq_msgpack
+from yardstick.worker.act_server.certs import make_certificate
 from yardstick.worker.act_server.episodes import Episodes, FramesMissing
+from yardstick.worker.act_server.server import SESSION_HEADER, ActServer
 from yardstick.worker.processes import census
 
 ROOT = Path(__file__).parent.parent
@@ -457,6 +463,40 @@ def test_an_act_waits_for_the_observations_before_it_and_one_past_what_is_kept_i
     assert missing.value.first == 3
     # Posted twice (a resend), an observation is kept once.
     assert episodes.observed("e1", "robot", [(3, "d"), (3, "d")], [])[1] == [(3, "d")]
+
+
+def test_a_post_that_comes_after_its_episode_ended_opens_no_journal_again(tmp_path: Path) -> None:
+    """A robot's observation still on its way when the robot ends its episode is not journaled after the
+    episode's 'end' (the journal would read as an episode never ended)."""
+    server = ActServer(
+        1,
+        RemoteEndpoint(wire="openpi", address=Root(host="127.0.0.1", port=1)),  # never dialled: no act
+        "direct-secret",
+        make_certificate(tmp_path, "127.0.0.1"),
+        lambda: frozenset({"robot"}),
+        host="127.0.0.1",
+        request_timeout_s=10.0,
+        capture=lambda episode_id: EpisodeFile(tmp_path / f"{episode_id}.jsonl", episode_id),
+    )
+    url = server.start()
+    headers = {"Authorization": "Bearer direct-secret", SESSION_HEADER: "robot"}
+    try:
+        with httpx.Client(base_url=url, headers=headers, verify=False, timeout=WAIT_S) as client:
+
+            def observe(number: int) -> None:
+                body = {"episode_id": "e1", "frames": [{"seq": number, "inputs": {"x": float(number)}}]}
+                packed = {"content-type": seq_msgpack.MEDIA_TYPE}
+                posted = client.post("/observe", content=seq_msgpack.pack(body), headers=packed)
+                assert posted.status_code == 200, posted.text
+
+            observe(0)
+            ended = client.post("/act/episode_end", json={"episode_id": "e1"})
+            assert ended.status_code == 200 and ended.json()["ended"] is True, ended.text
+            observe(1)  # late
+    finally:
+        server.close()
+    lines = [json.loads(line) for line in (tmp_path / "e1.jsonl").read_text().splitlines()]
+    assert [line["kind"] for line in lines] == ["observe", "end"], lines
 
 
 def test_an_observation_is_journaled_before_the_act_it_woke() -> None:

@@ -535,7 +535,8 @@ def test_the_compiled_frames_keep_what_numpys_keep(
     started with room for two, and the same file."""
     assert mujoco_poses._columns is not None, "the install built no replay3d._columns: no C compiler?"
     model, data = world
-    mujoco_poses.MujocoPoses((model, data)).scene  # found: the recorders below know it
+    # The scene found first: the recorders below know it.
+    assert mujoco_poses.MujocoPoses((model, data)).scene.recorded_bodies.size
     rng = np.random.default_rng(5)
     everything = np.arange(model.nbody, dtype=np.int64)
     compiled = MujocoPoses((model, data), capacity=2)
@@ -569,8 +570,17 @@ def test_the_compiled_frames_keep_what_numpys_keep(
         frames.picked(np.array([model.nbody], dtype=np.int64))
     with pytest.raises(TypeError, match="take"):
         frames.take(0)  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="rows: int64"):
+        mujoco_poses._columns.Frames(data.xpos, data.xquat, everything.astype(np.int32))
+    with pytest.raises(ValueError, match="xpos: float64"):
+        mujoco_poses._columns.Frames(data.xpos.astype(np.float32), data.xquat, everything)
+    with pytest.raises(MemoryError):  # sizes past memory's are refused, never wrapped
+        mujoco_poses._columns.Frames(data.xpos, data.xquat, everything, 1 << 62)
+    unmade = mujoco_poses._columns.Frames.__new__(mujoco_poses._columns.Frames)
     with pytest.raises(TypeError, match="never made"):
-        mujoco_poses._columns.Frames.__new__(mujoco_poses._columns.Frames).take(0, 0.0)
+        unmade.take(0, 0.0)
+    with pytest.raises(TypeError, match="never made"):
+        unmade.picked(None)
 
 
 def test_a_models_later_episode_takes_its_known_scene_and_writes_the_same_file() -> None:

@@ -209,6 +209,10 @@ def test_a_looks_method_gone_wrong_drops_the_replay_saying_why_and_the_episodes_
     assert all(e["replay"] is False and e["error"] is None and e["success"] is True for e in episodes)
     errors = replay_errors(platform, eval_id)
     assert len(errors) == 2 and all(len(lines) == 1 and reason in lines[0] for lines in errors), errors
+    # Its owner reads why in the episodes' details and in `seq eval logs`, each episode's line.
+    assert all(reason in str(e["recording_error"]) for e in episodes), episodes
+    said = [line for line in ok(platform, "eval", "logs", eval_id).splitlines() if "its recording:" in line]
+    assert len(said) == 2 and all(reason in line for line in said), said
 
 
 def test_a_sapien_replay_is_refused_by_name_and_runs_with_replay_none(

@@ -198,7 +198,27 @@ typedef struct {
     int32_t *step;
 } Frames;
 
+/* Whether `frames` frames of `width` rows fit in memory's sizes (a quaternion row, 32 bytes, is the widest). */
+static int fits(Py_ssize_t frames, Py_ssize_t width) {
+    return frames >= 0 && width >= 0 && frames <= PY_SSIZE_T_MAX / 32 / (width + 1);
+}
+
+/* A buffer of `what` holding 8-byte items of `format`'s kind ('d': float64; 'q', 'l': int64). */
+static int eight_byte(Py_buffer *view, const char *what, const char *kinds) {
+    const char *format = view->format == NULL ? "B" : view->format;
+    if (*format == '<' || *format == '=' || *format == '@') format++;
+    if (view->itemsize == 8 && format[0] != '\0' && format[1] == '\0' && strchr(kinds, format[0]) != NULL)
+        return 0;
+    PyErr_Format(PyExc_ValueError, "%s: %s, not items of format '%s'", what,
+                 kinds[0] == 'd' ? "float64" : "int64", format);
+    return -1;
+}
+
 static int frames_room(Frames *self, Py_ssize_t capacity) {
+    if (!fits(capacity, self->width)) {
+        PyErr_NoMemory();
+        return -1;
+    }
     double *t = PyMem_Realloc(self->t, sizeof(double) * (size_t)capacity);
     if (t != NULL) self->t = t;
     int32_t *step = PyMem_Realloc(self->step, sizeof(int32_t) * (size_t)capacity);
@@ -218,8 +238,9 @@ static int frames_room(Frames *self, Py_ssize_t capacity) {
 /* Rows [R] int64 each within [0, limit): copied into `*kept` (PyMem), their count into `*width`. */
 static int rows_of(PyObject *given, Py_ssize_t limit, int64_t **kept, Py_ssize_t *width) {
     Py_buffer rows;
-    if (PyObject_GetBuffer(given, &rows, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (PyObject_GetBuffer(given, &rows, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
     int answer = -1;
+    if (eight_byte(&rows, "rows", "ql") < 0) goto done;
     const int64_t *row = rows.buf;
     *width = rows.len / 8;
     if (rows.len % 8) {
@@ -253,12 +274,13 @@ static int frames_init(Frames *self, PyObject *args, PyObject *kwargs) {
         PyErr_SetString(PyExc_TypeError, "Frames: made once");
         return -1;
     }
-    if (PyObject_GetBuffer(xpos, &self->xpos, PyBUF_C_CONTIGUOUS) < 0) return -1;
-    if (PyObject_GetBuffer(xquat, &self->xquat, PyBUF_C_CONTIGUOUS) < 0) {
+    if (PyObject_GetBuffer(xpos, &self->xpos, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
+    if (PyObject_GetBuffer(xquat, &self->xquat, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
         PyBuffer_Release(&self->xpos);
         return -1;
     }
     self->held = 1;
+    if (eight_byte(&self->xpos, "xpos", "d") < 0 || eight_byte(&self->xquat, "xquat", "d") < 0) return -1;
     self->bodies = self->xpos.len / 24;
     if (self->xpos.len % 24 || self->xquat.len != self->bodies * 32) {
         PyErr_SetString(PyExc_ValueError, "Frames: xpos [B, 3] and xquat [B, 4], float64");
@@ -288,7 +310,7 @@ static PyObject *frames_take(Frames *self, PyObject *const *args, Py_ssize_t nar
         PyErr_SetString(PyExc_TypeError, "take(step, t)");
         return NULL;
     }
-    if (self->t == NULL) { /* its __init__ raised, or was never called */
+    if (self->capacity == 0) { /* its __init__ raised, or was never called: set once all its memory is */
         PyErr_SetString(PyExc_TypeError, "take: the Frames were never made");
         return NULL;
     }
@@ -296,7 +318,8 @@ static PyObject *frames_take(Frames *self, PyObject *const *args, Py_ssize_t nar
     double now = PyFloat_AsDouble(args[1]);
     if (PyErr_Occurred()) return NULL;
     Py_ssize_t index = self->count, width = self->width;
-    if (index == self->capacity && frames_room(self, 2 * self->capacity) < 0) return NULL;
+    if (index == self->capacity && frames_room(self, self->capacity > PY_SSIZE_T_MAX / 2 ? -1 : 2 * index) < 0)
+        return NULL;
     double *pos = self->pos + index * width * 3, *quat = self->quat + index * width * 4;
     if (self->whole) {
         memcpy(pos, self->xpos.buf, (size_t)self->xpos.len);
@@ -317,7 +340,15 @@ static PyObject *frames_take(Frames *self, PyObject *const *args, Py_ssize_t nar
 static PyObject *frames_picked(Frames *self, PyObject *given) {
     int64_t *row = NULL;
     Py_ssize_t width = self->width, count = self->count;
+    if (self->capacity == 0) {
+        PyErr_SetString(PyExc_TypeError, "picked: the Frames were never made");
+        return NULL;
+    }
     if (given != Py_None && rows_of(given, self->width, &row, &width) < 0) return NULL;
+    if (!fits(count, width)) {
+        PyMem_Free(row);
+        return PyErr_NoMemory();
+    }
     PyObject *t = NULL, *step = NULL, *pos = NULL, *quat = NULL, *answer = NULL;
     t = PyByteArray_FromStringAndSize((const char *)self->t, count * 8);
     step = PyByteArray_FromStringAndSize((const char *)self->step, count * 4);

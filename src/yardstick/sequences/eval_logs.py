@@ -128,4 +128,8 @@ def _utc(at: dt.datetime) -> dt.datetime:
 
 def _episode_line(episode: RunEpisode) -> str:
     line = f"episode {episode.index} ({episode.benchmark_task}, seed {episode.seed}): "
-    return line + eval_report.outcome(episode) + (f": {episode.error}" if episode.error else "")
+    line += eval_report.outcome(episode) + (f": {episode.error}" if episode.error else "")
+    recording = (episode.result or {}).get("recording_error")
+    if recording:  # one line a part that failed: said on the eval's one line, each part after a "; "
+        line += "; its recording: " + "; ".join(str(recording).splitlines())
+    return line

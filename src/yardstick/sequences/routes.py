@@ -304,6 +304,9 @@ def _episode_row(episode: RunEpisode, repeat: int) -> dict[str, Any]:
         "trajectory": any(str(kept).endswith(TRAJECTORY) for kept in result.get("artifacts", [])),
         "replay": replay is not None,
         "scene_sha256": replay[1] if replay is not None else None,
+        # Ours, beside the contract's: what the episode's recording could not keep, and why (a replay
+        # dropped by a looks method gone wrong, one drawn from a scene its model changed after).
+        "recording_error": result.get("recording_error"),
     }
 
 

@@ -133,9 +133,11 @@ class Episodes:
                     episode.frames[number] = inputs
                     fresh.append((number, inputs))
             episode.skipped.update(n for n in skipped if n >= episode.handed)
-            if kept is not None and fresh:
-                kept(episode_id, fresh)
-            self._changed.notify_all()
+            try:
+                if kept is not None and fresh:
+                    kept(episode_id, fresh)
+            finally:
+                self._changed.notify_all()
         return episode, fresh
 
     def take_before(

@@ -42,6 +42,7 @@ FORMATS: Final = f"{seq_msgpack.FORMAT}, x-seq-observe/1, x-seq-call/1"
 SESSION_HEADER: Final = "x-seq-session"
 RID_HEADER: Final = "X-Seq-Request-Id"
 SEATS_EVERY_S: Final = 0.5
+ENDED_KEPT: Final = 4096  # episodes a worker remembers were ended, so that a late post opens no journal
 # An act with no observation before it in its episode: a robot's first, or its first after the SDK moved it
 # to another worker (the episode begins anew there, handed none of the old one's observations).
 BEFORE_OBSERVING: Final = (
@@ -91,6 +92,9 @@ class ActServer:
         self._running: dict[str, float] = {}  # request id -> when its act began
         self._captured: dict[str, EpisodeFile] = {}
         self._captured_lock = threading.Lock()  # an episode's observe and act threads may both open its file
+        # Episodes whose journal ended, newest last (at most ENDED_KEPT): a post still on its way when the
+        # robot ended its episode must not open the journal again after its 'end'.
+        self._ended: dict[str, None] = {}
         app = Starlette(
             routes=[
                 Route("/ping", self._ping, methods=["GET"]),
@@ -219,8 +223,11 @@ class ActServer:
         captured = self._capture_of(episode_id)
         if captured is not None:
             now = time.time()
-            for number, inputs in fresh:
-                captured.write("observe", now, step=number, observation=inputs)
+            try:
+                for number, inputs in fresh:
+                    captured.write("observe", now, step=number, observation=inputs)
+            except OSError:
+                pass  # a journal that cannot be written (a full disk) costs the robot nothing: it plays on
 
     async def _act(self, request: Request) -> Response:
         refused = self._refused(request)
@@ -382,7 +389,12 @@ class ActServer:
     def _finish(self, episode: Episode, clean: bool) -> None:
         with episode.lock:
             self._drop_wire(episode, end=clean)
-            captured = self._captured.pop(episode.id, None)
+            with self._captured_lock:
+                captured = self._captured.pop(episode.id, None)
+                if clean:  # the robot ended it (an episode dropped for its silence may yet go on)
+                    self._ended[episode.id] = None
+                    if len(self._ended) > ENDED_KEPT:
+                        del self._ended[next(iter(self._ended))]
             if captured is not None and clean:
                 captured.write("end", time.time(), acts=episode.acts)
 
@@ -404,7 +416,7 @@ class ActServer:
             return None
         with self._captured_lock:
             found = self._captured.get(episode_id)
-            if found is None:
+            if found is None and episode_id not in self._ended:
                 try:
                     found = self._captured[episode_id] = self.capture(episode_id)
                 except ValueError:
