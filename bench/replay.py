@@ -25,7 +25,8 @@ a change of the machine's speed then falls within a run's seconds of both plays 
 run alike, and the extra wall time comes with its share spent in the recorder and its share spent after it
 (the policy's and the simulation's code running slower beside the recorder's: caches). An episode's rounds
 are averaged before the interval is taken, over the episodes: its rounds play the same steps, so they are
-not independent draws.
+not independent draws. The same rounds again with neither half recording (a control, A/A) say what that
+arithmetic finds where there is no difference at all: the floor under the figure on this machine.
 Ten episodes a task by default (100 in all): MT10's own eval plays fifty (its 50 seeds), and what a replay
 costs once a model a process (its scene found, ~20 ms from the cache) weighs 50/N times more in an eval of N
 a task than in that one; `--trials 3` shows it at its heaviest.
@@ -97,13 +98,16 @@ def paired(trials: int, pairs: int, scratch: Path) -> list[float]:
     return ratios
 
 
-def interleaved(trials: int, rounds: int, scratch: Path) -> dict[int, list[tuple[float, float, float]]]:
+def interleaved(
+    trials: int, rounds: int, scratch: Path, *, control: bool = False
+) -> dict[int, list[tuple[float, float, float]]]:
     """Each episode played both ways one run apart: in one run of replay the even episodes record their
     replay and the odd ones record nothing, in the next the other way round, `rounds` times; an episode's
     two plays are paired by its index (same task, same seed, same steps). Per episode, a pair a round: its
     wall time recorded, unrecorded, and the recorded play's recording on its own clock. A play that records
     nothing keeps a recorder that does nothing (the loop's two calls to it a step, ~0.1% of a step) where an
-    eval without recording has none."""
+    eval without recording has none. `control`: neither half records (an A/A run): what the same arithmetic
+    says of no difference at all, this machine's floor for the figure."""
     from yardstick.engine import Component, RunRequest, Work, evaluate, loop
     from yardstick.engine.recording import EpisodeRecorder, Recording
 
@@ -132,7 +136,7 @@ def interleaved(trials: int, rounds: int, scratch: Path) -> dict[int, list[tuple
                 work = Work(
                     Component("mt10"),
                     Component("expert"),
-                    recording=Recording(replay=True, folder=str(folder)),
+                    recording=nothing if control else Recording(replay=True, folder=str(folder)),
                 )
                 outcome = evaluate(RunRequest(work=work, trials=trials, workers=0))
                 assert outcome.complete, [r.error for r in outcome.results if r.error]
@@ -194,7 +198,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--pairs", type=int, default=6, help="pairs of none and replay for the interval")
     parser.add_argument(
-        "--interleaved", type=int, default=3, help="rounds of episodes played both ways, one run apart"
+        "--interleaved",
+        type=int,
+        default=4,
+        help="rounds of episodes played both ways, one run apart (even: each way first as often)",
     )
     parser.add_argument("--interleaved-trials", type=int, default=20, help="episodes a task in those rounds")
     args = parser.parse_args()
@@ -212,6 +219,7 @@ def main() -> None:
                     best[way] = measured
         ratios = paired(args.trials, args.pairs, Path(scratch))
         episodes = interleaved(args.interleaved_trials, args.interleaved, Path(scratch))
+        control = interleaved(args.interleaved_trials, args.interleaved, Path(scratch) / "aa", control=True)
     best.setdefault("replay", cold)
     none, replay, video = (best[w] for w in WAYS)
     steps = none["steps"]
@@ -248,6 +256,7 @@ def main() -> None:
         )
     if len(episodes) > 1:
         say_interleaved(episodes)
+        say_interleaved(control, "control: neither half records")
     for label, measured in (("cold", cold), (warm.split()[0], replay)):
         ms = {key: measured[key] / steps * 1e3 for key in ("recording", "export")}
         how = "exported" if measured is cold else "read from the disk cache"
@@ -272,7 +281,7 @@ def main() -> None:
     )
 
 
-def say_interleaved(episodes: dict[int, list[tuple[float, float, float]]]) -> None:
+def say_interleaved(episodes: dict[int, list[tuple[float, float, float]]], label: str = "replay") -> None:
     """The episode pairs' figures: the extra wall time of a recorded play over its unrecorded twin, as a share
     of the unrecorded plays' (the differences' mean over the bare mean; its interval from the spread of the
     episodes' own mean differences), and how much of it is the recording's own time on the episode's clock."""
@@ -288,7 +297,7 @@ def say_interleaved(episodes: dict[int, list[tuple[float, float, float]]]) -> No
     pairs = sum(len(pairs) for pairs in episodes.values())
     print(
         f"interleaved, {len(episodes)} episodes played both ways {pairs // len(episodes)} times each, one "
-        f"run apart: replay costs "
+        f"run apart; {label}: costs "
         f"{extra / bare:+.1%} (95% interval {(extra - half) / bare:+.1%} to {(extra + half) / bare:+.1%}) of "
         f"an episode's wall time (target <= +3%): its recording {own / bare:.1%}, the rest (the policy's and "
         f"the simulation's code after it, caches) {(extra - own) / bare:+.1%}"
