@@ -42,7 +42,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from machine import machine
 
@@ -98,16 +98,26 @@ def paired(trials: int, pairs: int, scratch: Path) -> list[float]:
     return ratios
 
 
+class Play(NamedTuple):
+    """One play of an episode: its wall seconds and what its engine's clock gave each part (`Timing`)."""
+
+    wall: float
+    recording: float
+    simulation: float
+    policy: float
+    overhead: float
+
+
 def interleaved(
     trials: int, rounds: int, scratch: Path, *, control: bool = False
-) -> dict[int, list[tuple[float, float, float]]]:
+) -> dict[int, list[tuple[Play, Play]]]:
     """Each episode played both ways one run apart: in one run of replay the even episodes record their
     replay and the odd ones record nothing, in the next the other way round, `rounds` times; an episode's
-    two plays are paired by its index (same task, same seed, same steps). Per episode, a pair a round: its
-    wall time recorded, unrecorded, and the recorded play's recording on its own clock. A play that records
-    nothing keeps a recorder that does nothing (the loop's two calls to it a step, ~0.1% of a step) where an
-    eval without recording has none. `control`: neither half records (an A/A run): what the same arithmetic
-    says of no difference at all, this machine's floor for the figure."""
+    two plays are paired by its index (same task, same seed, same steps). Per episode, a pair a round: the
+    recorded play and the bare one. A play that records nothing keeps a recorder that does nothing (the
+    loop's two calls to it a step, ~0.1% of a step) where an eval without recording has none. `control`:
+    neither half records (an A/A run): what the same arithmetic says of no difference at all, this machine's
+    floor for the figure."""
     from yardstick.engine import Component, RunRequest, Work, evaluate, loop
     from yardstick.engine.recording import EpisodeRecorder, Recording
 
@@ -126,7 +136,7 @@ def interleaved(
                 recording, args, kwargs = nothing, (), {}
             return super().open(recording, index, hz, *args, **kwargs)
 
-    plays: dict[int, dict[bool, list[tuple[float, float]]]] = {}
+    plays: dict[int, dict[bool, list[Play]]] = {}
     setattr(loop, "EpisodeRecorder", Half)  # noqa: B010 - the name loop.py looks up; not exported
     try:
         for round_ in range(rounds):
@@ -142,18 +152,18 @@ def interleaved(
                 assert outcome.complete, [r.error for r in outcome.results if r.error]
                 for result in outcome.results:
                     recorded = result.index % 2 == Half.parity
-                    plays.setdefault(result.index, {True: [], False: []})[recorded].append(
-                        (result.wall_seconds, result.timing.recording)
+                    timing = result.timing
+                    play = Play(
+                        result.wall_seconds,
+                        timing.recording,
+                        timing.simulation + timing.rendering,
+                        timing.policy,
+                        timing.overhead,
                     )
+                    plays.setdefault(result.index, {True: [], False: []})[recorded].append(play)
     finally:
         setattr(loop, "EpisodeRecorder", EpisodeRecorder)  # noqa: B010
-    return {
-        index: [
-            (wall, bare, recording)
-            for (wall, recording), (bare, _) in zip(both[True], both[False], strict=True)
-        ]
-        for index, both in plays.items()
-    }
+    return {index: list(zip(both[True], both[False], strict=True)) for index, both in plays.items()}
 
 
 def t95(count: int) -> float:
@@ -281,26 +291,29 @@ def main() -> None:
     )
 
 
-def say_interleaved(episodes: dict[int, list[tuple[float, float, float]]], label: str = "replay") -> None:
-    """The episode pairs' figures: the extra wall time of a recorded play over its unrecorded twin, as a share
-    of the unrecorded plays' (the differences' mean over the bare mean; its interval from the spread of the
-    episodes' own mean differences), and how much of it is the recording's own time on the episode's clock."""
-    means = [
-        tuple(statistics.mean(column) for column in zip(*pairs, strict=True)) for pairs in episodes.values()
-    ]
-    walls, bares, recordings = (list(column) for column in zip(*means, strict=True))
+def say_interleaved(episodes: dict[int, list[tuple[Play, Play]]], label: str = "replay") -> None:
+    """The episode pairs' figures: the extra wall time of a recorded play over its bare twin, as a share of
+    the bare plays' (the differences' mean over the bare mean; its interval from the spread of the episodes'
+    own mean differences), and where the engine's clock puts it: the recording's own time, and what the
+    simulation, the policy and the engine itself took more beside it."""
+    differences: list[Play] = []
+    bares: list[float] = []
+    for pairs in episodes.values():
+        mean = [statistics.mean(part[i] - bare[i] for part, bare in pairs) for i in range(len(Play._fields))]
+        differences.append(Play(*mean))
+        bares.append(statistics.mean(bare.wall for _, bare in pairs))
     bare = statistics.mean(bares)
-    differences = [wall - alone for wall, alone in zip(walls, bares, strict=True)]
-    half = t95(len(differences)) * statistics.stdev(differences) / math.sqrt(len(differences))
-    extra = statistics.mean(differences)
-    own = statistics.mean(recordings)
-    pairs = sum(len(pairs) for pairs in episodes.values())
+    walls = [difference.wall for difference in differences]
+    half = t95(len(walls)) * statistics.stdev(walls) / math.sqrt(len(walls))
+    extra = statistics.mean(walls)
+    share = {name: statistics.mean(getattr(d, name) for d in differences) / bare for name in Play._fields}
+    rounds = sum(len(pairs) for pairs in episodes.values()) // len(episodes)
     print(
-        f"interleaved, {len(episodes)} episodes played both ways {pairs // len(episodes)} times each, one "
-        f"run apart; {label}: costs "
-        f"{extra / bare:+.1%} (95% interval {(extra - half) / bare:+.1%} to {(extra + half) / bare:+.1%}) of "
-        f"an episode's wall time (target <= +3%): its recording {own / bare:.1%}, the rest (the policy's and "
-        f"the simulation's code after it, caches) {(extra - own) / bare:+.1%}"
+        f"interleaved, {len(episodes)} episodes played both ways {rounds} times each, one run apart; "
+        f"{label}: costs {extra / bare:+.1%} (95% interval {(extra - half) / bare:+.1%} to "
+        f"{(extra + half) / bare:+.1%}) of an episode's wall time (target <= +3%): its recording "
+        f"{share['recording']:+.1%}, the simulation {share['simulation']:+.1%}, the policy "
+        f"{share['policy']:+.1%}, the engine's own {share['overhead']:+.1%}"
     )
 
 
