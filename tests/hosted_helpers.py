@@ -64,8 +64,28 @@ def example(name: str, as_file: str) -> dict[str, str]:
     return {as_file: (EXAMPLES / name).read_text()}
 
 
-def processes_mentioning(marker: str) -> list[int]:
-    """The live processes whose command line holds `marker` (this one excepted)."""
+def descendants(root: int) -> set[int]:
+    """The processes alive now under process `root` (its children, theirs, and so on)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                # The parent follows the command's name in parentheses, which may hold anything.
+                parents[int(entry.name)] = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    under, grew = {root}, True
+    while grew:
+        more = {pid for pid, parent in parents.items() if parent in under} - under
+        grew = bool(more)
+        under |= more
+    return under - {root}
+
+
+def processes_mentioning(marker: str, under: int | None = None) -> list[int]:
+    """The live processes whose command line holds `marker` (this one excepted); with `under`, only those
+    below that process (another suite on the machine may run the same code at once)."""
+    below = descendants(under) if under is not None else None
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -78,7 +98,7 @@ def processes_mentioning(marker: str) -> list[int]:
             )
         except OSError:
             continue
-        if marker in cmdline and "zombie" not in state:
+        if marker in cmdline and "zombie" not in state and (below is None or int(entry.name) in below):
             found.append(int(entry.name))
     return found
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -23,6 +24,9 @@ from yardstick.worker.boxes import groups, inbox, sandbox
 from yardstick.worker.processes import zombie_children
 
 pytestmark = needs_bwrap
+# The fractional seconds of the sleeps these tests look for by their command line: this suite's own (another
+# suite on the machine may run the same tests at once).
+RUN = f"{secrets.randbelow(10**6):06d}"
 
 
 def python(box: sandbox.Box, code: str) -> sandbox.Finished:
@@ -175,7 +179,7 @@ def test_a_box_starts_quickly() -> None:
 
 
 def test_stopping_a_box_stops_everything_it_started(tmp_path: Path) -> None:
-    marker = "1234.5678"
+    marker = f"1234.{RUN}"
     process = sandbox.start(
         sandbox.Box(writable=(tmp_path,)), ["/bin/sh", "-c", f"sleep {marker} & sleep {marker} & wait"]
     )
@@ -190,10 +194,10 @@ def test_stopping_a_box_stops_everything_it_started(tmp_path: Path) -> None:
 
 def test_a_run_past_its_time_is_cut() -> None:
     started = time.perf_counter()
-    finished = sandbox.run(sandbox.Box(), ["/bin/sleep", "9876"], timeout_s=0.5)
+    finished = sandbox.run(sandbox.Box(), ["/bin/sleep", f"9876.{RUN}"], timeout_s=0.5)
     assert finished.timed_out and finished.returncode < 0
     assert time.perf_counter() - started < 3
-    assert processes_mentioning("sleep 9876") == []
+    assert processes_mentioning(f"sleep 9876.{RUN}") == []
 
 
 def test_no_bubblewrap_is_a_refusal_that_says_what_to_install(
@@ -268,12 +272,12 @@ def test_a_box_is_held_to_its_process_and_memory_limits() -> None:
 
 
 def test_a_box_stopped_leaves_no_process_for_this_one_to_reap() -> None:
-    process = sandbox.start(sandbox.Box(), ["/bin/sleep", "8765"])
+    process = sandbox.start(sandbox.Box(), ["/bin/sleep", f"8765.{RUN}"])
     until = time.monotonic() + 10
-    while len(processes_mentioning("sleep 8765")) < 2 and time.monotonic() < until:
+    while len(processes_mentioning(f"sleep 8765.{RUN}")) < 2 and time.monotonic() < until:
         time.sleep(0.02)
     process.stop()
-    assert processes_mentioning("sleep 8765") == []
+    assert processes_mentioning(f"sleep 8765.{RUN}") == []
     assert [pid for pid, name in zombie_children() if name == "bwrap"] == []
 
 
@@ -281,6 +285,6 @@ def test_a_cancelled_run_stops_its_box_at_once() -> None:
     stop = threading.Event()
     threading.Timer(0.3, stop.set).start()
     started = time.monotonic()
-    finished = sandbox.run(sandbox.Box(), ["/bin/sleep", "7654"], timeout_s=60, stop=stop)
+    finished = sandbox.run(sandbox.Box(), ["/bin/sleep", f"7654.{RUN}"], timeout_s=60, stop=stop)
     assert finished.timed_out and time.monotonic() - started < 5
-    assert processes_mentioning("sleep 7654") == []
+    assert processes_mentioning(f"sleep 7654.{RUN}") == []
