@@ -59,6 +59,7 @@ APT_PACKAGE: Final = re.compile(r"^[a-z0-9][a-z0-9+.\-]*(:[a-z0-9]+)?(=[A-Za-z0-
 ENV_NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_STEPS: Final = 64
 MAX_DOCKERFILE_BYTES: Final = 64 * 1024
+APT_RETRIES: Final = "-o Acquire::Retries=5"  # each fetch (a resolver's failure too) tried again, backing off
 
 
 @dataclass(frozen=True)
@@ -131,8 +132,10 @@ def build_of(image: Mapping[str, Any] | None, mirror: str | None) -> Build | Non
                     [
                         "/bin/sh",
                         "-c",
-                        "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
-                        f"--no-install-recommends {packages} && rm -rf /var/lib/apt/lists/*",
+                        # A mirror's or a resolver's passing failure is tried again, not the build failed.
+                        f"apt-get {APT_RETRIES} update -q && DEBIAN_FRONTEND=noninteractive apt-get "
+                        f"{APT_RETRIES} install -y -q --no-install-recommends {packages} "
+                        "&& rm -rf /var/lib/apt/lists/*",
                     ]
                 )
             )
