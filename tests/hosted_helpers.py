@@ -17,6 +17,7 @@ import pytest
 
 from yardstick.hosted.bundle import Bundle, pack, unpack
 from yardstick.worker.boxes import sandbox
+from yardstick.worker.processes import descendants
 
 EXAMPLES = Path("/work/shared/sequences/examples")
 
@@ -64,28 +65,10 @@ def example(name: str, as_file: str) -> dict[str, str]:
     return {as_file: (EXAMPLES / name).read_text()}
 
 
-def descendants(root: int) -> set[int]:
-    """The processes alive now under process `root` (its children, theirs, and so on)."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                # The parent follows the command's name in parentheses, which may hold anything.
-                parents[int(entry.name)] = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    under, grew = {root}, True
-    while grew:
-        more = {pid for pid, parent in parents.items() if parent in under} - under
-        grew = bool(more)
-        under |= more
-    return under - {root}
-
-
 def processes_mentioning(marker: str, under: int | None = None) -> list[int]:
     """The live processes whose command line holds `marker` (this one excepted); with `under`, only those
     below that process (another suite on the machine may run the same code at once)."""
-    below = descendants(under) if under is not None else None
+    below = set(descendants(under)) if under is not None else None
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
