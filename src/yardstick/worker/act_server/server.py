@@ -13,6 +13,7 @@ arrive together reach the policy together and a policy that batches still does.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import threading
@@ -220,14 +221,17 @@ class ActServer:
         return self._answer(request, {"through": episode.through()})
 
     def _capture_observations(self, episode_id: str, fresh: list[tuple[int, Any]]) -> None:
-        captured = self._capture_of(episode_id)
+        captured, now = self._capture_of(episode_id), time.time()
+        for number, inputs in fresh:
+            self._journal(captured, "observe", now, step=number, observation=inputs)
+
+    @staticmethod
+    def _journal(captured: EpisodeFile | None, kind: str, ts: float, **fields: Any) -> None:
+        """A line of an episode's capture, where it has one: a journal that cannot be written (a full disk)
+        costs the robot nothing, whichever call it was writing for."""
         if captured is not None:
-            now = time.time()
-            try:
-                for number, inputs in fresh:
-                    captured.write("observe", now, step=number, observation=inputs)
-            except OSError:
-                pass  # a journal that cannot be written (a full disk) costs the robot nothing: it plays on
+            with contextlib.suppress(OSError):
+                captured.write(kind, ts, **fields)
 
     async def _act(self, request: Request) -> Response:
         refused = self._refused(request)
@@ -293,9 +297,7 @@ class ActServer:
                 self.failed = f"its policy server went away ({exc})"
                 return _error(503, "unavailable", f"the policy's server stopped: {exc}", reason="draining")
             episode.acts += 1
-            captured = self._capture_of(episode.id)
-            if captured is not None:
-                captured.write("act", time.time(), step=number, outputs=outputs)
+            self._journal(self._capture_of(episode.id), "act", time.time(), step=number, outputs=outputs)
             handler_ms = (time.perf_counter() - began) * 1000.0
         return self._answer(request, {"outputs": outputs, "perf": {"handler_ms": round(handler_ms, 3)}})
 
@@ -395,8 +397,8 @@ class ActServer:
                     self._ended[episode.id] = None
                     if len(self._ended) > ENDED_KEPT:
                         del self._ended[next(iter(self._ended))]
-            if captured is not None and clean:
-                captured.write("end", time.time(), acts=episode.acts)
+            if clean:
+                self._journal(captured, "end", time.time(), acts=episode.acts)
 
     @staticmethod
     def _drop_wire(episode: Episode, end: bool = False) -> None:
