@@ -161,7 +161,7 @@ def test_the_compiled_encoder_makes_the_bytes_numpy_makes(world: tuple[Any, Any]
     for step in range(40):
         data.qvel[:] = rng.normal(0, 2, model.nv)
         mujoco.mj_step(model, data, 5)
-        poses.capture(step * 0.01, step)
+        poses.capture(step, step * 0.01)
     episode = poses.finished()
     count = episode.frames
     cases.append(
@@ -353,7 +353,7 @@ def test_a_frame_drawn_from_scene_and_poses_covers_what_mujoco_draws(world: tupl
     data.mocap_pos[0] = (0.1, 0.1, 0.35)
     for step in range(40):
         mujoco.mj_step(model, data)
-        recorder.capture(step * model.opt.timestep, step)
+        recorder.capture(step, step * model.opt.timestep)
     height, width = 72, 96
     renderer = mujoco.Renderer(model, height, width)
     try:
@@ -485,7 +485,7 @@ def _poses_in_a_forked_child(results: Any) -> None:
     data = mujoco.MjData(model)
     mujoco.mj_forward(model, data)
     poses = MujocoPoses((model, data))
-    poses.capture(0.0, 0)
+    poses.capture(0, 0.0)
     results.put(poses.finished().nodes)
 
 
@@ -520,7 +520,7 @@ def test_an_episode_longer_than_the_room_kept_keeps_every_frame(world: tuple[Any
     for step in range(9):
         data.mocap_pos[0] = (0.0, 0.0, 0.3 + 0.01 * step)
         mujoco.mj_forward(model, data)
-        poses.capture(step * 0.1, step)
+        poses.capture(step, step * 0.1)
     replay = replay_format.read(poses.finished().to_bytes())
     target = replay.nodes.index("target")
     assert list(replay.step) == list(range(9))
@@ -596,7 +596,7 @@ def test_a_models_later_episode_takes_its_known_scene_and_writes_the_same_file()
             data.qpos[:3] = (0.2 + 0.01 * step, 0.1, 0.1)
             data.mocap_pos[0] = (0.0, 0.0, 0.3 + 0.02 * step)
             mujoco.mj_forward(model, data)
-            poses.capture(step * 0.05, step)
+            poses.capture(step, step * 0.05)
         return poses, poses.finished().to_bytes()
 
     first, first_file = episode()

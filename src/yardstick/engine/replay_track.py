@@ -65,7 +65,7 @@ class ReplayTrack:
         if self._looks is None:
             poses.take(step, robot_time)
         else:
-            poses.capture(robot_time, step, looks=self._changed())
+            poses.capture(step, robot_time, looks=self._changed())
 
     def _changed(self) -> dict[str, dict[str, Any]]:
         """What the looks method says now that it had not said (a node or a part of a look it leaves out

@@ -102,13 +102,8 @@ class _NumpyFrames:
         self.count = index + 1
 
     def picked(self, rows: np.ndarray | None) -> tuple[bytearray, bytearray, bytearray, bytearray]:
-        count, every = self.count, slice(None)
-        kept = (
-            self._t[:count],
-            self._step[:count],
-            self._pos[:count, every if rows is None else rows],
-            self._quat[:count, every if rows is None else rows],
-        )
+        count, which = self.count, slice(None) if rows is None else rows
+        kept = self._t[:count], self._step[:count], self._pos[:count, which], self._quat[:count, which]
         return tuple(bytearray(np.ascontiguousarray(column)) for column in kept)  # type: ignore[return-value]
 
 
@@ -139,9 +134,9 @@ class MujocoPoses:
         scene = self._scene
         return scene.result() if isinstance(scene, Future) else scene
 
-    def capture(self, t: float, step: int, looks: Mapping[str, Mapping[str, Any]] | None = None) -> None:
-        """Every body's world pose now, as frame `step` at `t` s after the reset, and what `looks`
-        changes of how nodes look from this frame on (checked when the frames are handed over)."""
+    def capture(self, step: int, t: float, looks: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        """`take(step, t)`, and what `looks` changes of how nodes look from this frame on (checked when the
+        frames are handed over)."""
         self.take(step, t)
         if looks:
             index = self._frames.count - 1
