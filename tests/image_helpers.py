@@ -6,13 +6,13 @@ loopback (Debian's `docker-registry`, with htpasswd auth when asked)."""
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
-import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -68,13 +68,19 @@ server.wait()
 """
 
 
-def podman_env() -> dict[str, str]:
+@functools.cache
+def _podman_conf() -> str:
+    """The tests' podman configuration, written once a process: whole and renamed in, so another suite on the
+    machine writing it at once never hands podman half of one."""
     conf = Path(os.environ.get("TMPDIR", "/tmp")) / "yardstick-tests-containers.conf"
-    # Written whole and renamed in: another suite on the machine writing it at once never hands podman half.
-    written = conf.with_name(f"{conf.name}.{os.getpid()}.{threading.get_ident()}")
+    written = conf.with_name(f"{conf.name}.{os.getpid()}")
     written.write_text(PODMAN_CONF)
     os.replace(written, conf)
-    return {**os.environ, "CONTAINERS_CONF": str(conf)}
+    return str(conf)
+
+
+def podman_env() -> dict[str, str]:
+    return {**os.environ, "CONTAINERS_CONF": _podman_conf()}
 
 
 def podman(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
