@@ -102,12 +102,17 @@ def failed_with(hostile: Tenants, eval_id: str) -> str:
     return str(report.get("error") or report)
 
 
-def boxes_of(hostile: Tenants, name: str) -> list[int]:
-    """The processes of the rival's benchmark `name` alive now, under this suite's server (another suite on
-    the machine may be playing its own bomb at once)."""
+def served(hostile: Tenants, marker: str) -> list[int]:
+    """The processes under this suite's server whose command line holds `marker` (another suite on the
+    machine may play the same benchmarks at once; the server adopts its orphans, so none escapes)."""
     server = hostile.server.process
     assert server is not None
-    return processes_mentioning(f"/benchmark/{name}/", under=server.pid)
+    return processes_mentioning(marker, under=server.pid)
+
+
+def boxes_of(hostile: Tenants, name: str) -> list[int]:
+    """The processes of the rival's benchmark `name` alive now."""
+    return served(hostile, f"/benchmark/{name}/")
 
 
 def lab_still_works(hostile: Tenants) -> None:
@@ -265,7 +270,7 @@ def test_one_orgs_slow_builds_do_not_hold_another_orgs_deploy(hostile: Tenants) 
     ]
     for deploy in deploys:
         deploy.start()
-    until(lambda: len(processes_mentioning("check_runner benchmark")) >= 1, 30, "the rival's builds start")
+    until(lambda: len(served(hostile, "check_runner benchmark")) >= 1, 30, "the rival's builds start")
     started = time.monotonic()
     hostile.deploy(LAB, "lab-bench-2", {"benchmark.py": LAB_BENCH.replace('"lab-bench"', '"lab-bench-2"')})
     assert time.monotonic() - started < 15  # its build, not the rival's, is what it waited for
@@ -275,7 +280,7 @@ def test_one_orgs_slow_builds_do_not_hold_another_orgs_deploy(hostile: Tenants) 
     assert listed.count("building") >= 2, listed  # the rival's both still building (one waits its turn)
     for name in ("slow-a", "slow-b"):
         hostile.ok(RIVAL, "benchmark", "cancel", name)
-    until(lambda: processes_mentioning("/benchmark/slow-") == [], 60, "a cancelled build's box is gone")
+    until(lambda: served(hostile, "/benchmark/slow-") == [], 60, "a cancelled build's box is gone")
 
 
 def test_installs_take_names_from_the_index_and_build_no_source(
