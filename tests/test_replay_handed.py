@@ -122,6 +122,70 @@ def test_a_bad_frame_ends_the_replay_not_the_episode(tmp_path: Path) -> None:
     assert result.recording_error is not None and "the same names every frame" in result.recording_error
 
 
+class Lit:
+    """Hands its frames with a look of its own at the reset and names a looks method beside them, which says
+    the pointer turns from red to green once it passes 0.15 (a `bad` instance answers a list instead)."""
+
+    bad = False
+
+    def __init__(self) -> None:
+        self.x = 0.0
+
+    def reset(self, task: str, seed: int) -> Any:
+        from yardstick.sdk import replay
+
+        self.x = 0.0
+        replay.frame(0, 0.0, ["pointer"], [[0, 0, 0]], [[1, 0, 0, 0]], looks={"pointer": {"visible": True}})
+        return {"x": self.x, "target": 0.3}
+
+    def step(self, action: Any) -> Any:
+        from yardstick.sdk import replay
+
+        self.x += float(action[0])
+        replay.frame(0, 0.1, ["pointer"], [[self.x, 0, 0]], [[1, 0, 0, 0]])
+        return {"x": self.x, "target": 0.3}, self.x >= 0.25, self.x >= 0.25
+
+    def colour(self) -> Any:
+        if self.bad:
+            return ["pointer"]
+        colour = [0, 1, 0, 1] if self.x > 0.15 else [1, 0, 0, 1]
+        return {"pointer": {"rgba": colour}, "tote": {"visible": True}}
+
+
+class BadlyLit(Lit):
+    bad = True
+
+
+def played(cls: type, folder: Path) -> Any:
+    """The one episode of `cls`, an own-replay benchmark naming `colour` as its looks method, recorded."""
+    import yardstick.sdk.decorators as ys
+
+    ys.reset(cls.reset)  # type: ignore[attr-defined]
+    ys.step(cls.step)  # type: ignore[attr-defined]
+    replay = {"engine": "own", "looks": "colour"}
+    ys.benchmark(tasks={"t": ""}, seeds=[0], max_seconds=1.0, replay=replay)(cls)
+    work = Work(
+        Component(f"{__name__}:{cls.__name__}"), POLICY, recording=Recording(replay=True, folder=str(folder))
+    )
+    return evaluate(RunRequest(work=work, trials=1, workers=0)).results[0]
+
+
+def test_a_looks_method_beside_handed_frames_is_asked_at_every_frame(tmp_path: Path) -> None:
+    result = played(Lit, tmp_path)
+    assert result.success and result.recording_error is None, result.recording_error
+    replay = replay_format.read(tmp_path / result.artifacts[0])
+    # The reset's own look first, then the method's at the same frame; then its one change, once.
+    assert replay.looks == [
+        (0, "pointer", {"visible": True}),
+        (0, "pointer", {"rgba": [1, 0, 0, 1]}),
+        (0, "tote", {"visible": True}),
+        (2, "pointer", {"rgba": [0, 1, 0, 1]}),  # x 0.1, 0.2: past 0.15 at the second step's frame
+    ]
+    result = played(BadlyLit, tmp_path / "bad")
+    assert result.success and result.artifacts == []  # the replay ends, the episode plays on
+    assert result.recording_error is not None and "the looks method answers" in result.recording_error
+
+
 def _send(inbound: Inbound, name: str, data: bytes, playing: set[int]) -> None:
     inbound.chunk(name, base64.b64encode(data).decode(), False, playing)
     inbound.chunk(name, None, True, playing)

@@ -321,13 +321,15 @@ def _begin(
         slots[index] = slot
         if recording is not None:
             opened = time.perf_counter()
+            said = spec.replay is not None and spec.replay.looks is not None
+            looks = (lambda at=index: worlds.replay_looks(at)) if said else None
             if handed is not None:
-                slot.recorder = EpisodeRecorder.open(recording, episode.index, hz, track=handed.track(index))
+                track = handed.track(index, looks)
+                slot.recorder = EpisodeRecorder.open(recording, episode.index, hz, track=track)
             else:
                 replays = recording.replay and (spec.replay is not None or not recording.replay_if_declared)
                 state = (lambda at=index: worlds.replay_state(at)) if replays else None
-                said = replays and spec.replay is not None and spec.replay.looks is not None
-                looks = (lambda at=index: worlds.replay_looks(at)) if said else None
+                looks = looks if replays else None
                 slot.recorder = EpisodeRecorder.open(recording, episode.index, hz, state, looks=looks)
             slot.recorder.frame(0, 0.0, obs)
             slot.timing.recording += time.perf_counter() - opened

@@ -16,12 +16,12 @@ is the loop's count of steps when the benchmark hands one frame after its reset 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from yardstick.engine.files_ahead import FileAhead
-from yardstick.engine.replay_track import write_scene
+from yardstick.engine.replay_track import SaidLooks, write_scene
 from yardstick.replay3d.format import ReplayWriter
 from yardstick.sdk import replay as sdk_replay
 
@@ -65,10 +65,15 @@ class _Handed:
 
 
 class HandedTrack:
-    """One episode's handed replay as its recorder drives it (`replay_track.Track`)."""
+    """One episode's handed replay as its recorder drives it (`replay_track.Track`). `looks`, where the
+    benchmark names a looks method beside its own frames, is asked after each step's frame, as an adapter's
+    replay asks it, and what it says that changed holds from that frame on (after the frame's own looks)."""
 
-    def __init__(self, receiver: HandedReplays, slot: int, handed: _Handed) -> None:
+    def __init__(
+        self, receiver: HandedReplays, slot: int, handed: _Handed, looks: Callable[[], Any] | None = None
+    ) -> None:
         self._receiver, self._slot, self.handed = receiver, slot, handed
+        self._looks = SaidLooks(looks) if looks is not None else None
 
     @property
     def notes(self) -> list[str]:
@@ -76,7 +81,15 @@ class HandedTrack:
         return []
 
     def frame(self, step: int, robot_time: float) -> None:
-        """Nothing to read: the benchmark has handed this step's frame already (or hands none)."""
+        """No poses to read: the benchmark has handed this step's frame already (or hands none). Its looks
+        method, where it names one, is asked; what goes wrong is the replay's error, kept as the frames'."""
+        handed = self.handed
+        if self._looks is None or handed.error is not None or handed.writer is None:
+            return
+        try:
+            handed.writer.look(self._looks.changed())
+        except Exception as exc:
+            handed.error = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
 
     def close(self, file: FileAhead, root: Path) -> list[Path]:
         """Write the replay into `file` and its scene under `root`; the paths of both. The slot's next
@@ -138,9 +151,10 @@ class HandedReplays:
     ) -> None:
         self._handed(self._at(slot)).frame(t, nodes, pos, quat, step, looks)
 
-    def track(self, slot: int) -> HandedTrack:
-        """The episode beginning in world `slot`: what was handed in its reset, and what comes next."""
-        return HandedTrack(self, slot, self._handed(self._at(slot)))
+    def track(self, slot: int, looks: Callable[[], Any] | None = None) -> HandedTrack:
+        """The episode beginning in world `slot`: what was handed in its reset, and what comes next; `looks`
+        the benchmark's looks method for that world, where it names one."""
+        return HandedTrack(self, slot, self._handed(self._at(slot)), looks)
 
     def release(self, slot: int, handed: _Handed) -> None:
         if self._open.get(self._at(slot)) is handed:

@@ -54,8 +54,7 @@ class ReplayTrack:
     def __init__(self, state: Callable[[], Any], hz: float, looks: Callable[[], Any] | None = None) -> None:
         self._state = state
         self._hz = hz
-        self._looks = looks
-        self._said: dict[str, dict[str, Any]] = {}  # each node's looks as last said
+        self._looks = SaidLooks(looks) if looks is not None else None
         self._poses: MujocoPoses | None = None
 
     def frame(self, step: int, robot_time: float) -> None:
@@ -65,24 +64,7 @@ class ReplayTrack:
         if self._looks is None:
             poses.take(step, robot_time)
         else:
-            poses.capture(step, robot_time, looks=self._changed())
-
-    def _changed(self) -> dict[str, dict[str, Any]]:
-        """What the looks method says now that it had not said (a node or a part of a look it leaves out
-        holds as it was)."""
-        assert self._looks is not None
-        try:
-            answer = self._looks()
-        except Exception as exc:
-            raise LooksFailed(f"the looks method raised {type(exc).__name__}: {exc}") from exc
-        changed: dict[str, dict[str, Any]] = {}
-        for node, look in _plain_looks(answer).items():
-            said = self._said.setdefault(node, {})
-            new = {key: value for key, value in look.items() if key not in said or said[key] != value}
-            if new:
-                said.update(new)
-                changed[node] = new
-        return changed
+            poses.capture(step, robot_time, looks=self._looks.changed())
 
     @property
     def notes(self) -> list[str]:
@@ -97,6 +79,30 @@ class ReplayTrack:
         replay = file.write(poses.finished().to_bytes())
         scene = poses.scene
         return [replay, write_scene(root, scene.sha256, scene.glb, scene.kept)]
+
+
+class SaidLooks:
+    """A benchmark's looks method as a replay asks it, once a frame: `changed` is what it says now that it
+    had not said (a node or a part of a look it leaves out holds as it was), so a replay keeps each change
+    once, at the frame it happened."""
+
+    def __init__(self, method: Callable[[], Any]) -> None:
+        self._method = method
+        self._said: dict[str, dict[str, Any]] = {}  # each node's looks as last said
+
+    def changed(self) -> dict[str, dict[str, Any]]:
+        try:
+            answer = self._method()
+        except Exception as exc:
+            raise LooksFailed(f"the looks method raised {type(exc).__name__}: {exc}") from exc
+        changed: dict[str, dict[str, Any]] = {}
+        for node, look in _plain_looks(answer).items():
+            said = self._said.setdefault(node, {})
+            new = {key: value for key, value in look.items() if key not in said or said[key] != value}
+            if new:
+                said.update(new)
+                changed[node] = new
+        return changed
 
 
 class LooksFailed(Exception):

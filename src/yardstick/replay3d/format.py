@@ -222,6 +222,14 @@ class ReplayWriter:
             self._frames = count
         self.looks.extend(changes)
 
+    def look(self, looks: Mapping[str, Mapping[str, Any]]) -> None:
+        """Changes to how nodes look from the last frame on, said after it (a looks method asked once the
+        frame was handed); a bad one raises, naming it, before any is kept."""
+        if not self._frames:
+            raise ValueError("looks: a look changes from a frame on, and no frame is kept yet")
+        changes = [(self._frames - 1, node, _look(node, change)) for node, change in looks.items()]
+        self.looks.extend(changes)
+
     def to_bytes(self) -> bytes:
         """The whole file."""
         count = self._frames

@@ -67,7 +67,8 @@ class ReplaySpec(BaseModel):
     "isaac", declared as the contract says, are not read here: `RECORDED_REPLAYS`); `state` the benchmark's
     method that answers the simulator's state of the episode playing (called with no argument, or with the
     world's index for a vectorized benchmark); `looks` the method, called alike at every frame, that says
-    what the adapter cannot read: {node: {"rgba": [r, g, b, a]}} or {node: {"visible": False}}."""
+    what the adapter cannot read: {node: {"rgba": [r, g, b, a]}} or {node: {"visible": False}} (with "own",
+    asked after each frame the benchmark handed, its answer holding beside the frame's own looks)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
