@@ -514,7 +514,7 @@ def test_an_observation_is_journaled_before_the_act_it_woke() -> None:
         acted.set()
 
     def keep(episode_id: str, fresh: list[tuple[int, Any]]) -> None:
-        # The act's thread is given every chance to run on: it cannot, for it waits on the lock held here.
+        # The act's thread is given every chance to run on: it cannot, for observation 1 is not its yet.
         acted.wait(0.5)
         journal.extend(f"observe {n}" for n, _ in fresh)
 
@@ -524,3 +524,30 @@ def test_an_observation_is_journaled_before_the_act_it_woke() -> None:
     episodes.observed("e1", "robot", [(1, "b")], [], kept=keep)
     waiting.join(WAIT_S)
     assert journal == ["observe 1", "act"]
+
+
+def test_one_episodes_slow_journal_holds_no_other_episodes_observations_or_acts() -> None:
+    """An observation's journal is written outside the lock every episode shares: a robot posting megabytes
+    of images (or a slow disk) holds up its own act only."""
+    episodes = Episodes()
+    writing, written = threading.Event(), threading.Event()
+
+    def slow(episode_id: str, fresh: list[tuple[int, Any]]) -> None:
+        writing.set()
+        written.wait(WAIT_S)
+
+    posting = threading.Thread(target=lambda: episodes.observed("e1", "robot-1", [(0, "a")], [], kept=slow))
+    posting.start()
+    try:
+        assert writing.wait(WAIT_S)
+        other, _ = episodes.observed("e2", "robot-2", [(0, "x"), (1, "y")], [])
+        assert episodes.take_before(other, 2, wait_s=WAIT_S) == ([(0, "x")], "y")  # not held by e1's
+        held = episodes.of("e1", "robot-1")
+        # Its own act waits for the observation being written, and a resend of it is not kept twice.
+        assert episodes.observed("e1", "robot-1", [(0, "a")], [])[1] == []
+        with pytest.raises(FramesMissing):
+            episodes.take_before(held, 1, wait_s=0.05)
+    finally:
+        written.set()
+        posting.join(WAIT_S)
+    assert episodes.take_before(episodes.of("e1", "robot-1"), 1, wait_s=WAIT_S) == ([], "a")

@@ -52,6 +52,7 @@ class Episode:
     start: int | None = None  # the first number it was sent
     handed: int = 0  # every number below this has been used by an act
     frames: dict[int, Any] = field(default_factory=dict)
+    arriving: set[int] = field(default_factory=set)  # posted, being journaled: no act sees them yet
     skipped: set[int] = field(default_factory=set)
     latest: Any = None
     wire: Session | None = None
@@ -117,8 +118,11 @@ class Episodes:
         kept: Callable[[str, list[tuple[int, Any]]], None] | None = None,
     ) -> tuple[Episode, list[tuple[int, Any]]]:
         """Keep posted observations; the episode and those that are new (each kept once). `kept` is handed
-        the new ones before any act waiting for them is woken: an act's thread runs as soon as it is, so a
-        journal written after this returned could write the act before the observation it answered."""
+        the new ones before an act can take them: an act's thread runs as soon as it is woken, so a journal
+        written after the observations were seen could write the act before the observation it answered.
+        `kept` runs outside the lock every episode shares (an observation's images may be megabytes to
+        write, and every robot's posts and acts wait on that lock): the new observations are `arriving`
+        meanwhile, neither missing to a resend nor there to an act."""
         fresh: list[tuple[int, Any]] = []
         with self._changed:
             episode = self.of(episode_id, session)
@@ -126,17 +130,26 @@ class Episodes:
             if episode.start is None and (frames or skipped):
                 episode.start = min([n for n, _ in frames] + skipped)
                 episode.handed = max(episode.handed, episode.start) if episode.acts == 0 else episode.handed
-            if len(episode.frames) + len(frames) > KEPT_FRAMES:
+            if len(episode.frames) + len(episode.arriving) + len(frames) > KEPT_FRAMES:
                 raise TooManyFrames(f"more than {KEPT_FRAMES} observations between two acts")
             for number, inputs in frames:
-                if number >= episode.handed and number not in episode.frames:
-                    episode.frames[number] = inputs
+                new = number >= episode.handed and number not in episode.frames
+                if new and number not in episode.arriving:
+                    episode.arriving.add(number)
                     fresh.append((number, inputs))
             episode.skipped.update(n for n in skipped if n >= episode.handed)
-            try:
-                if kept is not None and fresh:
-                    kept(episode_id, fresh)
-            finally:
+            if not fresh:
+                self._changed.notify_all()  # what it skipped may be what an act waits for
+                return episode, fresh
+        try:
+            if kept is not None:
+                kept(episode_id, fresh)
+        finally:
+            with self._changed:
+                for number, inputs in fresh:
+                    episode.arriving.discard(number)
+                    if number >= episode.handed:  # not passed by an act meanwhile (it was skipped too)
+                        episode.frames[number] = inputs
                 self._changed.notify_all()
         return episode, fresh
 
