@@ -20,10 +20,13 @@ pair's two runs are minutes apart at most, so a change of the machine's speed fa
 the pairs' ratios comes with its 95% interval (Student's t): the wall's cost of a replay as this machine's
 noise lets it be told, where a best-of-rounds figure is one draw of that noise. Finer still, `--interleaved`
 rounds play each episode both ways one run apart (`interleaved`: in one run the even episodes record and the
-odd ones do not, in the next the other way round, at `--interleaved-trials` a task), paired by the episode:
-a change of the machine's speed then falls within a run's seconds of both plays and on both halves of each
-run alike, and the extra wall time comes with its share spent in the recorder and its share spent after it
-(the policy's and the simulation's code running slower beside the recorder's: caches). An episode's rounds
+odd ones do not, in the next the other way round, at `--interleaved-trials` a task, 50 by default as in
+MT10's own eval), paired by the episode: a change of the machine's speed then falls within a run's seconds
+of both plays and on both halves of each run alike, and the extra wall time comes with its share spent in
+the recorder and its share spent beside it (the simulation's and the policy's code running slower), for
+all episodes and apart for each task's first two: a model's first recorded episode in a run has its scene
+found on a thread beside its steps, whose share of the interpreter's lock the simulation's Python waits for
+(~5 ms an episode; the others' simulation costs no more than the bare plays'). An episode's rounds
 are averaged before the interval is taken, over the episodes: its rounds play the same steps, so they are
 not independent draws. The same rounds again with neither half recording (a control, A/A) say what that
 arithmetic finds where there is no difference at all: the floor under the figure on this machine.
@@ -213,7 +216,12 @@ def main() -> None:
         default=4,
         help="rounds of episodes played both ways, one run apart (even: each way first as often)",
     )
-    parser.add_argument("--interleaved-trials", type=int, default=20, help="episodes a task in those rounds")
+    parser.add_argument(
+        "--interleaved-trials",
+        type=int,
+        default=50,
+        help="episodes a task in those rounds (50: MT10's own eval, its 50 seeds)",
+    )
     args = parser.parse_args()
     print(machine())
     best: dict[str, dict[str, Any]] = {}
@@ -265,8 +273,8 @@ def main() -> None:
             f"the pairs' ratios {min(ratios) - 1:+.1%} to {max(ratios) - 1:+.1%}"
         )
     if len(episodes) > 1:
-        say_interleaved(episodes)
-        say_interleaved(control, "control: neither half records")
+        say_interleaved(episodes, trials=args.interleaved_trials)
+        say_interleaved(control, "control: neither half records", trials=args.interleaved_trials)
     for label, measured in (("cold", cold), (warm.split()[0], replay)):
         ms = {key: measured[key] / steps * 1e3 for key in ("recording", "export")}
         how = "exported" if measured is cold else "read from the disk cache"
@@ -291,28 +299,49 @@ def main() -> None:
     )
 
 
-def say_interleaved(episodes: dict[int, list[tuple[Play, Play]]], label: str = "replay") -> None:
+def say_interleaved(
+    episodes: dict[int, list[tuple[Play, Play]]], label: str = "replay", *, trials: int = 0
+) -> None:
     """The episode pairs' figures: the extra wall time of a recorded play over its bare twin, as a share of
     the bare plays' (the differences' mean over the bare mean; its interval from the spread of the episodes'
     own mean differences), and where the engine's clock puts it: the recording's own time, and what the
-    simulation, the policy and the engine itself took more beside it."""
-    differences: list[Play] = []
+    simulation, the policy and the engine itself took more beside it. With `trials` (episodes a task, the
+    runs' order task by task), the same apart for each task's first two episodes, one of which is its
+    model's first recorded episode in each run (its scene found on a thread beside its steps, once a model
+    a process), and for the others."""
+    differences: dict[int, Play] = {}
     bares: list[float] = []
-    for pairs in episodes.values():
+    for index, pairs in episodes.items():
         mean = [statistics.mean(part[i] - bare[i] for part, bare in pairs) for i in range(len(Play._fields))]
-        differences.append(Play(*mean))
+        differences[index] = Play(*mean)
         bares.append(statistics.mean(bare.wall for _, bare in pairs))
     bare = statistics.mean(bares)
-    walls = [difference.wall for difference in differences]
+    walls = [difference.wall for difference in differences.values()]
     half = t95(len(walls)) * statistics.stdev(walls) / math.sqrt(len(walls))
     extra = statistics.mean(walls)
-    share = {name: statistics.mean(getattr(d, name) for d in differences) / bare for name in Play._fields}
     rounds = sum(len(pairs) for pairs in episodes.values()) // len(episodes)
     print(
         f"interleaved, {len(episodes)} episodes played both ways {rounds} times each, one run apart; "
         f"{label}: costs {extra / bare:+.1%} (95% interval {(extra - half) / bare:+.1%} to "
-        f"{(extra + half) / bare:+.1%}) of an episode's wall time (target <= +3%): its recording "
-        f"{share['recording']:+.1%}, the simulation {share['simulation']:+.1%}, the policy "
+        f"{(extra + half) / bare:+.1%}) of an episode's wall time (target <= +3%): "
+        + _split(list(differences.values()), bare)
+    )
+    if trials > 2:
+        firsts = [d for index, d in differences.items() if index % trials < 2]
+        others = [d for index, d in differences.items() if index % trials >= 2]
+        wall = statistics.mean(d.wall for d in firsts) * 1e3
+        print(
+            f"  each task's first two episodes (a model's first recorded one in a run, its scene found "
+            f"beside it): {wall:+.1f} ms each, {_split(firsts, bare)}; the {len(others)} others "
+            f"{statistics.mean(d.wall for d in others) / bare:+.1%}: {_split(others, bare)}"
+        )
+
+
+def _split(differences: list[Play], bare: float) -> str:
+    """Where the engine's clock puts the mean extra time of `differences`, as shares of `bare` seconds."""
+    share = {name: statistics.mean(getattr(d, name) for d in differences) / bare for name in Play._fields}
+    return (
+        f"its recording {share['recording']:+.1%}, the simulation {share['simulation']:+.1%}, the policy "
         f"{share['policy']:+.1%}, the engine's own {share['overhead']:+.1%}"
     )
 

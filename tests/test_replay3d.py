@@ -5,6 +5,7 @@ MuJoCo's own render of that state covers."""
 from __future__ import annotations
 
 import gzip
+import json
 import math
 from concurrent.futures import Future
 from typing import Any
@@ -406,8 +407,17 @@ def test_a_scene_is_exported_once_a_machine_and_kept_whole(
     assert again.recorded_names == first.recorded_names and again.recorded_parents == first.recorded_parents
     assert list(again.recorded_bodies) == list(first.recorded_bodies)
 
+    # Kept with its BLAKE3, checked when read; an entry kept by an install without it: by its sha256.
+    said = next(tmp_path.glob("*.json"))
+    kept = json.loads(said.read_text())
+    assert len(kept["blake3"]) == 64 and kept["sha256"] == first.sha256
+    said.write_text(json.dumps({k: v for k, v in kept.items() if k != "blake3"}))
+    with monkeypatch.context() as patched:
+        patched.setattr(mujoco_scene, "export", no_export)
+        assert scene_of(mujoco.MjModel.from_xml_string(XML)).glb == first.glb
+
     glb = next(tmp_path.glob("*.glb"))
-    glb.write_bytes(glb.read_bytes()[:100])  # torn: its sha256 no longer the one kept beside it
+    glb.write_bytes(glb.read_bytes()[:100])  # torn: its hash no longer the one kept beside it
     assert scene_of(mujoco.MjModel.from_xml_string(XML)).glb == first.glb
     assert glb.read_bytes() == first.glb  # and kept whole again
 

@@ -7,10 +7,14 @@ reads, and nothing of the process or of the XML's spelling) but for what a scene
 trees, `bvh_*`, derived from the meshes and a third of a Meta-World model's 21 MB; sites) and the scene's
 nodes' own placement (which a replay records: a key that held it would change with the episode a model was
 first seen in, as Meta-World places a task's fixture by seed), with MuJoCo's version and `EXPORTER`, the
-version of what an export makes of a model. Hashing the arrays where they are costs 7.5 ms a Meta-World
-model, where saving the model into a buffer first (mj_saveModel) and hashing that took 43 ms. The entry is
-the scene's .glb and a JSON beside it (the scene's sha256 and its nodes); the .glb is checked against its
-sha256 when read, so a torn or edited file is exported again rather than served.
+version of what an export makes of a model. The hash is BLAKE3 where it is installed (a dependency), else
+SHA-256: a Meta-World model's 9.6 MB (6 MB of them its textures) take 1.6 ms against SHA-256's 5.4 (saving
+the model into a buffer first, mj_saveModel, and hashing that took 43 ms). That is the bulk of finding a
+scene once a model a process, and it runs beside the episode's first steps (`mujoco_poses.scenes_soon`),
+which it slowed: 7 ms of the first recorded episode of each MT10 task in a run, with SHA-256. The entry is
+the scene's .glb and a JSON beside it (the scene's sha256, the contract's name of it, its nodes, and the
+.glb's BLAKE3); the .glb is checked against its hash when read (BLAKE3 where both sides have it, 0.3 ms for
+1.6 MB, else its sha256, 0.9 ms), so a torn or edited file is exported again rather than served.
 
 The folder is `$YARDSTICK_SCENE_CACHE`, else `$XDG_CACHE_HOME/yardstick/scenes`, else
 `~/.cache/yardstick/scenes`; `YARDSTICK_SCENE_CACHE=off` keeps none. A folder that cannot be written costs
@@ -28,6 +32,11 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+try:
+    from blake3 import blake3
+except ImportError:  # pragma: no cover - an install without its wheel: SHA-256, 3.4 times slower
+    blake3 = None  # type: ignore[assignment,misc]
 
 ENV = "YARDSTICK_SCENE_CACHE"
 # Bump when mujoco_scene's export makes other bytes of the same model (its meshes, materials, textures'
@@ -56,16 +65,33 @@ def model_key(model: Any, placed: npt.NDArray[np.intp]) -> str:
     its name and shape, so the same bytes split otherwise differ."""
     import mujoco
 
-    digest = hashlib.sha256(f"yardstick scene exporter {EXPORTER}, mujoco {mujoco.__version__}\n".encode())
+    # The hash named in what it hashes first: a key of one is never a key of the other.
+    digest = _hasher()
+    digest.update(f"yardstick scene exporter {EXPORTER}, mujoco {mujoco.__version__}, {_HASH}\n".encode())
     for name in _array_names(model):
         array = getattr(model, name)
         if name in _PLACEMENT:
             array = array.copy()
             array[placed] = 0
         digest.update(f"\n{name} {array.dtype.str} {array.shape}\n".encode())
-        digest.update(np.ascontiguousarray(array).data)
+        digest.update(np.ascontiguousarray(array).reshape(-1).view(np.uint8).data)  # bytes, as BLAKE3 takes
     digest.update(b"\nnames\n" + bytes(model.names))
-    return digest.hexdigest()
+    return str(digest.hexdigest())
+
+
+_HASH = "blake3" if blake3 is not None else "sha256"
+
+
+def _hasher() -> Any:
+    return blake3() if blake3 is not None else hashlib.sha256()
+
+
+def _whole(glb: bytes, said: dict[str, Any]) -> bool:
+    """Whether `glb` is the file kept under `said` (its BLAKE3 where it was kept with one and this install
+    has it, else its sha256)."""
+    if blake3 is not None and isinstance(said.get("blake3"), str):
+        return bool(blake3(glb).hexdigest() == said["blake3"])
+    return hashlib.sha256(glb).hexdigest() == said.get("sha256")
 
 
 _ARRAYS: dict[type, list[str]] = {}
@@ -97,7 +123,7 @@ def load(key: str) -> tuple[bytes, dict[str, Any]] | None:
         glb = (where / f"{key}.glb").read_bytes()
     except (OSError, ValueError):
         return None
-    if not isinstance(said, dict) or hashlib.sha256(glb).hexdigest() != said.get("sha256"):
+    if not isinstance(said, dict) or not _whole(glb, said):
         return None
     return glb, said
 
@@ -108,6 +134,8 @@ def store(key: str, glb: bytes, said: dict[str, Any]) -> Path | None:
     where = folder()
     if where is None:
         return None
+    if blake3 is not None:
+        said = {**said, "blake3": blake3(glb).hexdigest()}
     try:
         where.mkdir(parents=True, exist_ok=True)
         write_whole(where / f"{key}.glb", glb)
