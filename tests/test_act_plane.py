@@ -551,3 +551,22 @@ def test_one_episodes_slow_journal_holds_no_other_episodes_observations_or_acts(
         written.set()
         posting.join(WAIT_S)
     assert episodes.take_before(episodes.of("e1", "robot-1"), 1, wait_s=WAIT_S) == ([], "a")
+
+
+def test_an_observation_whose_journal_failed_is_not_kept_and_its_resend_is_journaled() -> None:
+    """No act answers from an observation its journal lacks: one whose journal raised is not kept, so the
+    robot's resend of it is new and journaled."""
+    episodes = Episodes()
+
+    def broken(episode_id: str, fresh: list[tuple[int, Any]]) -> None:
+        raise ValueError("an observation that cannot be written")
+
+    with pytest.raises(ValueError):
+        episodes.observed("e1", "robot", [(0, "a")], [], kept=broken)
+    episode = episodes.of("e1", "robot")
+    with pytest.raises(FramesMissing):
+        episodes.take_before(episode, 1, wait_s=0.05)
+    journal: list[tuple[int, Any]] = []
+    _, fresh = episodes.observed("e1", "robot", [(0, "a")], [], kept=lambda _, new: journal.extend(new))
+    assert fresh == journal == [(0, "a")]
+    assert episodes.take_before(episode, 1, wait_s=WAIT_S) == ([], "a")

@@ -124,17 +124,21 @@ def test_a_bad_frame_ends_the_replay_not_the_episode(tmp_path: Path) -> None:
 
 class Lit:
     """Hands its frames with a look of its own at the reset and names a looks method beside them, which says
-    the pointer turns from red to green once it passes 0.15 (a `bad` instance answers a list instead)."""
+    the pointer turns from red to green once it passes 0.15 (a `bad` instance answers a list instead). Its
+    frame after step `blue_at` turns the pointer blue itself; it hands a frame after every step (the odd
+    ones only where `odd_only`) and the reset's."""
 
     bad = False
+    odd_only = False
+    blue_at: int | None = 3
 
     def __init__(self) -> None:
-        self.x = 0.0
+        self.x, self.steps = 0.0, 0
 
     def reset(self, task: str, seed: int) -> Any:
         from yardstick.sdk import replay
 
-        self.x = 0.0
+        self.x, self.steps = 0.0, 0
         replay.frame(0, 0.0, ["pointer"], [[0, 0, 0]], [[1, 0, 0, 0]], looks={"pointer": {"visible": True}})
         return {"x": self.x, "target": 0.3}
 
@@ -142,7 +146,10 @@ class Lit:
         from yardstick.sdk import replay
 
         self.x += float(action[0])
-        replay.frame(0, 0.1, ["pointer"], [[self.x, 0, 0]], [[1, 0, 0, 0]])
+        self.steps += 1
+        if not self.odd_only or self.steps % 2 == 1:
+            blue = {"pointer": {"rgba": [0, 0, 1, 1]}} if self.steps == self.blue_at else None
+            replay.frame(0, self.steps / 10, ["pointer"], [[self.x, 0, 0]], [[1, 0, 0, 0]], self.steps, blue)
         return {"x": self.x, "target": 0.3}, self.x >= 0.25, self.x >= 0.25
 
     def colour(self) -> Any:
@@ -150,6 +157,14 @@ class Lit:
             return ["pointer"]
         colour = [0, 1, 0, 1] if self.x > 0.15 else [1, 0, 0, 1]
         return {"pointer": {"rgba": colour}, "tote": {"visible": True}}
+
+
+class Sparse(Lit):
+    """Hands a frame after the odd steps only (x 0.1, then 0.3): the pointer turns green at step 2, which
+    shows first in step 3's frame."""
+
+    odd_only = True
+    blue_at = None
 
 
 class BadlyLit(Lit):
@@ -174,13 +189,21 @@ def test_a_looks_method_beside_handed_frames_is_asked_at_every_frame(tmp_path: P
     result = played(Lit, tmp_path)
     assert result.success and result.recording_error is None, result.recording_error
     replay = replay_format.read(tmp_path / result.artifacts[0])
-    # The reset's own look first, then the method's at the same frame; then its one change, once.
+    # The reset's own look first, then the method's at the same frame; then its one change, once; then the
+    # frame's own blue, which the method's answer (green all along) overrides again at that frame.
     assert replay.looks == [
         (0, "pointer", {"visible": True}),
         (0, "pointer", {"rgba": [1, 0, 0, 1]}),
         (0, "tote", {"visible": True}),
         (2, "pointer", {"rgba": [0, 1, 0, 1]}),  # x 0.1, 0.2: past 0.15 at the second step's frame
+        (3, "pointer", {"rgba": [0, 0, 1, 1]}),
+        (3, "pointer", {"rgba": [0, 1, 0, 1]}),
     ]
+    # Frames after some steps only: a change is said at the frame that first shows it, not the one before.
+    result = played(Sparse, tmp_path / "sparse")
+    replay = replay_format.read(tmp_path / "sparse" / result.artifacts[0])
+    assert list(replay.step) == [0, 1, 3]
+    assert replay.looks[-1] == (2, "pointer", {"rgba": [0, 1, 0, 1]}), replay.looks
     result = played(BadlyLit, tmp_path / "bad")
     assert result.success and result.artifacts == []  # the replay ends, the episode plays on
     assert result.recording_error is not None and "the looks method answers" in result.recording_error

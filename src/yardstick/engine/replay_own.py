@@ -66,14 +66,17 @@ class _Handed:
 
 class HandedTrack:
     """One episode's handed replay as its recorder drives it (`replay_track.Track`). `looks`, where the
-    benchmark names a looks method beside its own frames, is asked after each step's frame, as an adapter's
-    replay asks it, and what it says that changed holds from that frame on (after the frame's own looks)."""
+    benchmark names a looks method beside its own frames, is asked after each frame handed, as an adapter's
+    replay asks it after each step: what it says that differs from what shows (its own answers and the
+    frames' own looks) holds from that frame on, after the frame's own looks."""
 
     def __init__(
         self, receiver: HandedReplays, slot: int, handed: _Handed, looks: Callable[[], Any] | None = None
     ) -> None:
         self._receiver, self._slot, self.handed = receiver, slot, handed
         self._looks = SaidLooks(looks) if looks is not None else None
+        self._asked_at = 0  # the frames handed when the looks method was last asked
+        self._heard = 0  # the frames' own looks already told to it
 
     @property
     def notes(self) -> list[str]:
@@ -82,14 +85,21 @@ class HandedTrack:
 
     def frame(self, step: int, robot_time: float) -> None:
         """No poses to read: the benchmark has handed this step's frame already (or hands none). Its looks
-        method, where it names one, is asked; what goes wrong is the replay's error, kept as the frames'."""
-        handed = self.handed
-        if self._looks is None or handed.error is not None or handed.writer is None:
+        method, where it names one, is asked once a frame handed (a step that handed none waits for the
+        next, so a change lands on the frame that first shows it); what goes wrong is the replay's error,
+        kept as the frames' are."""
+        handed, looks = self.handed, self._looks
+        writer = handed.writer
+        if looks is None or handed.error is not None or writer is None or writer.frames == self._asked_at:
             return
+        self._asked_at = writer.frames
         try:
-            handed.writer.look(self._looks.changed())
+            # The frames' own looks first: where one changed what the method says, its answer is said again.
+            looks.heard(writer.looks[self._heard :])
+            writer.look(looks.changed())
+            self._heard = len(writer.looks)
         except Exception as exc:
-            handed.error = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+            handed.error = f"seq.Replay(looks=...): {type(exc).__name__}: {' '.join(str(exc).split())}"
 
     def close(self, file: FileAhead, root: Path) -> list[Path]:
         """Write the replay into `file` and its scene under `root`; the paths of both. The slot's next

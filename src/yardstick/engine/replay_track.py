@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -89,6 +89,11 @@ class SaidLooks:
     def __init__(self, method: Callable[[], Any]) -> None:
         self._method = method
         self._said: dict[str, dict[str, Any]] = {}  # each node's looks as last said
+
+    def heard(self, looks: Iterable[tuple[int, str, Mapping[str, Any]]]) -> None:
+        """Looks said otherwise (a frame's own): an answer that differs from them is a change again."""
+        for _, node, look in looks:
+            self._said.setdefault(node, {}).update(look)
 
     def changed(self) -> dict[str, dict[str, Any]]:
         try:

@@ -1,7 +1,7 @@
 """Exported scenes kept on disk, so a model's scene is exported once a machine rather than once a process.
 
 A MuJoCo model's export costs 0.1-0.5 s (MT10's ten models, ~3 s: more than the replay's poses cost over a
-whole eval), and every process of every eval builds its benchmark's models anew. The key is the sha256 of the
+whole eval), and every process of every eval builds its benchmark's models anew. The key is a hash of the
 model's arrays as they sit in memory (every array of mjModel, the names among them, so every field the export
 reads, and nothing of the process or of the XML's spelling) but for what a scene does not draw (collision
 trees, `bvh_*`, derived from the meshes and a third of a Meta-World model's 21 MB; sites) and the scene's
@@ -60,9 +60,9 @@ def folder() -> Path | None:
 
 
 def model_key(model: Any, placed: npt.NDArray[np.intp]) -> str:
-    """The sha256 of `model`'s (a mujoco.MjModel's) arrays and names, under MuJoCo's and this exporter's
-    versions, but for the placement of the bodies `placed` (the scene's nodes). Each array is hashed under
-    its name and shape, so the same bytes split otherwise differ."""
+    """The hash (BLAKE3, else SHA-256) of `model`'s (a mujoco.MjModel's) arrays and names, under MuJoCo's
+    and this exporter's versions, but for the placement of the bodies `placed` (the scene's nodes). Each
+    array is hashed under its name and shape, so the same bytes split otherwise differ."""
     import mujoco
 
     # The hash named in what it hashes first: a key of one is never a key of the other.

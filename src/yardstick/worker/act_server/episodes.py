@@ -130,24 +130,31 @@ class Episodes:
             if episode.start is None and (frames or skipped):
                 episode.start = min([n for n, _ in frames] + skipped)
                 episode.handed = max(episode.handed, episode.start) if episode.acts == 0 else episode.handed
-            if len(episode.frames) + len(episode.arriving) + len(frames) > KEPT_FRAMES:
-                raise TooManyFrames(f"more than {KEPT_FRAMES} observations between two acts")
+            taken: set[int] = set()
             for number, inputs in frames:
-                new = number >= episode.handed and number not in episode.frames
+                new = number >= episode.handed and number not in episode.frames and number not in taken
                 if new and number not in episode.arriving:
-                    episode.arriving.add(number)
+                    taken.add(number)
                     fresh.append((number, inputs))
+            # Counted once each: a resend of what is here or on its way adds nothing.
+            if len(episode.frames) + len(episode.arriving) + len(fresh) > KEPT_FRAMES:
+                raise TooManyFrames(f"more than {KEPT_FRAMES} observations between two acts")
+            episode.arriving.update(taken)
             episode.skipped.update(n for n in skipped if n >= episode.handed)
             if not fresh:
                 self._changed.notify_all()  # what it skipped may be what an act waits for
                 return episode, fresh
+        journaled = False
         try:
             if kept is not None:
                 kept(episode_id, fresh)
+            journaled = True
         finally:
             with self._changed:
-                for number, inputs in fresh:
-                    episode.arriving.discard(number)
+                episode.arriving.difference_update(n for n, _ in fresh)
+                # Not journaled (`kept` raised): not kept either, so the robot's resend is new again and
+                # journaled then; no act answers from an observation its journal lacks.
+                for number, inputs in fresh if journaled else ():
                     if number >= episode.handed:  # not passed by an act meanwhile (it was skipped too)
                         episode.frames[number] = inputs
                 self._changed.notify_all()

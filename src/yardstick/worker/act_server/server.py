@@ -213,8 +213,10 @@ class ActServer:
             )
         session = request.headers.get(SESSION_HEADER, "")
         try:
-            episode, _ = self.episodes.observed(
-                episode_id, session, frames, skipped, kept=self._capture_observations
+            # On a thread of its own: the journal's write of a post's images is not the event loop's to wait
+            # for (every robot's posts and acts are read there).
+            episode, _ = await run_in_threadpool(
+                self.episodes.observed, episode_id, session, frames, skipped, self._capture_observations
             )
         except TooManyFrames as exc:
             return _error(413, "payload_too_large", str(exc), reason="frames_over_limit")
