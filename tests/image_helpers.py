@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -73,7 +74,8 @@ def _podman_conf() -> str:
     """The tests' podman configuration, written once a process: whole and renamed in, so another suite on the
     machine writing it at once never hands podman half of one."""
     conf = Path(os.environ.get("TMPDIR", "/tmp")) / "yardstick-tests-containers.conf"
-    written = conf.with_name(f"{conf.name}.{os.getpid()}")
+    # Named by thread too: two threads' first calls may both write it (functools.cache does not lock).
+    written = conf.with_name(f"{conf.name}.{os.getpid()}.{threading.get_ident()}")
     written.write_text(PODMAN_CONF)
     os.replace(written, conf)
     return str(conf)

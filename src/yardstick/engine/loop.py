@@ -329,7 +329,6 @@ def _begin(
             else:
                 replays = recording.replay and (spec.replay is not None or not recording.replay_if_declared)
                 state = (lambda at=index: worlds.replay_state(at)) if replays else None
-                looks = looks if replays else None
                 slot.recorder = EpisodeRecorder.open(recording, episode.index, hz, state, looks=looks)
             slot.recorder.frame(0, 0.0, obs)
             slot.timing.recording += time.perf_counter() - opened

@@ -38,6 +38,9 @@ try:
 except ImportError:  # pragma: no cover - an install without its wheel: SHA-256, 3.4 times slower
     blake3 = None  # type: ignore[assignment,misc]
 
+# The hash named in what a key hashes first: a key of one is never a key of the other.
+_HASH = "blake3" if blake3 is not None else "sha256"
+
 ENV = "YARDSTICK_SCENE_CACHE"
 # Bump when mujoco_scene's export makes other bytes of the same model (its meshes, materials, textures'
 # sizes, what is drawn): the entries of the version before are then never read.
@@ -65,8 +68,7 @@ def model_key(model: Any, placed: npt.NDArray[np.intp]) -> str:
     array is hashed under its name and shape, so the same bytes split otherwise differ."""
     import mujoco
 
-    # The hash named in what it hashes first: a key of one is never a key of the other.
-    digest = _hasher()
+    digest = blake3() if blake3 is not None else hashlib.sha256()
     digest.update(f"yardstick scene exporter {EXPORTER}, mujoco {mujoco.__version__}, {_HASH}\n".encode())
     for name in _array_names(model):
         array = getattr(model, name)
@@ -77,13 +79,6 @@ def model_key(model: Any, placed: npt.NDArray[np.intp]) -> str:
         digest.update(np.ascontiguousarray(array).reshape(-1).view(np.uint8).data)  # bytes, as BLAKE3 takes
     digest.update(b"\nnames\n" + bytes(model.names))
     return str(digest.hexdigest())
-
-
-_HASH = "blake3" if blake3 is not None else "sha256"
-
-
-def _hasher() -> Any:
-    return blake3() if blake3 is not None else hashlib.sha256()
 
 
 def _whole(glb: bytes, said: dict[str, Any]) -> bool:

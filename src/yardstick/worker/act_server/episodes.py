@@ -132,8 +132,8 @@ class Episodes:
                 episode.handed = max(episode.handed, episode.start) if episode.acts == 0 else episode.handed
             taken: set[int] = set()
             for number, inputs in frames:
-                new = number >= episode.handed and number not in episode.frames and number not in taken
-                if new and number not in episode.arriving:
+                known = number in episode.frames or number in episode.arriving or number in taken
+                if number >= episode.handed and not known:
                     taken.add(number)
                     fresh.append((number, inputs))
             # Counted once each: a resend of what is here or on its way adds nothing.
@@ -151,7 +151,7 @@ class Episodes:
             journaled = True
         finally:
             with self._changed:
-                episode.arriving.difference_update(n for n, _ in fresh)
+                episode.arriving.difference_update(taken)
                 # Not journaled (`kept` raised): not kept either, so the robot's resend is new again and
                 # journaled then; no act answers from an observation its journal lacks.
                 for number, inputs in fresh if journaled else ():
