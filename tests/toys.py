@@ -399,3 +399,57 @@ class CrashingArm(HoldArm):
         if self.answers >= 4:
             raise RuntimeError("the arm policy broke on its fourth answer")
         return super().act(obs)
+
+
+def fate_steps(seed: int) -> int:
+    """How many steps an episode of Fates takes at `seed`: its length tells which seed an episode played."""
+    return 3 + seed % 5
+
+
+@ys.benchmark(
+    tasks={"walk": "done after 3 + seed % 5 steps"},
+    seeds=range(12),
+    max_seconds=2.0,
+    init={"worlds": "{num_worlds}"},
+    action_space=([-1.0], [1.0]),
+)
+class Fates:
+    """Vectorized: `worlds` counters, each done after `fate_steps(seed)` steps, succeeding on even seeds;
+    every observation says its world's seed."""
+
+    def __init__(self, worlds: int) -> None:
+        self.at: list[tuple[int, int]] = [(0, 0)] * worlds
+
+    @ys.reset
+    def start(self, worlds: list[int], tasks: list[str], seeds: list[int]) -> list[Any]:
+        for w, s in zip(worlds, seeds, strict=True):
+            self.at[w] = (s, 0)
+        return [{"seed": s, "t": 0} for s in seeds]
+
+    @ys.step
+    @ys.concurrent(sizes=[4])
+    def play(self, worlds: list[int], actions: list[Any]) -> list[Any]:
+        answers = []
+        for w in worlds:
+            seed, t = self.at[w][0], self.at[w][1] + 1
+            self.at[w] = (seed, t)
+            done = t >= fate_steps(seed)
+            answers.append(({"seed": seed, "t": t}, done, done and seed % 2 == 0))
+        return answers
+
+
+@ys.policy(hz=10)
+class Fated:
+    """Raises at its second answer of an episode whose seed is in `raise_at`, hangs there at one in
+    `hang_at` (a Python-level hang the alarm cuts), answers zeros elsewhere."""
+
+    def __init__(self, raise_at: list[int] | None = None, hang_at: list[int] | None = None) -> None:
+        self.raise_at, self.hang_at = set(raise_at or []), set(hang_at or [])
+
+    @ys.infer
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        if obs["t"] == 1 and obs["seed"] in self.raise_at:
+            raise RuntimeError(f"boom at seed {obs['seed']}")
+        if obs["t"] == 1 and obs["seed"] in self.hang_at:
+            time.sleep(3600)
+        return np.zeros((1, 1))

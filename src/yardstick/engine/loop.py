@@ -35,6 +35,7 @@ from yardstick.engine.guard import (
     POLICY_ON_EPISODE,
     CallFailed,
     Guard,
+    describe,
 )
 from yardstick.engine.recording import EpisodeRecorder, Recording
 from yardstick.engine.replay_own import HandedReplays
@@ -170,34 +171,30 @@ def _play(
         due = [slot for _, slot in active if slot.pending is None and slot.step >= slot.next_request]
         policy_s = 0.0
         if due:
-            seeds = (
-                [inference_seed(s.spec.seed, s.episode.inferences) for s in due] if policy.wants_seed else []
-            )
-            for slot in due:
-                slot.episode.step = slot.step
+            answered: list[tuple[_Slot, Any, int]] = []
             t0 = clock()
-            try:
-                chunks = guard.call(
-                    POLICY_INFER, policy.infer, [s.obs for s in due], [s.episode for s in due], seeds
-                )
-                if len(chunks) != len(due):
-                    raise CallFailed(
-                        f"policy.infer answered {len(chunks)} chunks for {len(due)} observations",
-                        FailureKind.MALFORMED_ANSWER,
-                    )
-                lengths = [_rows(chunk, valid_rows) for chunk in chunks]
-            except CallFailed as failure:
-                for slot in due:
-                    yield _end(slots, slot, policy, failure)
-                continue
+            for asked in _calls(due, policy.asks_together):
+                try:
+                    answers = _ask(asked, policy, guard, valid_rows)
+                except CallFailed as failure:
+                    answers = [(slot, failure, 0) for slot in asked]
+                for slot, chunk, rows in answers:
+                    if isinstance(chunk, CallFailed):
+                        yield _end(slots, slot, policy, chunk)
+                    else:
+                        answered.append((slot, chunk, rows))
             policy_s = clock() - t0
+            # The worlds whose own call failed have ended; the others play on.
+            active = [(i, slot) for i, slot in active if slots[i] is slot]
+            if not active:
+                continue
             delay = (
                 fixed_delay
                 if fixed_delay is not None
                 else (math.ceil(policy_s * hz - 1e-9) if playback.charge_inference else 0)
             )
             share = policy_s / len(due)
-            for slot, chunk, rows in zip(due, chunks, lengths, strict=True):
+            for slot, chunk, rows in answered:
                 slot.timing.policy += share
                 slot.episode.inferences += 1
                 # The first answer of an episode finds the robot at rest: nothing plays while it comes.
@@ -248,6 +245,39 @@ def _play(
                 _record(slot, slot.recorder, action, hz)
             if slot.done or slot.step >= slot.max_steps:
                 yield _end(slots, slot, policy, None)
+
+
+def _calls(due: list[_Slot], together: bool) -> list[list[_Slot]]:
+    """The calls that answer the worlds due: one for all of them for a driver that asks them together, else
+    one a world, so a policy that raises or hangs on one world's observation fails that world's episode
+    alone."""
+    return [due] if together else [[slot] for slot in due]
+
+
+def _ask(
+    asked: list[_Slot], policy: PolicyDriver, guard: Guard, valid_rows: int
+) -> list[tuple[_Slot, Any, int]]:
+    """One guarded call of the policy for `asked`: each world with its chunk and how many rows may play, or
+    with the failure of its own answer (its rows 0) where the driver failed it alone."""
+    seeds = [inference_seed(s.spec.seed, s.episode.inferences) for s in asked] if policy.wants_seed else []
+    for slot in asked:
+        slot.episode.step = slot.step
+    chunks = guard.call(POLICY_INFER, policy.infer, [s.obs for s in asked], [s.episode for s in asked], seeds)
+    if len(chunks) != len(asked):
+        raise CallFailed(
+            f"policy.infer answered {len(chunks)} chunks for {len(asked)} observations",
+            FailureKind.MALFORMED_ANSWER,
+        )
+    answers: list[tuple[_Slot, Any, int]] = []
+    for slot, chunk in zip(asked, chunks, strict=True):
+        if isinstance(chunk, Failed):
+            answers.append((slot, CallFailed(describe(POLICY_INFER.name, chunk), chunk.kind), 0))
+        else:
+            try:
+                answers.append((slot, chunk, _rows(chunk, valid_rows)))
+            except CallFailed as failure:
+                answers.append((slot, failure, 0))
+    return answers
 
 
 def _record(slot: _Slot, recorder: EpisodeRecorder, action: Any, hz: float) -> None:

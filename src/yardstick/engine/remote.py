@@ -90,6 +90,7 @@ class RemotePolicy:
     benchmark plays several at once); idle connections wait for the next episode."""
 
     wants_seed = True
+    asks_together = True
 
     def __init__(
         self,
@@ -125,18 +126,31 @@ class RemotePolicy:
         self._playing[episode.id] = session
 
     def infer(self, observations: list[Any], episodes: list[Episode], seeds: list[int]) -> list[Any]:
-        # Send every request before reading any answer, so a server that batches sees them together.
+        # Send every request before reading any answer, so a server that batches sees them together. A
+        # session that fails fails its own episode: its place holds the failure, the others' their answers.
         sessions = [self._playing[e.id] for e in episodes]
-        for session, observation, episode, seed in zip(sessions, observations, episodes, seeds, strict=True):
+        answers: list[Any] = [None] * len(sessions)
+        for at, (session, observation, episode, seed) in enumerate(
+            zip(sessions, observations, episodes, seeds, strict=True)
+        ):
             # The session tells the server about the episode with its first request only.
             about = _about(episode) if episode.inferences == 0 else None
-            self._guarded(
-                episode,
-                lambda s=session, o=observation, d=seed, a=about, t=episode.step: s.ask(
-                    o, seed=d, episode=a, step=t
-                ),
-            )
-        return [self._guarded(e, s.answer)[0] for s, e in zip(sessions, episodes, strict=True)]
+            try:
+                self._guarded(
+                    episode,
+                    lambda s=session, o=observation, d=seed, a=about, t=episode.step: s.ask(
+                        o, seed=d, episode=a, step=t
+                    ),
+                )
+            except RemotePolicyError as failure:
+                answers[at] = failure
+        for at, (session, episode) in enumerate(zip(sessions, episodes, strict=True)):
+            if answers[at] is None:
+                try:
+                    answers[at] = self._guarded(episode, session.answer)[0]
+                except RemotePolicyError as failure:
+                    answers[at] = failure
+        return answers
 
     def _guarded(self, episode: Episode, call: Any) -> Any:
         """`call()`, with a lost session dropped (the next episode dials anew) and every failure said in

@@ -19,12 +19,16 @@ from yardstick.sdk.specs import BenchmarkSpec, PolicySpec
 class PolicyDriver(Protocol):
     spec: PolicySpec
     wants_seed: bool
+    # Whether many observations are better asked in one call (a batched policy, a server that pipelines):
+    # the engine otherwise asks one world's at a time, so one world's failure fails that world alone.
+    asks_together: bool
 
     def start(self, episode: Episode) -> None:
         """An episode begins."""
 
     def infer(self, observations: list[Any], episodes: list[Episode], seeds: list[int]) -> list[Any]:
-        """One chunk per observation, in order."""
+        """One chunk per observation, in order; in a chunk's place, the exception that failed that
+        observation's own answer where the others' stand (a policy server's session that raised)."""
 
     def finish(self, episode: Episode) -> None:
         """An episode ended; what the policy keeps for it may go."""
@@ -91,6 +95,7 @@ class InProcessPolicy:
     def __init__(self, instance: Any, spec: PolicySpec) -> None:
         self.spec = spec
         self.wants_seed = "seed" in spec.infer_keywords
+        self.asks_together = spec.batch_sizes is not None
         self._wants_episode = "episode" in spec.infer_keywords
         self._infer: Callable[..., Any] = getattr(instance, spec.infer_method)
         self._on_episode: Callable[[Episode], Any] | None = (

@@ -220,6 +220,12 @@ class PolicyHost:
 
     def _infer(self, jobs: list[_Job]) -> None:
         assert self._policy is not None
+        if len(jobs) > 1 and not self._policy.asks_together:
+            # A policy that takes one observation a call answers each session by its own call, so one
+            # that raises on one session's observation fails that session's episode alone.
+            for job in jobs:
+                self._infer([job])
+            return
         started = time.perf_counter()
         try:
             chunks = self._policy.infer(
