@@ -254,6 +254,27 @@ def test_a_policys_reset_starts_an_episode_and_its_on_episode_ends_it() -> None:
     assert result.steps == 3 and result.inferences == 2
 
 
+def test_a_policy_reads_how_many_answers_came_before_as_episode_steps() -> None:
+    seen: list[int] = []
+
+    @seq.policy(hz=10, action_chunk_valid_len=1, action_chunk_replan_at=1)
+    class Counting:
+        @seq.infer
+        def infer(self, obs: Any, *, episode: Any) -> Any:
+            seen.append(episode.steps)
+            return np.zeros((1, 1))
+
+    benchmark = bench()
+    spec = benchmark_spec(benchmark)
+    driver = InProcessPolicy(Counting(), policy_spec(Counting))
+    with Guard(5.0) as guard:
+        [result] = play(
+            iter([EpisodeSpec(0, "a", 0, 0)]), SingleWorld(benchmark(), spec), driver, spec, guard
+        )
+    assert result.error is None and result.inferences == 3
+    assert seen == [0, 1, 2]  # 0 on the first answer, one more each answer after
+
+
 def test_a_benchmarks_policy_fields_are_filled_under_the_contracts_names() -> None:
     @seq.benchmark(
         tasks={"a": ""},

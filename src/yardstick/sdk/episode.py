@@ -39,3 +39,9 @@ class Episode:
     # The observation asked with was handed before (a robot that acts again with nothing new observed): a
     # policy that observes each does not observe it twice.
     again: bool = False
+
+    @property
+    def steps(self) -> int:
+        """How many answers of this episode came before this one: the Sequences SDK's `Episode.steps` (an
+        answer counts once however many control steps it plays as)."""
+        return self.inferences
