@@ -56,6 +56,18 @@ def test_an_episode_is_cut_when_its_robot_time_runs_out() -> None:
     assert result.truncated and not result.terminated and not result.success
 
 
+def test_a_limit_set_in_place_of_the_tasks_raises_or_lowers_it_and_a_cap_still_tightens_it() -> None:
+    def cut(limit_s: float, cap_s: float | None = None) -> tuple[int, str | None]:
+        spec = EpisodeSpec(index=0, task="never", trial=0, seed=0, limit_s=limit_s, cap_s=cap_s)
+        [result], _ = run_toy(toys.Rows, [spec])
+        return result.steps, result.truncated_by
+
+    # The task's own limit is 2 s (20 steps at 10 Hz).
+    assert cut(3.5) == (35, "cap")
+    assert cut(0.5) == (5, "cap")
+    assert cut(3.5, cap_s=3.0) == (30, "cap")
+
+
 def test_charged_inference_plays_the_old_chunk_on_and_skips_the_stale_rows_of_the_new() -> None:
     # 250 ms at 10 Hz is 3 steps: asked at step 2, the answer lands at step 5 and plays from its row 3;
     # meanwhile the old chunk plays out (rows 2, 3) and holds its last row.

@@ -132,6 +132,23 @@ def test_report_csv_has_the_documented_columns(platform: Harness) -> None:
     ]
 
 
+@pytest.mark.parametrize(("limit", "steps"), [("3.5", 35), ("0.5", 5)])
+def test_eval_max_seconds_raises_or_lowers_the_limit_the_csv_states(
+    platform: Harness, limit: str, steps: int
+) -> None:
+    # toys.endless is Tally's "never", 2 s a task: Rows at 10 Hz plays until the limit in force.
+    ran = seq(platform, "eval", "run", "rows", "--benchmark", "toys.endless", "--trials", "1",
+              "--param", f"eval.max_seconds={limit}")  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    [row] = csv_rows(platform, eval_id_of(ran.stdout))
+    assert (int(row["steps"]), float(row["seconds"]), float(row["max_seconds"])) == (
+        steps,
+        steps / 10,
+        float(limit),
+    )
+    assert row["truncated"] == "true" and row["error"] == ""
+
+
 def test_a_dry_run_lays_out_the_selection_and_files_nothing(platform: Harness) -> None:
     before = httpx.get(f"{platform.url}/v1/submissions.list", headers=auth(platform)).json()
     dry = seq(

@@ -102,6 +102,9 @@ class EndpointTarget:
     adapter: Mapping[str, Any] | None = None
     # An image endpoint's registry credential, sealed with the install's secret (`Secrets.seal`).
     credential: str | None = None
+    # Its episodes' limit on the robot's clock in place of each task's own (a Sequences arm's
+    # `eval.max_seconds`, which raises it as well as lowers it); None: the task's own.
+    max_seconds: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         """As a run's row keeps it (by name: `Run.endpoints`); `from_json` reads it back."""
@@ -114,6 +117,7 @@ class EndpointTarget:
             "benchmark_params": dict(self.benchmark_params),
             **({"adapter": dict(self.adapter)} if self.adapter is not None else {}),
             **({"credential": self.credential} if self.credential is not None else {}),
+            **({"max_seconds": self.max_seconds} if self.max_seconds is not None else {}),
         }
 
     @classmethod
@@ -130,6 +134,7 @@ class EndpointTarget:
             benchmark_params=dict(data.get("benchmark_params") or {}),
             adapter=dict(data["adapter"]) if data.get("adapter") is not None else None,
             credential=None if data.get("credential") is None else str(data["credential"]),
+            max_seconds=None if data.get("max_seconds") is None else float(data["max_seconds"]),
         )
 
 

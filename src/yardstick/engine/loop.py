@@ -10,8 +10,8 @@ arrived). A policy that prefetches (`PolicySpec.prefetch`, the Sequences contrac
 `action_chunk_exec_len` steps into the chunk playing, and its answer's row 0 plays once that chunk's valid
 rows (at most `action_chunk_len`) have played; it is asked again `action_chunk_exec_len` steps into the
 new chunk. With exec_len equal to the chunk's rows that is the same playback as without. An episode
-ends when the benchmark says done, or when max_seconds of robot time have passed (the task's own, or the
-run's cap on the episode where that is tighter).
+ends when the benchmark says done, or when max_seconds of robot time have passed (the task's own or the
+limit the run set in its place, or the run's cap on the episode where that is tighter).
 
 A run that records (`Recording`) gives each episode an EpisodeRecorder at its reset: the reset's
 observation is frame 0, every step adds the action played and the new observation, and the episode's end
@@ -334,8 +334,8 @@ def _begin(
             if spec.action_space
             else None,
         )
-        limit_s: float = spec.limit(episode.task)
-        limit: Truncation = "task"
+        limit_s: float = spec.limit(episode.task) if episode.limit_s is None else episode.limit_s
+        limit: Truncation = "task" if episode.limit_s is None else "cap"
         if episode.cap_s is not None and episode.cap_s < limit_s:
             limit_s, limit = episode.cap_s, "cap"
         slot = _Slot(

@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 from yardstick.engine.failures import Failed, FailureKind, Party
 
-# Which limit cut an episode the benchmark did not end: the task's own `max_seconds`, or the run's cap.
+# Which limit cut an episode the benchmark did not end: the task's own `max_seconds`, or the run's (its cap,
+# or a limit it set in place of the task's).
 Truncation = Literal["task", "cap"]
 
 
@@ -15,8 +16,9 @@ Truncation = Literal["task", "cap"]
 class EpisodeSpec:
     """One task at one seed. Trial k of a task runs seeds[k % len(seeds)]; `repeat` marks a trial whose seed
     an earlier trial of the same task already ran (the same episode again, for a deterministic pair).
-    `cap_s` is the run's own limit on the episode's robot time: where it is tighter than the task's
-    `max_seconds`, the episode ends at it."""
+    `limit_s` is the episode's limit on the robot's clock in place of the task's `max_seconds`, raised or
+    lowered (a Sequences eval's `eval.max_seconds`); `cap_s` is the run's own cap on it: where it is tighter
+    than that limit, the episode ends at it."""
 
     index: int
     task: str
@@ -24,6 +26,7 @@ class EpisodeSpec:
     seed: int
     repeat: bool = False
     cap_s: float | None = None
+    limit_s: float | None = None
 
 
 @dataclass(slots=True)

@@ -211,6 +211,8 @@ def resolve(
                 if adapter is None
                 else {"version_id": adapter.version_id, "params": dict(arm.adapter_params)}
             ),
+            # The contract's eval.max_seconds replaces the benchmark's limit, above it as well as below.
+            max_seconds=(float(arm.eval_params["max_seconds"]) if "max_seconds" in arm.eval_params else None),
         )
     for pos, chosen in enumerate(selection):
         task_id = benchmark.task_ids.get(chosen.task, chosen.task)

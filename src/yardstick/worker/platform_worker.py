@@ -388,7 +388,14 @@ class PlatformWorker:
         self._player = player
         self._warm.update(e.task_id for e in episodes)
         specs = [
-            EpisodeSpec(index=e.index, task=e.benchmark_task, trial=e.trial, seed=e.seed, cap_s=e.cap_s)
+            EpisodeSpec(
+                index=e.index,
+                task=e.benchmark_task,
+                trial=e.trial,
+                seed=e.seed,
+                cap_s=e.cap_s,
+                limit_s=target.max_seconds,
+            )
             for e in episodes
         ]
         try:
