@@ -17,15 +17,24 @@ import traceback
 from pathlib import Path
 from typing import Any, Final, TextIO
 
+import yardstick
 from yardstick.sdk.load import SEQ_SHIM
 
 HANDLER_REF: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*")
 HANDLER_RULE: Final = '"module:Class", the module\'s path in the folder with dots (pkg.sub:Class)'
 
 
+# Where this process imports Yardstick from, when that is a checkout's src/ rather than an installation's
+# site-packages: a box imports the same Yardstick as the worker that starts it (an interpreter's editable
+# install may name another checkout).
+_CHECKOUT: Final = str(Path(yardstick.__file__).resolve().parents[1])
+_OWN_SRC: Final = [] if Path(_CHECKOUT).name == "site-packages" else [_CHECKOUT]
+
+
 def python_path(folder: Path) -> str:
-    """PYTHONPATH for a process that runs code from `folder`: the folder, then Yardstick's seq."""
-    return os.pathsep.join([str(folder), SEQ_SHIM])
+    """PYTHONPATH for a process that runs code from `folder`: the folder, then Yardstick's seq (and the
+    checkout this Yardstick runs from, where it runs from one)."""
+    return os.pathsep.join([str(folder), SEQ_SHIM, *_OWN_SRC])
 
 
 def import_root(folder: Path) -> None:
