@@ -82,6 +82,20 @@ class Located:
     settings: Mapping[str, Any] = field(default_factory=dict)
 
 
+def request_limit(settings: Mapping[str, Any], checked: Mapping[str, Any] | None) -> float | None:
+    """How long one answer of a deployment may take: its `timeouts.request` setting, else what its code
+    declares (`seq.Timeouts(request=...)`); None where neither says."""
+    set_ = settings.get("timeouts.request")
+    if isinstance(set_, int | float) and not isinstance(set_, bool) and set_ > 0:
+        return float(set_)
+    declared = (checked or {}).get("declaration") or {}
+    timeouts = declared.get("timeouts") if isinstance(declared, dict) else None
+    request = timeouts.get("request") if isinstance(timeouts, dict) else None
+    if isinstance(request, int | float) and not isinstance(request, bool) and request > 0:
+        return float(request)
+    return None
+
+
 class Builds(Protocol):
     """What builds a registered version (its environment prepared, its class tried in a box): the execution
     plane's (`worker.builds.BoxBuilds`), handed to `Hosting` by whoever composes the platform."""

@@ -102,7 +102,13 @@ class RemotePolicy:
         reconnect_timeout: float = 10.0,
     ) -> None:
         self.endpoint = endpoint
-        self._url = endpoint.url  # for failures' messages: made once, not on every call
+        # Who failed, for failures' messages (made once, not on every call): a server on this machine's
+        # socket is the platform's own, its path nothing a user can act on.
+        self._server = (
+            "the policy's server"
+            if endpoint.wire == "websocket_unix"
+            else f"the policy server at {endpoint.url}"
+        )
         self._playback, self._session_params = split_params(params)
         self._reply_timeout = reply_timeout
         self._startup_timeout = startup_timeout
@@ -155,7 +161,7 @@ class RemotePolicy:
     def _guarded(self, episode: Episode, call: Any) -> Any:
         """`call()`, with a lost session dropped (the next episode dials anew) and every failure said in
         the words an episode's result carries."""
-        url = self._url
+        server = self._server
         try:
             return call()
         except RemoteError as exc:
@@ -163,25 +169,25 @@ class RemotePolicy:
         except TimeoutError:
             self._drop(episode)
             raise RemotePolicyError(
-                f"the policy server at {url} did not answer within {self._reply_timeout:g} s",
+                f"{server} did not answer within {self._reply_timeout:g} s, its limit on one answer",
                 FailureKind.LATENCY_BUDGET,
             ) from None
         except PeerDisconnected as exc:
             self._drop(episode)
             raise RemotePolicyError(
-                f"the policy server at {url} dropped the session mid-episode: {exc}",
+                f"{server} dropped the session mid-episode: {exc}",
                 FailureKind.SESSION_DROPPED,
             ) from None
         except ProtocolError as exc:
             self._drop(episode)
             raise RemotePolicyError(
-                f"the policy server at {url} answered something malformed: {exc}",
+                f"{server} answered something malformed: {exc}",
                 FailureKind.MALFORMED_ANSWER,
             ) from None
         except (WireError, OSError) as exc:
             self._drop(episode)
             raise RemotePolicyError(
-                f"the session with {url} failed: {exc}", FailureKind.SESSION_DROPPED
+                f"the session with {server} failed: {exc}", FailureKind.SESSION_DROPPED
             ) from None
 
     def _drop(self, episode: Episode) -> None:

@@ -65,6 +65,9 @@ class Work:
     startup_timeout_s: float = 60.0
     # What to record of each episode (videos, trajectories) and where; None records nothing.
     recording: Recording | None = None
+    # How long a policy server may take over one answer (a deployment's own limit); None: most of the
+    # call limit.
+    reply_timeout_s: float | None = None
 
 
 def class_of(work: Work, kind: Kind) -> type:
@@ -135,11 +138,12 @@ class Runtime:
         # Its reply timeout sits inside the engine's call limit, so a silent server fails the episode
         # as a timeout of the wire, with the connection dropped, rather than as a cut call.
         limit = work.call_timeout_s or 60.0
+        reply = work.reply_timeout_s if work.reply_timeout_s is not None else 0.9 * limit
         try:
             return RemotePolicy(
                 endpoint,
                 work.policy.params,
-                reply_timeout=0.9 * limit,
+                reply_timeout=reply,
                 startup_timeout=work.startup_timeout_s,
                 reconnect_timeout=min(work.startup_timeout_s, RECONNECT_S),
             )

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from yardstick.catalog import resolve_to_play
 from yardstick.core.act_scaling import scaling_of
 from yardstick.core.adapters import Adapters
-from yardstick.core.hosting import VOLUMES_FIELD, Handed, Hosting, Located, mask
+from yardstick.core.hosting import VOLUMES_FIELD, Handed, Hosting, Located, mask, request_limit
 from yardstick.core.reach import Reach, Unreachable
 from yardstick.core.refusals import Refusal
 from yardstick.core.runs import EndpointTarget, hosted_version
@@ -294,15 +294,16 @@ class Players:
             # plays the adapter's server as its policy.
             adapted = self._adapted(target.adapter, policy, located.python if located is not None else None)
             policy, adapter_journal = Component(adapted.url), adapted.journal
+        reply = self._reply_limit(target)
         key = json.dumps(
-            [benchmark.ref, benchmark.params, policy.ref, policy.params, repr(recording)],
+            [benchmark.ref, benchmark.params, policy.ref, policy.params, repr(recording), reply],
             sort_keys=True,
             default=str,
         )
         digest = handed.digest if handed is not None else None
         found = self._players.take(key, digest)
         if found is None:
-            found = self._build(benchmark, policy, recording, located, handed)
+            found = self._build(benchmark, policy, recording, located, handed, reply)
         self._players.keep(key, found, digest)
         journals = []
         if isinstance(found, BoxedPlayer):
@@ -327,17 +328,21 @@ class Players:
         recording: Recording | None,
         located: Located | None,
         handed: Handed | None,
+        reply: float | None = None,
     ) -> Player:
+        # A deployment's own limit on one answer; the call limit around it is kept above it.
+        calls = self.call_timeout_s if reply is None else max(self.call_timeout_s, reply / 0.9)
         if located is None or handed is None:
-            work = Work(benchmark, policy, call_timeout_s=self.call_timeout_s, recording=recording)
+            work = Work(benchmark, policy, call_timeout_s=calls, recording=recording, reply_timeout_s=reply)
             if self.settings.ray_address is not None:
                 return self._on_ray(work)
             return Runtime(work, self.beacon)
         work = Work(
             Component(located.handler_ref, dict(benchmark.params)),
             policy,
-            call_timeout_s=self.call_timeout_s,
+            call_timeout_s=calls,
             recording=recording,
+            reply_timeout_s=reply,
         )
         executor = BoxedExecutor(
             located.folder,
@@ -444,6 +449,14 @@ class Players:
             raise BuildError(
                 f"the policy {policy.ref} could not be asked its rate: {exc}", FailureKind.POLICY_SETUP_CRASH
             ) from None
+
+    def _reply_limit(self, target: EndpointTarget) -> float | None:
+        """How long one answer of a deployment's policy may take (`timeouts.request`, as it stands now);
+        None for any other endpoint."""
+        if target.kind != TargetKind.HOSTED:
+            return None
+        located = self._located(_version_of(target), FailureKind.POLICY_SETUP_CRASH)
+        return request_limit(located.settings, located.checked)
 
     def _policy(self, target: EndpointTarget) -> tuple[Component, tuple[str, ...], Journal | None]:
         """The policy an endpoint reaches, the secrets its box was handed and what the box prints (a

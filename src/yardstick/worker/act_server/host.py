@@ -18,14 +18,15 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from yardstick.core import planners
 from yardstick.core.act_plane import BEAT_S, ActPlane, Claimed, direct_secret, platform_secret
 from yardstick.core.captures import CAPTURE_SETTING, Captures
-from yardstick.core.hosting import Hosting
+from yardstick.core.hosting import Hosting, request_limit
 from yardstick.core.planners import PlannerSpec
 from yardstick.core.secrets import Secrets
 from yardstick.core.settings import Settings
@@ -180,13 +181,6 @@ class ActHost:
         served.box.close()
 
 
-def _request_timeout(settings: dict[str, object], checked: object) -> float:
-    set_ = settings.get("timeouts.request")
-    if isinstance(set_, int | float) and not isinstance(set_, bool) and set_ > 0:
-        return float(set_)
-    declared = ((checked or {}) if isinstance(checked, dict) else {}).get("declaration") or {}
-    timeouts = declared.get("timeouts") if isinstance(declared, dict) else None
-    request = timeouts.get("request") if isinstance(timeouts, dict) else None
-    if isinstance(request, int | float) and not isinstance(request, bool) and request > 0:
-        return float(request)
-    return REQUEST_TIMEOUT_S
+def _request_timeout(settings: dict[str, object], checked: Mapping[str, Any]) -> float:
+    limit = request_limit(settings, checked)
+    return REQUEST_TIMEOUT_S if limit is None else limit

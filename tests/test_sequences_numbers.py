@@ -1,0 +1,128 @@
+"""Right numbers through the Sequences door, with the real `seq` CLI: on a vectorized benchmark an error is
+recorded against the seed that raised it, and a deployment's `timeouts.request` is one answer's limit."""
+
+from __future__ import annotations
+
+import csv
+import io
+import subprocess
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import fresh_database, one_database
+from hosted_helpers import eval_id_of, seq_cli
+from platform_harness import Harness, running_platform
+
+# A vectorized benchmark whose observations say their world's seed: a row of the CSV can be checked
+# against the seed that made it.
+SEEDED_BENCH = """\
+import seq
+
+
+@seq.benchmark(name="seeded-bench", gpu="cpu", tasks={"walk": "done after 3 steps"}, seeds=[0, 1, 2, 3, 4, 5],
+               max_seconds=2.0, init={"worlds": "{num_worlds}"})
+class Seeded:
+    def __init__(self, worlds):
+        self.at = [(0, 0)] * worlds
+
+    @seq.reset
+    def reset(self, worlds, tasks, seeds):
+        for w, s in zip(worlds, seeds, strict=True):
+            self.at[w] = (s, 0)
+        return [{"seed": s, "t": 0} for s in seeds]
+
+    @seq.step
+    @seq.concurrent(sizes=[4])
+    def step(self, worlds, actions):
+        out = []
+        for w in worlds:
+            seed, t = self.at[w][0], self.at[w][1] + 1
+            self.at[w] = (seed, t)
+            out.append(({"seed": seed, "t": t}, t >= 3, t >= 3))
+        return out
+"""
+
+POLICY = """\
+import time
+
+import seq
+
+
+@seq.policy(name="{name}", gpu="cpu", hz=10, action_chunk_valid_len=1, action_chunk_replan_at=1)
+class Fated(seq.Policy):
+    @seq.infer
+    def infer(self, obs):
+        if obs["t"] == 1 and obs["seed"] == {seed}:
+            {what}
+        return [[0.0]]
+"""
+
+
+@pytest.fixture(scope="module", params=one_database("sqlite"))
+def platform(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    folder = tmp_path_factory.mktemp(request.param)
+    with fresh_database(request.param, folder) as url, running_platform(folder, url, per_day=200) as harness:
+        harness.wait_for_workers(60)
+        yield harness
+
+
+def seq(platform: Harness, *args: str) -> subprocess.CompletedProcess[str]:
+    return seq_cli(platform.url, platform.keys["alice"], *args)
+
+
+def deploy(platform: Harness, folder: Path, file: str, source: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / file).write_text(textwrap.dedent(source))
+    done = seq(platform, "deploy", str(folder))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def bench(platform: Harness, tmp_path_factory: pytest.TempPathFactory) -> str:
+    deploy(platform, tmp_path_factory.mktemp("bench") / "seeded-bench", "benchmark.py", SEEDED_BENCH)
+    return "seeded-bench"
+
+
+def episodes(platform: Harness, eval_id: str) -> list[dict[str, str]]:
+    deadline = time.monotonic() + 120
+    while True:
+        shown = seq(platform, "eval", "episodes", eval_id, "--csv")
+        rows = list(csv.DictReader(io.StringIO(shown.stdout))) if shown.returncode == 0 else []
+        if any(r["error"] for r in rows) or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.5)
+
+
+def test_an_error_at_one_seed_of_four_worlds_is_that_seeds_own(
+    platform: Harness, bench: str, tmp_path: Path
+) -> None:
+    source = POLICY.format(name="raises-at-2", seed=2, what='raise RuntimeError("boom at seed 2")')
+    deploy(platform, tmp_path / "raises-at-2", "policy.py", source)
+    ran = seq(platform, "eval", "run", "raises-at-2", "--benchmark", bench, "--trials", "6")
+    assert ran.returncode != 0
+    rows = episodes(platform, eval_id_of(ran.stdout + ran.stderr))
+    errored = [r for r in rows if r["error"]]
+    assert [r["seed"] for r in errored] == ["2"], rows
+    assert "boom at seed 2" in errored[0]["error"]
+    assert all(r["success"] == "true" for r in rows if r["steps"] and not r["error"]), rows
+
+
+def test_timeouts_request_fails_a_hung_answer_at_its_limit_naming_it(
+    platform: Harness, bench: str, tmp_path: Path
+) -> None:
+    source = POLICY.format(name="hangs-at-1", seed=1, what="time.sleep(40)")
+    deploy(platform, tmp_path / "hangs-at-1", "policy.py", source)
+    changed = seq(platform, "policy", "set", "hangs-at-1", "timeouts.request=2")
+    assert changed.returncode == 0, changed.stdout + changed.stderr
+    ran = seq(platform, "eval", "run", "hangs-at-1", "--benchmark", bench, "--tasks", "walk", "--trials", "2")
+    assert ran.returncode != 0
+    rows = episodes(platform, eval_id_of(ran.stdout + ran.stderr))
+    [hung] = [r for r in rows if r["error"]]
+    assert hung["seed"] == "1" and hung["timed_out"] == "true", rows
+    assert "within 2 s" in hung["error"] and "/tmp" not in hung["error"] and "sock" not in hung["error"]
+    # Cut at its 2 s: not at most of the platform's 60 s call limit, nor after the 40 s sleep.
+    assert 2 <= float(hung["wall_s"]) < 15, hung
