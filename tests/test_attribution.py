@@ -8,10 +8,13 @@ from typing import Literal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import toys
 from conftest import toy
 from toys import fate_steps
 from yardstick.engine import Component, RunRequest, Work, evaluate
 from yardstick.engine.failures import FailureKind
+from yardstick.sdk.episode import Episode
+from yardstick.wire.server.host import PolicyHost
 
 Fate = Literal["ok", "raise", "hang"]
 SEEDS = range(12)
@@ -80,3 +83,20 @@ def test_four_worlds_give_the_outcomes_of_one_world_at_a_time() -> None:
 def test_in_a_pool_each_seed_keeps_its_own_outcome() -> None:
     fate_of: dict[int, Fate] = {s: ("raise" if s in (2, 5) else "hang" if s == 7 else "ok") for s in SEEDS}
     check(fate_of, played(fate_of, worlds=4, workers=1))
+
+
+def test_a_policy_server_begins_each_episode_before_its_first_answer_however_requests_batch() -> None:
+    host = PolicyHost(toys.SessionsKept, model_id="kept", reference="toys:SessionsKept")
+    episodes = [Episode(id=name, task="walk", description="", seed=0, trial=0) for name in "ABCD"]
+    # Queued before the slot thread runs, as four worlds' sessions open at once: each episode's start,
+    # then its first request. Gathering a batch meets the next start; it must not be called late.
+    futures = []
+    for episode in episodes:
+        futures.append(host.begin(episode))
+        futures.append(host.infer(episode, {"t": 0}, 0))
+    host.start()
+    try:
+        for future in futures:
+            future.result(timeout=60)
+    finally:
+        host.stop()

@@ -453,3 +453,22 @@ class Fated:
         if obs["t"] == 1 and obs["seed"] in self.hang_at:
             time.sleep(3600)
         return np.zeros((1, 1))
+
+
+@ys.policy(hz=10, batch_sizes=list(range(1, 9)))
+class SessionsKept:
+    """Batched, keeping a session for each episode begun, as an adapter does for the policy behind it: an
+    answer asked for an episode not begun finds none."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, int] = {}
+
+    @ys.on_episode
+    def begin(self, episode: ys.Episode) -> None:
+        self.sessions[episode.id] = 0
+
+    @ys.infer
+    def act(self, obs: list[Any], *, episode: list[ys.Episode]) -> list[np.ndarray]:
+        for e in episode:
+            self.sessions[e.id] += 1
+        return [np.zeros((1, 1)) for _ in obs]

@@ -79,6 +79,9 @@ class PolicyHost:
         self._cls = cls
         self._params = dict(params or {})
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        # A job taken while gathering a batch that is not an inference: it is the next one called, before
+        # anything queued after it (a session's start before that session's first inference).
+        self._held: list[_Job | None] = []
         # `_busy` is held while the policy is called, by the slot thread or an inline caller; `_gate`
         # guards the count of jobs submitted and not yet done, which keeps each session's calls in order.
         self._busy = threading.Lock()
@@ -174,7 +177,7 @@ class PolicyHost:
         finally:
             self._ready.set()
         while True:
-            job = self._queue.get()
+            job = self._held.pop() if self._held else self._queue.get()
             if job is None:
                 break
             if self._policy is None:
@@ -200,8 +203,9 @@ class PolicyHost:
             except queue.Empty:
                 break
             if job is None or job.kind != "infer":
-                # Order matters for a session's own calls: put the stranger back and answer what we have.
-                self._queue.put(job)
+                # Order matters for a session's own calls: the stranger is called next, before anything
+                # queued after it, and the batch is answered with what was gathered.
+                self._held.append(job)
                 break
             mates.append(job)
         return mates
