@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import subprocess
 import textwrap
 import time
@@ -42,8 +43,56 @@ class Seeded:
         for w in worlds:
             seed, t = self.at[w][0], self.at[w][1] + 1
             self.at[w] = (seed, t)
-            out.append(({"seed": seed, "t": t}, t >= 3, t >= 3))
+            done = t >= 3 + seed % 3
+            out.append(({"seed": seed, "t": t}, done, done and seed % 2 == 0))
         return out
+"""
+
+# The same episodes one world at a time.
+SEEDED_ONE = """\
+import seq
+
+
+@seq.benchmark(name="seeded-one", gpu="cpu", tasks={"walk": "done after 3 steps"}, seeds=[0, 1, 2, 3, 4, 5],
+               max_seconds=2.0)
+class SeededOne:
+    @seq.reset
+    def reset(self, task, seed):
+        self.seed, self.t = seed, 0
+        return {"seed": seed, "t": 0}
+
+    @seq.step
+    def step(self, action):
+        self.t += 1
+        done = self.t >= 3 + self.seed % 3
+        return {"seed": self.seed, "t": self.t}, done, done and self.seed % 2 == 0
+"""
+
+# A policy of other I/O ({"world": ...} in, {"move": ...} out) and the adapter between it and both benchmarks.
+OTHER_POLICY = """\
+import seq
+
+
+@seq.policy(name="other-io", gpu="cpu", hz=10, action_chunk_valid_len=1, action_chunk_replan_at=1)
+class OtherIO(seq.Policy):
+    @seq.infer
+    def infer(self, obs, *, scale: float = 1.0):
+        return {"move": [scale * obs["world"]["seed"]]}
+"""
+
+ADAPTER = """\
+import seq
+
+
+@seq.adapter(name="to-other", pairs=[("seeded-bench", "other-io"), ("seeded-one", "other-io")])
+class ToOther:
+    @seq.observation
+    def to_policy(self, obs):
+        return {"world": obs}
+
+    @seq.action
+    def to_env(self, answer):
+        return [answer["move"]]
 """
 
 POLICY = """\
@@ -88,12 +137,15 @@ def bench(platform: Harness, tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def episodes(platform: Harness, eval_id: str) -> list[dict[str, str]]:
+    """The eval's episodes as its CSV has them, once one failed or all played (the CLI stops following an
+    eval at its first failed episode)."""
     deadline = time.monotonic() + 120
     while True:
         shown = seq(platform, "eval", "episodes", eval_id, "--csv")
         rows = list(csv.DictReader(io.StringIO(shown.stdout))) if shown.returncode == 0 else []
-        if any(r["error"] for r in rows) or time.monotonic() > deadline:
+        if any(r["error"] for r in rows) or (rows and all(r["steps"] for r in rows)):
             return rows
+        assert time.monotonic() < deadline, rows
         time.sleep(0.5)
 
 
@@ -108,7 +160,8 @@ def test_an_error_at_one_seed_of_four_worlds_is_that_seeds_own(
     errored = [r for r in rows if r["error"]]
     assert [r["seed"] for r in errored] == ["2"], rows
     assert "boom at seed 2" in errored[0]["error"]
-    assert all(r["success"] == "true" for r in rows if r["steps"] and not r["error"]), rows
+    played = [r for r in rows if r["steps"] and not r["error"]]
+    assert all(int(r["steps"]) == 3 + int(r["seed"]) % 3 for r in played), rows
 
 
 def test_timeouts_request_fails_a_hung_answer_at_its_limit_naming_it(
@@ -126,3 +179,35 @@ def test_timeouts_request_fails_a_hung_answer_at_its_limit_naming_it(
     assert "within 2 s" in hung["error"] and "/tmp" not in hung["error"] and "sock" not in hung["error"]
     # Cut at its 2 s: not at most of the platform's 60 s call limit, nor after the 40 s sleep.
     assert 2 <= float(hung["wall_s"]) < 15, hung
+
+
+def test_an_adapter_plays_four_worlds_to_the_outcomes_of_one_world_at_a_time(
+    platform: Harness, bench: str, tmp_path: Path
+) -> None:
+    deploy(platform, tmp_path / "seeded-one", "benchmark.py", SEEDED_ONE)
+    deploy(platform, tmp_path / "other-io", "policy.py", OTHER_POLICY)
+    deploy(platform, tmp_path / "to-other", "adapter.py", ADAPTER)
+    outcomes = {}
+    for benchmark in (bench, "seeded-one"):
+        ran = seq(platform, "eval", "run", "other-io", "--benchmark", benchmark, "--trials", "6",
+                  "--adapter", "to-other@v1")  # fmt: skip
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        rows = episodes(platform, eval_id_of(ran.stdout))
+        outcomes[benchmark] = sorted((r["seed"], r["steps"], r["success"], r["error"]) for r in rows)
+    assert outcomes[bench] == outcomes["seeded-one"]
+    assert [(seed, steps, success) for seed, steps, success, _ in outcomes[bench]] == [
+        (str(s), str(3 + s % 3), "true" if s % 2 == 0 else "false") for s in range(6)
+    ]
+
+
+def test_a_parameter_set_on_a_deployment_is_checked_against_its_declared_type(
+    platform: Harness, tmp_path: Path
+) -> None:
+    deploy(platform, tmp_path / "other-io", "policy.py", OTHER_POLICY)
+    refused = seq(platform, "policy", "set", "other-io", "params.scale=abc")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "changes['params.scale']: 'abc' is not a float" in refused.stderr
+    assert "abc" not in seq(platform, "policy", "settings", "other-io").stdout  # nothing stored
+    taken = seq(platform, "policy", "set", "other-io", "params.scale=2")
+    assert taken.returncode == 0, taken.stdout + taken.stderr
+    assert re.search(r"params\.scale\s+2\.0\b", seq(platform, "policy", "settings", "other-io").stdout)

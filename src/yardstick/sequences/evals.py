@@ -389,5 +389,29 @@ def _fits(field_name: str, param: InferParam, value: Scalar, problems: list[str]
     return True
 
 
+def setting_value(field_name: str, declared: Any, value: Any, problems: list[str]) -> Scalar | None:
+    """A `params.<name>` setting's value as its parameter declares it, or None with the problem said: the
+    CLI sends text it could not read as a number or a truth as text, and the platform casts it to the
+    declared type (a number or a truth for a `str` parameter as its text)."""
+    try:
+        param = InferParam.model_validate(declared)
+    except ValueError:
+        return value if isinstance(value, int | float | bool | str) else None
+    cast: Any = value
+    if isinstance(value, str) and param.type in ("int", "float"):
+        try:
+            cast = int(value) if param.type == "int" else float(value)
+        except ValueError:
+            problems.append(f"{field_name}: {value!r} is not a {param.type}")
+            return None
+    elif isinstance(value, str) and param.type == "bool" and value.lower() in ("true", "false"):
+        cast = value.lower() == "true"
+    elif param.type == "str" and isinstance(value, int | float | bool):
+        cast = str(value).lower() if isinstance(value, bool) else str(value)
+    if param.type == "float" and isinstance(cast, int) and not isinstance(cast, bool):
+        cast = float(cast)
+    return cast if _fits(field_name, param, cast, problems) else None
+
+
 def unknown(what: str, name: str, offered: Sequence[str]) -> Exception:
     return not_found(f"{what}: no {what} {name!r} that you can run; on offer: {', '.join(offered) or 'none'}")

@@ -452,7 +452,8 @@ def change_deployment_settings(
     hosted, version = hosting.current(_org(who), HostedKind.POLICY, name)
     declaration = (version.checked or {}).get("declaration") or {}
     declared = {f"{PARAMS}{key}": param for key, param in (declaration.get("params") or {}).items()}
-    problems = []
+    problems: list[str] = []
+    changes = dict(body.changes)
     for key, value in body.changes.items():
         if key == "timeouts.request":
             if value is not None and (
@@ -470,6 +471,9 @@ def change_deployment_settings(
                 problems.append(
                     f"changes[{key!r}]: the policy declares no such parameter (it declares {known})"
                 )
+            elif value is not None:
+                # Stored as the type it declares, so the next eval is handed what it checked.
+                changes[key] = evals.setting_value(f"changes[{key!r}]", declared[key], value, problems)
         else:
             problems.append(
                 f"changes[{key!r}]: not a setting this platform honours (it honours params.<name>,"
@@ -481,7 +485,7 @@ def change_deployment_settings(
         raise bad_request("; ".join(problems))
     defaults = {key: param.get("default") for key, param in declared.items()}
     before = {**defaults, **hosted.settings}
-    changed = hosting.change_settings(_org(who), name, body.changes, body.rev)
+    changed = hosting.change_settings(_org(who), name, changes, body.rev)
     after = {**defaults, **changed.settings}
     return JSONResponse(
         {
