@@ -211,3 +211,16 @@ def test_a_parameter_set_on_a_deployment_is_checked_against_its_declared_type(
     taken = seq(platform, "policy", "set", "other-io", "params.scale=2")
     assert taken.returncode == 0, taken.stdout + taken.stderr
     assert re.search(r"params\.scale\s+2\.0\b", seq(platform, "policy", "settings", "other-io").stdout)
+
+
+def test_another_class_takes_a_deployments_name_only_with_replace(platform: Harness, tmp_path: Path) -> None:
+    first = POLICY.format(name="held-name", seed=99, what="pass")
+    deploy(platform, tmp_path / "one" / "held-name", "policy.py", first)
+    other = tmp_path / "two" / "held-name"
+    other.mkdir(parents=True)
+    (other / "policy.py").write_text(first.replace("class Fated", "class Other"))
+    refused = seq(platform, "deploy", str(other))
+    assert refused.returncode == 5, refused.stdout + refused.stderr
+    assert "policy:Fated" in refused.stderr and "--replace" in refused.stderr, refused.stderr
+    taken = seq(platform, "deploy", str(other), "--replace")
+    assert taken.returncode == 0, taken.stdout + taken.stderr

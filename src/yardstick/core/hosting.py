@@ -96,6 +96,21 @@ def request_limit(settings: Mapping[str, Any], checked: Mapping[str, Any] | None
     return None
 
 
+def _taken_over(latest: HostedVersion, upload: Upload, replace: bool) -> bool:
+    """Whether `upload` takes a deployment over from another class (`module:Class`); a refusal naming the rule
+    where it would without `replace`."""
+    if upload.kind != HostedKind.POLICY or latest.handler_ref == upload.handler_ref:
+        return False
+    if not replace:
+        raise Refusal(
+            RefusalKind.CONFLICT,
+            f"name: {upload.name!r} runs {latest.handler_ref}; {upload.handler_ref} takes it over only with"
+            " --replace (or deploy it under another name: --name)",
+            field="name",
+        )
+    return True
+
+
 class Builds(Protocol):
     """What builds a registered version (its environment prepared, its class tried in a box): the execution
     plane's (`worker.builds.BoxBuilds`), handed to `Hosting` by whoever composes the platform."""
@@ -200,7 +215,7 @@ class Hosting:
 
     # --- registering ---------------------------------------------------------------------------------
 
-    def would(self, org_id: int, upload: Upload) -> tuple[State, int]:
+    def would(self, org_id: int, upload: Upload, *, replace: bool = True) -> tuple[State, int]:
         """What registering `upload` would do, changing nothing (every refusal it would meet, met now)."""
         pins = self._checked_upload(org_id, upload)
         with self.db.reading() as session:
@@ -208,16 +223,21 @@ class Hosting:
             if hosted is None:
                 return "new", 1
             latest = _latest(session, hosted.id)
+            held = hosted.removed_at is None
         if latest is not None and _same(latest, upload, pins):
             return "same", latest.number
+        if held and latest is not None and _taken_over(latest, upload, replace):
+            return "replace", latest.number + 1
         return "version", (latest.number + 1 if latest is not None else 1)
 
-    def register(self, org_id: int, upload: Upload) -> HostedVersion:
+    def register(self, org_id: int, upload: Upload, *, replace: bool = True) -> HostedVersion:
         """Register `upload`: the same code answers its version as it is (rebuilt if it failed); other code
-        is the next version, building."""
+        is the next version, building. A deployment another class holds is taken over only with `replace`."""
         pins = self._checked_upload(org_id, upload)
         with self.db.writing() as session:
             hosted = _hosted(session, org_id, upload.kind, upload.name)
+            # A removed deployment's name is free: no class holds it.
+            held = hosted is not None and hosted.removed_at is None
             if hosted is None:
                 hosted = Hosted(org_id=org_id, kind=upload.kind, name=upload.name)
                 session.add(hosted)
@@ -225,6 +245,8 @@ class Hosting:
             elif hosted.removed_at is not None:
                 hosted.removed_at = None
             latest = _latest(session, hosted.id)
+            if held and latest is not None and not _same(latest, upload, pins):
+                _taken_over(latest, upload, replace)
             if latest is not None and _same(latest, upload, pins):
                 if latest.status not in (BuildStatus.FAILED, BuildStatus.CANCELLED):
                     return latest

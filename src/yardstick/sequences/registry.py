@@ -313,9 +313,11 @@ def remove_benchmark(
 
 
 @router.post(paths.DEPLOYMENTS_VALIDATE, responses=refusals(409, 424))
-def validate_deployment(body: DeploymentRequest, who: Who, hosting: HostingService) -> JSONResponse:
+def validate_deployment(
+    body: DeploymentRequest, who: Who, hosting: HostingService, replace: bool = False
+) -> JSONResponse:
     _check_planner(body, who, hosting)
-    state, version = hosting.would(_org(who), _policy_upload(body))
+    state, version = hosting.would(_org(who), _policy_upload(body), replace=replace)
     return JSONResponse(
         {"ok": True, "name": body.name, "state": state, "version": version, "contract": CONTRACT}
     )
@@ -324,10 +326,14 @@ def validate_deployment(body: DeploymentRequest, who: Who, hosting: HostingServi
 @router.post(
     paths.DEPLOYMENTS, response_model=DeploymentAccepted, status_code=202, responses=refusals(409, 424)
 )
-def deploy(body: DeploymentRequest, request: Request, who: Who, hosting: HostingService) -> JSONResponse:
+def deploy(
+    body: DeploymentRequest, request: Request, who: Who, hosting: HostingService, replace: bool = False
+) -> JSONResponse:
+    """Register a policy's code as its deployment's next version; another class takes the name over only
+    with `--replace` (`?replace=true`)."""
     audit_target(request, body.name)
     _check_planner(body, who, hosting)
-    version = hosting.register(_org(who), _policy_upload(body))
+    version = hosting.register(_org(who), _policy_upload(body), replace=replace)
     hosting.wait(version.id, BUILD_WAIT_S)
     shown = DeploymentAccepted(deployment_id=body.name)
     return JSONResponse(shown.model_dump(mode="json"), status_code=202)
