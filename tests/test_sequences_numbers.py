@@ -224,3 +224,17 @@ def test_another_class_takes_a_deployments_name_only_with_replace(platform: Harn
     assert "policy:Fated" in refused.stderr and "--replace" in refused.stderr, refused.stderr
     taken = seq(platform, "deploy", str(other), "--replace")
     assert taken.returncode == 0, taken.stdout + taken.stderr
+
+
+def test_benchmark_tasks_answers_the_version_asked(platform: Harness, tmp_path: Path) -> None:
+    first = SEEDED_ONE.replace('name="seeded-one"', 'name="versioned-bench"')
+    deploy(platform, tmp_path / "v1" / "versioned-bench", "benchmark.py", first)
+    second = first.replace('tasks={"walk": "done after 3 steps"}', 'tasks={"walk": "done", "run": "also"}')
+    deploy(platform, tmp_path / "v2" / "versioned-bench", "benchmark.py", second)
+    older = seq(platform, "--json", "benchmark", "tasks", "versioned-bench@v1")
+    assert older.returncode == 0, older.stdout + older.stderr
+    assert '"version": 1' in older.stdout and '"run"' not in older.stdout, older.stdout
+    newer = seq(platform, "--json", "benchmark", "tasks", "versioned-bench")
+    assert '"version": 2' in newer.stdout and '"run"' in newer.stdout, newer.stdout
+    missing = seq(platform, "benchmark", "tasks", "versioned-bench@v9")
+    assert missing.returncode == 4 and "has no v9 (it has v1, v2)" in missing.stderr, missing.stderr

@@ -296,6 +296,14 @@ def _catalogue_declares_replay(benchmark: str) -> bool:
         return False  # a benchmark that cannot be read here records nothing either
 
 
+def version_offered(hosted: Hosted, version: HostedVersion) -> evals.OfferedBenchmark | None:
+    """One version of a registered benchmark as an eval of it reads it; None for a version whose build has
+    not checked it (its declaration is what its registration said)."""
+    if not (version.checked or {}).get("declaration"):
+        return None
+    return _from_hosted(hosted, version)
+
+
 def _from_hosted(hosted: Hosted, version: HostedVersion) -> evals.OfferedBenchmark:
     declaration = (version.checked or {}).get("declaration") or {}
     replay = declared_replay(version)

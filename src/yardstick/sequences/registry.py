@@ -28,7 +28,7 @@ from yardstick.http.services import HostingService, Plat, Purch
 from yardstick.sdk.specs import RECORDED_REPLAYS
 from yardstick.sequences import build_logs, eval_report, evals, paging, paths, removal
 from yardstick.sequences.errors import SEQUENCES
-from yardstick.sequences.filing import declared_replay, offered_benchmark, replay_label
+from yardstick.sequences.filing import declared_replay, offered_benchmark, replay_label, version_offered
 from yardstick.sequences.models import (
     BenchmarkRegisterRequest,
     BenchmarkStatusResponse,
@@ -213,26 +213,16 @@ def benchmarkbuild_status(name: str, who: Who, hosting: HostingService) -> JSONR
 
 
 @router.get(paths.BENCHMARK_TASKS, responses=refusals(404, 409))
-def benchmark_tasks(name: str, plat: Plat, who: Who, hosting: HostingService) -> JSONResponse:
-    """The tasks of one of the org's benchmarks (as its newest version declares them), or of a catalogue
-    eval the caller may name."""
-    own = hosting.ready(_org(who), HostedKind.BENCHMARK, name)
-    if own is None and _registered(hosting, who, name):
-        _, building = hosting.current(_org(who), HostedKind.BENCHMARK, name)
-        declared = building.declared
-        offered = evals.OfferedBenchmark(
-            name=name,
-            version=building.number,
-            tasks=dict(declared.get("tasks") or {}),
-            seeds=tuple(declared.get("seeds") or ()),
-            max_seconds={},
-            params={},
-            target=BenchmarkTarget(""),
-        )
-        replay = "3d" if declared_replay(building).get("engine") in RECORDED_REPLAYS else None
-    else:
-        offered = offered_benchmark(plat, who, name)
-        replay = replay_label(offered)
+def benchmark_tasks(
+    name: str,
+    plat: Plat,
+    who: Who,
+    hosting: HostingService,
+    version: Annotated[int | None, Query(ge=1)] = None,
+) -> JSONResponse:
+    """The tasks of one of the org's benchmarks (as its newest version declares them, or `version`), or of
+    a catalogue eval the caller may name."""
+    offered, replay = _tasks_of(plat, who, hosting, name, version)
     return JSONResponse(
         {
             "benchmark": name,
@@ -252,6 +242,41 @@ def benchmark_tasks(name: str, plat: Plat, who: Who, hosting: HostingService) ->
             ],
         }
     )
+
+
+def _tasks_of(
+    plat: Platform, who: Caller, hosting: Hosting, name: str, number: int | None
+) -> tuple[evals.OfferedBenchmark, str | None]:
+    """The benchmark whose tasks are listed, and how it records its replay: the org's version `number`
+    (else the one an eval runs, else the one building), or a catalogue eval's."""
+    registered = _registered(hosting, who, name)
+    chosen: HostedVersion | None = None
+    if number is not None and registered:
+        hosted, versions = hosting.versions(_org(who), HostedKind.BENCHMARK, name)
+        chosen = next((v for v in versions if v.number == number), None)
+        if chosen is None:
+            have = ", ".join(f"v{v.number}" for v in reversed(versions))
+            raise not_found(f"version: benchmark {name!r} has no v{number} (it has {have})")
+        checked = version_offered(hosted, chosen)
+        if checked is not None:
+            return checked, replay_label(checked)
+    elif registered and hosting.ready(_org(who), HostedKind.BENCHMARK, name) is None:
+        chosen = hosting.current(_org(who), HostedKind.BENCHMARK, name)[1]
+    if chosen is None:
+        offered = offered_benchmark(plat, who, name)
+        return offered, replay_label(offered)
+    # A version its build has not checked: its tasks as its registration declared them.
+    declared = chosen.declared
+    offered = evals.OfferedBenchmark(
+        name=name,
+        version=chosen.number,
+        tasks=dict(declared.get("tasks") or {}),
+        seeds=tuple(declared.get("seeds") or ()),
+        max_seconds={},
+        params={},
+        target=BenchmarkTarget(""),
+    )
+    return offered, "3d" if declared_replay(chosen).get("engine") in RECORDED_REPLAYS else None
 
 
 @router.get(paths.BENCHMARK_EVALS, responses=refusals(404, 409))
