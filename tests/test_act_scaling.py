@@ -135,3 +135,39 @@ def test_scaling_settings_are_checked_where_they_are_written(platform: Harness) 
     assert not_whole.returncode != 0 and "buffer_workers" in said(not_whole), said(not_whole)
     unchanged = seq(platform, "policy", "settings", MODEL)
     assert unchanged.returncode == 0 and "min_workers 3" not in said(unchanged)
+
+
+def test_a_redeployed_policys_warm_workers_serve_its_new_version(platform: Harness, tmp_path: Path) -> None:
+    name = "redeployed-reach"
+    code = (EXAMPLES / "franka-reach" / "policy.py").read_text()
+    code = code.replace('name="franka-reach", gpu="cpu"', f'name="{name}", gpu="cpu", min_workers=1')
+    folder = tmp_path / name
+    shutil.copytree(EXAMPLES / "franka-reach", folder)
+    (folder / "policy.py").write_text(code)
+    assert seq(platform, "deploy", str(folder)).returncode == 0
+    [first] = wait_until(lambda: [w for w in workers_of(platform, name) if w.url])
+    (folder / "policy.py").write_text(code + "\n# v2\n")
+    redeployed = seq(platform, "deploy", str(folder))
+    assert redeployed.returncode == 0, said(redeployed)
+    earlier = first.version_id
+    # The worker warm on v1 ends; the one kept warm now serves the version just deployed.
+    serving = wait_until(
+        lambda: [w for w in workers_of(platform, name) if w.url and w.id != first.id], timeout=90
+    )
+    assert all(w.version_id != earlier for w in serving)
+    assert all(w.id != first.id for w in workers_of(platform, name))
+    robot = Robot(platform, model=name)
+    try:
+        assert robot.ask(observe={"joints": [0.0] * 7, "goal": [0.1] * 7})["ok"]
+        assert robot.ask(act=True)["ok"]
+        with platform.platform.db.reading() as session:
+            seated = session.execute(
+                select(ActWorker.version_id)
+                .join(ActSeat, ActSeat.worker_id == ActWorker.id)
+                .join(Hosted, Hosted.id == ActSeat.hosted_id)
+                .where(Hosted.name == name)
+            ).scalars()
+            assert set(seated) and earlier not in set(seated)
+    finally:
+        robot.close()
+        assert seq(platform, "policy", "set", name, "min_workers=0").returncode == 0

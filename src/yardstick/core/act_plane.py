@@ -145,7 +145,7 @@ class ActPlane:
         scaling = scaling_of(hosted.settings or {}, version.declared or {})
         with self.db.writing() as session:
             self._take(session, hosted.id)
-            workers = self._workers(session, hosted.id)
+            workers = self._workers(session, hosted.id, serving=version.id)
             loads = self._loads(session, workers, but=session_id)
             seat = session.get(ActSeat, session_id)
             sitting = next((w for w in workers if seat is not None and w.id == seat.worker_id), None)
@@ -225,13 +225,15 @@ class ActPlane:
         short: list[tuple[Hosted, HostedVersion, int]] = []
         with self.db.reading() as session:
             serving = serving_policies(session)
-            live = dict(
-                session.execute(
-                    select(ActWorker.hosted_id, func.count())
+            # Counted by version: a redeployed policy's workers of an earlier version serve it no more.
+            live = {
+                (hosted_id, version_id): count
+                for hosted_id, version_id, count in session.execute(
+                    select(ActWorker.hosted_id, ActWorker.version_id, func.count())
                     .where(ActWorker.ended_at.is_(None))
-                    .group_by(ActWorker.hosted_id)
+                    .group_by(ActWorker.hosted_id, ActWorker.version_id)
                 ).all()
-            )
+            }
             seated = dict(
                 session.execute(
                     select(ActSeat.hosted_id, func.count())
@@ -250,7 +252,7 @@ class ActPlane:
                     floor = 1 if any(seated.get(policy, 0) for policy in below) else 0
                 else:
                     floor = scaling_of(hosted.settings or {}, version.declared or {}).min_workers
-                if floor > live.get(hosted.id, 0):
+                if floor > live.get((hosted.id, version.id), 0):
                     short.append((hosted, version, floor))
         filed = 0
         for hosted, version, floor in short:
@@ -330,9 +332,12 @@ class ActPlane:
         workers = self._workers(session, hosted_id)
         return workers[0] if workers else None
 
-    def _workers(self, session: Session, hosted_id: int, end_silent: bool = True) -> list[ActWorker]:
+    def _workers(
+        self, session: Session, hosted_id: int, end_silent: bool = True, serving: int | None = None
+    ) -> list[ActWorker]:
         """The workers of `hosted_id` not ended, newest first; those whose beats stopped are ended here,
-        their seats given back."""
+        their seats given back, and so are those of another version than `serving` (the deployment's
+        version now, where given): a robot seated on one connects again, to the version deployed."""
         now = utcnow()
         workers = session.execute(
             select(ActWorker)
@@ -344,6 +349,9 @@ class ActPlane:
             silent = worker.beat_at is not None and (now - worker.beat_at).total_seconds() > LOST_S
             if silent and end_silent:
                 self._end(session, worker, f"its beats stopped ({LOST_S:g} s without one)")
+                continue
+            if serving is not None and worker.version_id != serving:
+                self._end(session, worker, "its deployment serves another version now")
                 continue
             live.append(worker)
         return live
@@ -376,7 +384,7 @@ class ActPlane:
         """The deployment's live workers and those filed now, until there are as many as its scaling keeps
         with the robots seated now, and `at_least` (its row taken first)."""
         self._take(session, hosted_id)
-        workers = self._workers(session, hosted_id)
+        workers = self._workers(session, hosted_id, serving=version_id)
         robots = sum(self._loads(session, workers).values())
         filed = self._grow(session, hosted_id, version_id, len(workers), max(at_least, scaling.floor(robots)))
         return workers + filed, filed
