@@ -100,3 +100,12 @@ def test_a_policy_server_begins_each_episode_before_its_first_answer_however_req
             future.result(timeout=60)
     finally:
         host.stop()
+
+
+def test_an_episode_that_fails_to_start_on_the_only_world_leaves_the_rest_to_play() -> None:
+    work = Work(Component(toy("Tally")), Component(toy("NoStartAtOne")), call_timeout_s=5.0)
+    outcome = evaluate(RunRequest(work=work, tasks=["three"], trials=4, workers=0))
+    by_seed = {r.seed: r for r in outcome.results}
+    assert sorted(by_seed) == [0, 1, 2, 3]
+    assert by_seed[1].failure == FailureKind.POLICY_SETUP_CRASH and "restarting" in str(by_seed[1].error)
+    assert all(by_seed[s].finished for s in (0, 2, 3))

@@ -472,3 +472,17 @@ class SessionsKept:
         for e in episode:
             self.sessions[e.id] += 1
         return [np.zeros((1, 1)) for _ in obs]
+
+
+@ys.policy(hz=10)
+class NoStartAtOne:
+    """Its on_episode raises for seed 1 (a session a restarting server refuses); fine elsewhere."""
+
+    @ys.on_episode
+    def begin(self, episode: ys.Episode) -> None:
+        if episode.seed == 1:
+            raise ConnectionRefusedError("the policy server is restarting")
+
+    @ys.infer
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        return np.zeros((1, 1))

@@ -161,7 +161,9 @@ def _play(
                 )
         active = [(i, slot) for i, slot in enumerate(slots) if slot is not None]
         if not active:
-            return
+            if exhausted:
+                return
+            continue  # the episodes just begun all failed to start: the next ones take their worlds
         tick = clock()
         for _, slot in active:
             if slot.pending is not None and slot.step >= slot.arrival:
