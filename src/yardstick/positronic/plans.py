@@ -442,8 +442,9 @@ def _rig_shape(plan: EvalPlan, evaluation: CatalogEval) -> RigShape:
     )
     where = "in simulation" if shape is RigShape.sim else f"on the {slug_of(shape)} embodiment"
     raise bad_request(
-        f"the plan's tasks {task_ids} run {where}, and the plan runs on {stated}: "
-        f"state `rig_shape: {slug_of(shape)}`"
+        f"rig_shape: the plan's tasks {task_ids} take the embodiments [{slug_of(shape)}] (they run {where}), "
+        f"and the plan runs on {stated}: state `rig_shape: {slug_of(shape)}`",
+        field="rig_shape",
     )
 
 

@@ -10,7 +10,7 @@ from fastapi import Query, Request, Response
 from fastapi.responses import JSONResponse
 from platform_client import routes
 from platform_client.boards import BoardRef
-from platform_client.catalog import EvalListResponse, TaskListResponse
+from platform_client.catalog import EvalListResponse
 from platform_client.enums import BoardVisibility, KeyStatus, SubmissionStatus
 from platform_client.eval_plan import EvalPlan, PrivateEval
 from platform_client.ids import ApiKey, OrgSlug, SubmissionId, UserId
@@ -49,7 +49,7 @@ from yardstick.http.auth import MaybeWho, Who
 from yardstick.http.routing import door_router, refusals
 from yardstick.http.services import Plat, Purch, SignInService
 from yardstick.positronic import billing_routes, keys_routes, plans, rig_plans, rig_routes
-from yardstick.positronic.catalog_view import eval_summary, tasks_view
+from yardstick.positronic.catalog_view import TaskRows, eval_summary, tasks_view
 from yardstick.positronic.errors import POSITRONIC, quota_limit, reason_code
 from yardstick.positronic.images import pin_images
 from yardstick.positronic.own_routes import (
@@ -152,7 +152,7 @@ def catalog_evals(plat: Plat, who: Who) -> Response:
     return answer(EvalListResponse(evals=[eval_summary(ev) for ev in offered if ev.accepting]))
 
 
-@submissions.get(routes.CATALOG_TASKS, response_model=TaskListResponse, responses=refusals(403))
+@submissions.get(routes.CATALOG_TASKS, response_model=TaskRows, responses=refusals(403))
 def catalog_tasks(plat: Plat, who: Who) -> Response:
     return answer(tasks_view(plat.catalog(who)))
 
