@@ -39,12 +39,17 @@ class SignInSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> SignInSettings:
-        """`YARDSTICK_GITHUB` (`on` for github.com, or an API base URL), `YARDSTICK_OIDC_ISSUERS` (issuer
-        URLs, comma-separated), `YARDSTICK_REGISTRATION_ORG`, `YARDSTICK_PUBLIC_URL`."""
+        """`YARDSTICK_GITHUB` (`on`, the default, for github.com; `off`; or an API base URL),
+        `YARDSTICK_OIDC_ISSUERS` (issuer URLs, comma-separated), `YARDSTICK_REGISTRATION_ORG`,
+        `YARDSTICK_PUBLIC_URL`.
+
+        GitHub is on unless turned off because it is the one sign-in the Positronic client's
+        `platform-register` can run against a platform that is not Positronic's: its WorkOS flow goes to
+        WorkOS's own host, which no setting of the client moves."""
         github = env.get("YARDSTICK_GITHUB", "").strip()
-        if github.lower() in ("", "0", "off", "false", "no"):
+        if github.lower() in ("0", "off", "false", "no"):
             github_api: str | None = None
-        elif github.lower() in ("1", "on", "true", "yes"):
+        elif github.lower() in ("", "1", "on", "true", "yes"):
             github_api = GITHUB_API
         else:
             github_api = github
