@@ -58,6 +58,7 @@ from yardstick.positronic.own_routes import (
     SUBMISSION_DETAILS,
     SUBMISSIONS_UNTIL,
 )
+from yardstick.positronic.public_evals import unhosted_summaries
 from yardstick.positronic.views import kept_view, list_row, status_view, waits_on
 from yardstick.scoring.sequential import ALPHA
 from yardstick.store import rounds
@@ -149,7 +150,8 @@ submissions = door_router(POSITRONIC)
 @submissions.get(routes.CATALOG_EVALS, response_model=EvalListResponse)
 def catalog_evals(plat: Plat, who: Who) -> Response:
     offered = plat.catalog(who).evals.values()
-    return answer(EvalListResponse(evals=[eval_summary(ev) for ev in offered if ev.accepting]))
+    listed = [eval_summary(ev) for ev in offered if ev.accepting]
+    return answer(EvalListResponse(evals=listed + unhosted_summaries()))
 
 
 @submissions.get(routes.CATALOG_TASKS, response_model=TaskRows, responses=refusals(403))
