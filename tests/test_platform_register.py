@@ -1,7 +1,8 @@
-"""`platform-register`, the one command positronic-platform-client 0.41.2 installs, signs in to a fresh
-`yardstick server` as the README says: the real executable from its own venv, the real server as a user
-starts it, and GitHub stood in at the network's edge (`github_standin`), reached by both through the
-`HTTPS_PROXY` and `SSL_CERT_FILE` they read. It exits 0 and the key it prints works for a keyed call."""
+"""`platform-register`, the one command positronic-platform-client installs (0.41.2, and 0.37.1 beside it),
+signs in to a fresh `yardstick server` as the README says: the real executable from each one's own venv, the
+real server as a user starts it, and GitHub stood in at the network's edge (`github_standin`), reached by both
+through the `HTTPS_PROXY` and `SSL_CERT_FILE` they read. It exits 0 and the key it prints works for a keyed
+call."""
 
 from __future__ import annotations
 
@@ -25,14 +26,16 @@ from github_standin import GitHubStandIn, github_stand_in
 from yardstick.core.settings import GITHUB_API, SignInSettings
 
 ROOT = Path(__file__).resolve().parent.parent
-CLIENT_VENV = ROOT / ".venv-positronic-0.41.2"
-PLATFORM_REGISTER = CLIENT_VENV / "bin" / "platform-register"
+CLIENTS = ("0.41.2", "0.37.1")
 YARDSTICK = str(Path(sys.executable).parent / "yardstick")
 PLATFORM_VERSION_HEADER = "X-Positronic-Platform-Version"
 
-needs_client = pytest.mark.skipif(
-    not PLATFORM_REGISTER.exists(), reason=f"no {CLIENT_VENV.name} (make test builds it)"
-)
+
+def _venv(version: str) -> Path:
+    venv = ROOT / f".venv-positronic-{version}"
+    if not (venv / "bin" / "platform-register").exists():
+        pytest.skip(f"no {venv.name} (make test builds it)")
+    return venv
 
 
 def _versioned_relay(target: str) -> tuple[ThreadingHTTPServer, str]:
@@ -79,11 +82,14 @@ class Fresh:
     url: str  # where a client reaches the platform
     github: GitHubStandIn
     env: dict[str, str]  # a user's shell: no Yardstick or Positronic setting, GitHub through the proxy
+    client: Path  # the venv of the client under test
 
 
-@pytest.fixture
-def fresh(tmp_path: Path) -> Iterator[Fresh]:
-    """`yardstick server` on a new data folder with no sign-in setting at all, as a first install runs."""
+@pytest.fixture(params=CLIENTS)
+def fresh(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Fresh]:
+    """`yardstick server` on a new data folder with no sign-in setting at all, as a first install runs, and
+    the client of one version."""
+    client = _venv(request.param)
     with github_stand_in(tmp_path) as github:
         env = {
             k: v for k, v in os.environ.items() if not k.startswith(("YARDSTICK_", "POSITRONIC_PLATFORM_"))
@@ -118,7 +124,7 @@ def fresh(tmp_path: Path) -> Iterator[Fresh]:
             time.sleep(0.2)  # waiting on the server's own start: nothing to wait on but its port
         relay, relay_url = _versioned_relay(url)
         try:
-            yield Fresh(relay_url, github, env)
+            yield Fresh(relay_url, github, env, client)
         finally:
             relay.shutdown()
             relay.server_close()
@@ -128,7 +134,7 @@ def fresh(tmp_path: Path) -> Iterator[Fresh]:
 
 def _register(fresh: Fresh, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(PLATFORM_REGISTER), "--platform-url", fresh.url, *args],
+        [str(fresh.client / "bin" / "platform-register"), "--platform-url", fresh.url, *args],
         capture_output=True,
         text=True,
         env=fresh.env,
@@ -137,13 +143,13 @@ def _register(fresh: Fresh, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _me(fresh: Fresh, key: str) -> str:
-    """`users.me` through the 0.41.2 client itself, with `key`: the account's alias."""
+    """`users.me` through the client under test, with `key`: the account's alias."""
     script = (
         "import sys; from platform_client.client import PlatformClient; "
         "print(PlatformClient(sys.argv[1], api_key=sys.argv[2]).me().alias)"
     )
     done = subprocess.run(
-        [str(CLIENT_VENV / "bin" / "python"), "-c", script, fresh.url, key],
+        [str(fresh.client / "bin" / "python"), "-c", script, fresh.url, key],
         capture_output=True,
         text=True,
         env=fresh.env,
@@ -153,7 +159,6 @@ def _me(fresh: Fresh, key: str) -> str:
     return done.stdout.strip()
 
 
-@needs_client
 def test_platform_register_signs_in_to_a_fresh_install_through_github_and_its_key_works(fresh: Fresh) -> None:
     done = _register(fresh, "--alias", "Ada")
 
@@ -170,7 +175,6 @@ def test_platform_register_signs_in_to_a_fresh_install_through_github_and_its_ke
     assert set(fresh.github.tunnelled) == {"github.com:443", "api.github.com:443"}
 
 
-@needs_client
 def test_a_second_sign_in_finds_the_account_and_rotate_mints_a_key_that_works(fresh: Fresh) -> None:
     first = _register(fresh, "--alias", "Ada")
     assert first.returncode == 0, first.stdout + first.stderr
