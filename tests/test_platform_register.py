@@ -10,13 +10,10 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -28,7 +25,6 @@ from yardstick.core.settings import GITHUB_API, SignInSettings
 ROOT = Path(__file__).resolve().parent.parent
 CLIENTS = ("0.41.2", "0.37.1")
 YARDSTICK = str(Path(sys.executable).parent / "yardstick")
-PLATFORM_VERSION_HEADER = "X-Positronic-Platform-Version"
 
 
 def _venv(version: str) -> Path:
@@ -36,45 +32,6 @@ def _venv(version: str) -> Path:
     if not (venv / "bin" / "platform-register").exists():
         pytest.skip(f"no {venv.name} (make test builds it)")
     return venv
-
-
-def _versioned_relay(target: str) -> tuple[ThreadingHTTPServer, str]:
-    """A relay to `target` that names the platform's contract version on each answer where it names none.
-
-    TODO(47, the handshake): until the gateway names its version itself, 0.41.2 refuses its every answer; the
-    relay stands for that header only, and goes once the gateway sends it (it then passes answers through).
-    """
-
-    class Relay(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _relay(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
-            answer = httpx.request(
-                self.command, target + self.path, headers=headers, content=body, timeout=60
-            )
-            self.send_response(answer.status_code)
-            for key, value in answer.headers.items():
-                if key.lower() not in (
-                    "content-length",
-                    "transfer-encoding",
-                    "connection",
-                    "content-encoding",
-                ):
-                    self.send_header(key, value)
-            if PLATFORM_VERSION_HEADER.lower() not in answer.headers:
-                self.send_header(PLATFORM_VERSION_HEADER, "0.41.2")
-            self.send_header("Content-Length", str(len(answer.content)))
-            self.end_headers()
-            self.wfile.write(answer.content)
-
-        do_GET = do_POST = _relay
-
-    relay = ThreadingHTTPServer(("127.0.0.1", 0), Relay)
-    threading.Thread(target=relay.serve_forever, daemon=True).start()
-    return relay, f"http://127.0.0.1:{relay.server_address[1]}"
 
 
 @dataclass
@@ -122,14 +79,16 @@ def fresh(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Fresh]:
             assert process.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)  # waiting on the server's own start: nothing to wait on but its port
-        relay, relay_url = _versioned_relay(url)
         try:
-            yield Fresh(relay_url, github, env, client)
+            yield Fresh(url, github, env, client)
         finally:
-            relay.shutdown()
-            relay.server_close()
             process.terminate()
             process.wait(timeout=30)
+
+
+def _client_env(fresh: Fresh) -> dict[str, str]:
+    """The user's shell for the client: its own venv only, none of the paths the server was started with."""
+    return {k: v for k, v in fresh.env.items() if k != "PYTHONPATH"}
 
 
 def _register(fresh: Fresh, *args: str) -> subprocess.CompletedProcess[str]:
@@ -137,7 +96,7 @@ def _register(fresh: Fresh, *args: str) -> subprocess.CompletedProcess[str]:
         [str(fresh.client / "bin" / "platform-register"), "--platform-url", fresh.url, *args],
         capture_output=True,
         text=True,
-        env=fresh.env,
+        env=_client_env(fresh),
         timeout=120,
     )
 
@@ -152,7 +111,7 @@ def _me(fresh: Fresh, key: str) -> str:
         [str(fresh.client / "bin" / "python"), "-c", script, fresh.url, key],
         capture_output=True,
         text=True,
-        env=fresh.env,
+        env=_client_env(fresh),
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
