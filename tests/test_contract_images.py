@@ -54,6 +54,7 @@ class Contract:
     silent: str  # an image that never answers
     fat: str  # the example and 4 MB of noise: past the compressed budget set here
     limit: int  # that budget
+    local: str  # the example's name in podman's store
 
 
 def yardstick(*args: str) -> subprocess.CompletedProcess[str]:
@@ -124,7 +125,15 @@ def contract(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Contract]:
                 image_warmup_deadline_s=WARMUP_S,
             ) as harness:
                 harness.wait_for_workers()
-                yield Contract(harness, public, pushed["example"], pushed["silent"], pushed["fat"], limit)
+                yield Contract(
+                    harness,
+                    public,
+                    pushed["example"],
+                    pushed["silent"],
+                    pushed["fat"],
+                    limit,
+                    f"{local}/example:v1",
+                )
     finally:
         image_helpers.remove_images(f"{local}/")
 
@@ -182,3 +191,14 @@ def test_a_pull_past_the_fetch_deadline_is_the_platforms_fault(contract: Contrac
     assert "image-fetch deadline of 0.01 s" in failed.value.reason
     assert reason_code(failed.value.kind) is ReasonCode.provision_wedged
     assert reason_code(failed.value.kind).is_platform_fault  # type: ignore[union-attr]
+
+
+def test_an_image_past_the_unpacked_budget_is_refused_naming_the_limit(
+    contract: Contract, tmp_path: Path
+) -> None:
+    podman = Podman(tmp_path / "conf", "contract-unpacked")
+    podman.check_unpacked(contract.local, 55 * 10**9)  # the contract's budget: well within
+    with pytest.raises(Failed) as failed:
+        podman.check_unpacked(contract.local, 10**6)
+    assert failed.value.kind is FailureKind.IMAGE_TOO_LARGE
+    assert "the limit is 1 MB unpacked (1,000,000 bytes)" in failed.value.reason, failed.value.reason
