@@ -79,9 +79,15 @@ class Settings:
     # `unix:/path` for a unix socket): none unless an administrator allows them (`--allow-remote`).
     allow_remote: tuple[str, ...] = ()
     # The container registries policy images are pulled from (`http://HOST:PORT`, `https://HOST`): none
-    # unless an administrator names them (`--registry`); and the largest image played (its layers' sum).
+    # unless an administrator names them (`--registry`). The published container contract's budgets: the
+    # largest image pulled (its config and layers as the registry stores them, 50 GB) and unpacked (55 GB);
+    # its deadlines: the pull's (a miss is the platform's fault) and the warm-up's, from the end of the pull
+    # to the first answer (a miss is the image's).
     registries: tuple[str, ...] = ()
-    max_image_bytes: int = 4 << 30
+    max_image_bytes: int = 50 * 10**9
+    max_unpacked_image_bytes: int = 55 * 10**9
+    image_fetch_deadline_s: float = 1800.0
+    image_warmup_deadline_s: float = 1800.0
     # What the images a worker pulled or built may take in podman's store before those used longest ago go.
     image_cache_bytes: int = 32 << 30
     # Robots on a deployment (the act plane): how long a robot's seat lasts past its last keepalive, and how
