@@ -4,8 +4,8 @@ Each simulator comes with an extra of Yardstick's (`pip install 'yardstick-robot
 installs only what they play. `pip install yardstick-robotics` alone is the light install: it serves
 a user's policy, plays a user's benchmark, runs the platform, and reads every built-in's declaration
 (tasks, seeds, limits: the platform's catalogue is seeded from them), but cannot build a built-in whose
-simulator it lacks. Building one is refused before anything starts, naming the extra, rather than failing each episode with an
-ImportError.
+simulator it lacks. Building one is refused before anything starts, naming the extra, rather than
+failing each episode with an ImportError.
 
 A built-in class that needs a simulator is one line of `NEEDS`; it, and every class derived from it (a
 user's subclass too), is checked wherever a run or a policy server is about to build it
