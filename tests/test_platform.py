@@ -21,7 +21,7 @@ from platform_harness import Harness, running_platform, toy_plan
 
 
 def test_the_contracts_client_runs_a_plan_end_to_end(tmp_path: Path, database_url: str) -> None:
-    with running_platform(tmp_path, database_url) as platform:
+    with running_platform(tmp_path, database_url, open_competitions=True) as platform:
         client = platform.client("alice")
         assert client.auth_config().workos is None
         me = client.me()
@@ -162,7 +162,7 @@ def test_a_board_polled_while_a_run_plays_shows_it_within_a_second_of_its_end(
     end, and never a run that has not finished."""
     from yardstick.core.boards import BOARD_FRESH_S
 
-    with running_platform(tmp_path, database_url) as platform:
+    with running_platform(tmp_path, database_url, open_competitions=True) as platform:
         client = platform.client("alice")
         board = BoardRef("toys.tally")
         created = client.create_submission(toy_plan("fresh", spec="slow", competition=True))
