@@ -455,3 +455,73 @@ def test_a_remote_endpoint_is_dialled_over_the_wire(tmp_path: Path) -> None:
         result = httpx.get(view.artifacts.result).json()
         assert set(result["endpoints"]) == {"ws", "rpc"}
         assert result["endpoints"]["ws"]["overall"] == result["endpoints"]["rpc"]["overall"]
+
+
+def test_a_run_of_two_policies_ranks_each_on_the_tenant_board_and_a_baseline_shows_its_publisher(
+    tmp_path: Path, database_url: str
+) -> None:
+    """Canvas: Rows succeeds on every seed, the sampler on even seeds only. Alice's duel of the two is two
+    rows of the board (each its own score), not one of the pair's pooled 75%; bob's run made a baseline
+    shows its publisher's tag, not bob's; a sampled run is no baseline."""
+    from platform_harness import TOYS
+    from yardstick.core import admin
+
+    with running_platform(tmp_path, database_url) as platform:
+        with platform.platform.db.writing() as session:
+            admin.create_eval(
+                session,
+                "acme.canvas",
+                f"{TOYS}:Canvas",
+                choice=admin.EvalTasks(["left"], trials=4),
+                org_slug="acme",
+            )
+        alice, bob = platform.client("alice"), platform.client("bob")
+
+        def canvas(key: str, *specs: str, **more: Any) -> EvalPlan:
+            return EvalPlan.model_validate(
+                {
+                    "request_type": {"type": "private_eval", "org": "acme"},
+                    "eval": "acme.canvas",
+                    "endpoints": [
+                        {"name": s, "kind": "served", "wire": "websocket", "spec": s} for s in specs
+                    ],
+                    "transaction_key": key,
+                    **more,
+                }
+            )
+
+        filed = [
+            (alice, alice.create_submission(canvas("duel", "rows", "sampler"))),
+            (bob, bob.create_submission(canvas("reference", "rows"))),
+            (bob, bob.create_submission(canvas("bobs", "sampler"))),
+            (bob, bob.create_submission(canvas("sampled", "rows", sample={"count": 2, "seed": 1}))),
+        ]
+        ids = []
+        for client, created in filed:
+            assert platform.wait(client, created.submission_id).status.name == "finished"
+            ids.append(int(created.submission_id))
+        duel, reference, bobs, sampled = ids
+        with (
+            platform.platform.db.writing() as session,
+            pytest.raises(admin.AdminError, match="sample of 2 of the eval's episodes"),
+        ):
+            admin.add_baseline(session, "acme.canvas", sampled, publisher="Physical Labs", name="pi-zero")
+        with platform.platform.db.writing() as session:
+            admin.add_baseline(session, "acme.canvas", reference, publisher="Physical Labs", name="pi-zero")
+        deadline = time.monotonic() + 30  # a board is read at most once a second (`BOARD_FRESH_S`)
+        while True:
+            rows = alice.rankings(board=BoardRef("acme.canvas")).rankings
+            if any(r.baseline for r in rows):
+                break
+            assert time.monotonic() < deadline, "the baseline never showed on the board"
+            time.sleep(0.05)
+    shown = [(r.rank, r.display_name, int(r.submission_id), r.scores.primary) for r in rows]
+    assert shown == [  # ties: the earlier run first
+        (1, "alice/rows", duel, pytest.approx(1.0)),
+        (None, "pi-zero", reference, pytest.approx(1.0)),
+        (2, "alice/sampler", duel, pytest.approx(0.5)),
+        (3, "bob", bobs, pytest.approx(0.5)),
+    ]
+    tags = {r.display_name: r.tag for r in rows}
+    assert tags["alice/rows"] == tags["alice/sampler"] != tags["bob"]
+    assert tags["pi-zero"] not in (tags["bob"], tags["alice/rows"])  # the publisher's, not bob's who filed it
