@@ -525,3 +525,51 @@ def test_a_run_of_two_policies_ranks_each_on_the_tenant_board_and_a_baseline_sho
     tags = {r.display_name: r.tag for r in rows}
     assert tags["alice/rows"] == tags["alice/sampler"] != tags["bob"]
     assert tags["pi-zero"] not in (tags["bob"], tags["alice/rows"])  # the publisher's, not bob's who filed it
+
+
+def test_a_cancel_cuts_the_episode_in_play_and_the_worker_takes_the_next_run(
+    tmp_path: Path, database_url: str
+) -> None:
+    """The only worker plays a policy that hangs (an hour's sleep, well inside a call limit of fifteen
+    minutes); the run is cancelled while another waits: the hanging episode is cut and the waiting run
+    plays at once, not when the hang runs out."""
+    from platform_harness import TOYS
+    from yardstick.core import admin
+    from yardstick.store.models import RunEpisode, ServedPolicy
+    from yardstick.store.states import EpisodeState
+
+    with running_platform(tmp_path, database_url, call_timeout_s=900.0) as platform:
+        with platform.platform.db.writing() as session:
+            admin.create_eval(session, "toys.ten", f"{TOYS}:Tally", choice=admin.EvalTasks(["ten"], trials=1))
+            session.add(ServedPolicy(name="hang", reference=f"{TOYS}:HangOnTen", params={}))
+        alice = platform.client("alice")
+        hanging = alice.create_submission(
+            EvalPlan.model_validate(
+                {
+                    "request_type": {"type": "private_eval", "org": "acme"},
+                    "eval": "toys.ten",
+                    "endpoints": [{"name": "policy", "kind": "served", "wire": "websocket", "spec": "hang"}],
+                    "transaction_key": "hangs",
+                }
+            )
+        )
+
+        def in_play() -> bool:
+            with platform.platform.db.reading() as session:
+                episode = (
+                    session.query(RunEpisode)
+                    .filter(RunEpisode.submission_id == int(hanging.submission_id))
+                    .one()
+                )
+                return episode.state == EpisodeState.LEASED
+
+        deadline = time.monotonic() + 120
+        while not in_play():
+            assert time.monotonic() < deadline, "the hanging run never started"
+            time.sleep(0.05)
+        waiting = alice.create_submission(toy_plan("waits", episodes=1))
+        alice.cancel_submission(CancelRequest(id=hanging.submission_id))
+        ended = platform.wait(alice, waiting.submission_id, timeout=90.0)  # the hang lasts fifteen minutes
+        assert ended.status.name == "finished"
+        assert alice.get_submission(hanging.submission_id).status.name == "cancelled"
+        assert all(w.is_alive() for w in platform.workers)  # the cut ended the episode, not the worker
