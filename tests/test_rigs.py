@@ -40,8 +40,10 @@ from dropping_proxy import DroppingProxy
 from platform_harness import wait_for
 from rig_helpers import WAIT_S, Lab, Operator, plan, running_lab, start_rig, stop_rig, until
 from yardstick.core import rigs
+from yardstick.core.artifacts import LocalArtifactStore
 from yardstick.positronic.operator_labels import DEFAULT_RIG_SCORING, OPERATOR_LABELER, operator_label
 from yardstick.positronic.own_routes import RIG_BEGIN, RIG_LAND
+from yardstick.positronic.views import RIG_EPISODES
 from yardstick.rig.client import PlatformLink, RigRefused
 from yardstick.rig.folders import EpisodeWriter, Verdict
 from yardstick.sdk.robots import robot_spec
@@ -122,9 +124,10 @@ def test_a_blind_rig_plan_is_played_at_the_station_and_scored_from_the_operators
     assert {e.endpoint: (e.kept, e.judged, e.succeeded) for e in ended.outcome.endpoints} == expected
 
     # The folders, read back with the vocabulary's names, and scored by positronic-evals' own rule.
-    prefix = urlsplit(ended.artifacts.result)
-    assert prefix.scheme == "file"
-    folders = sorted(p for p in Path(prefix.path).iterdir() if p.is_dir())
+    # `result` is the run's result, by a signed link: never a path of the server's own folder.
+    assert urlsplit(ended.artifacts.result).scheme == "http"
+    assert httpx.get(ended.artifacts.result).json()["scores"]["primary"] == ended.scores.primary
+    folders = episode_folders(lab, int(ended.id))
     assert len(folders) == 4
     labels = []
     for folder in folders:
@@ -224,7 +227,7 @@ def test_a_policy_that_fails_mid_episode_stops_the_robot_first_and_the_operator_
     assert [(e.endpoint, e.kept, e.judged, e.succeeded) for e in ended.outcome.endpoints] == [
         ("crash", 2, 2, 0)
     ]
-    folders = sorted(p for p in Path(urlsplit(ended.artifacts.result).path).iterdir() if p.is_dir())
+    folders = episode_folders(lab, int(ended.id))
     notes = [json.loads((folder / STATIC_FILE).read_text()).get("yardstick.notes", "") for folder in folders]
     assert all("arm froze" in n and "broke on its fourth answer" in n for n in notes), notes
 
@@ -288,6 +291,14 @@ def test_a_rig_that_lands_an_episode_twice_is_answered_alike_and_nothing_changes
     assert (episode.attempt, (episode.result or {}).get("outcome")) == (1, "Discarded")
 
 
+def episode_folders(lab: Lab, submission: int) -> list[Path]:
+    """The folders a rig run's episodes landed as, read where the platform keeps them."""
+    store = lab.harness.platform.artifacts
+    assert isinstance(store, LocalArtifactStore)
+    kept = store.folder(submission) / RIG_EPISODES
+    return sorted(p for p in kept.iterdir() if p.is_dir())
+
+
 def _judged_folder(submission: str, index: int, outcome: str) -> Path:
     """An episode folder in the vocabulary's format with the operator's verdict, as the rig writes one."""
     from yardstick.catalog.sim_franka import SimulatedFranka
@@ -329,7 +340,7 @@ def test_an_operator_who_walks_away_leaves_the_episode_unscored_not_failed(lab: 
         ("hold", 2, 0, 0)
     ]
     assert ended.scores.primary is None  # no label at all: nothing to score, and no failure counted
-    folders = sorted(p for p in Path(urlsplit(ended.artifacts.result).path).iterdir() if p.is_dir())
+    folders = episode_folders(lab, int(ended.id))
     assert [json.loads((f / STATIC_FILE).read_text())[OUTCOME] for f in folders] == ["UNSCORED", "UNSCORED"]
 
 
