@@ -329,6 +329,10 @@ def test_an_operator_who_walks_away_leaves_the_episode_unscored_not_failed(lab: 
     try:
         for _ in range(2):  # Start is pressed; the cap ends the episode, and nobody judges it
             rig.operator.at("layout", rig.errors)
+            for camera in rig.agent.station.cameras:  # the scene through the cameras, before Start
+                until(
+                    lambda c=camera: rig.operator.http.get(f"/camera/{c}.jpg").status_code == 200, camera, 60
+                )
             rig.operator.press("/start")
             assert rig.operator.at("verdict", rig.errors)["episode"]["why_ended"] == "cap"
         ended = wait_for(client, created.submission_id, timeout=WAIT_S)
