@@ -157,8 +157,7 @@ def waits_on(platform: Platform, run: Run) -> str | None:
 def rig_refs(platform: Platform, run: Run, refs: ArtifactRefs) -> ArtifactRefs:
     """A rig plan's `artifacts`: `result` names the prefix its episodes landed under where the org reads its
     store itself (a bucket); where the store is the server's own folder, whose path is nothing the caller
-    may read or be told, the signed link to the run's result, as a simulation's (the episodes' files are
-    listed by `submissions.artifacts`)."""
+    may read or be told, the signed link to the run's result, as a simulation's."""
     location = platform.artifacts.location(run.id, RIG_EPISODES)
     return refs if location.startswith("file:") else ArtifactRefs(result=location)
 
