@@ -141,6 +141,7 @@ class PlatformWorker:
         self._player: Player | None = None  # what plays the batch now: cancelled when its run ends
         self._in_engine = False
         self._cut = False  # the batch's run ended: the engine is to be left at once (`RunEnded`)
+        self._cuttable = False  # `CUT_SIGNAL` has its handler (only `run` in the main thread installs it)
         # A database failure mid-batch may leave episodes leased to this worker that it will not play: the
         # batch's own release may have failed too, and an episode played but not recorded is still leased.
         self._leases_left = False
@@ -150,8 +151,10 @@ class PlatformWorker:
         beats meanwhile."""
         vigil = threading.Thread(target=self._vigil, name="yardstick-vigil", daemon=True)
         vigil.start()
+        before = None
         if threading.current_thread() is threading.main_thread():
-            signal.signal(CUT_SIGNAL, self._on_cut)
+            before = signal.signal(CUT_SIGNAL, self._on_cut)
+            self._cuttable = True
         # Robots on deployments are served beside the batches, on a thread of their own.
         acts = ActHost(self.settings, self.db, self.name) if self.settings.secret_file.exists() else None
         if acts is not None:
@@ -178,6 +181,9 @@ class PlatformWorker:
             vigil.join(timeout=5)
             self.db.close()
             shutil.rmtree(self._recordings, ignore_errors=True)
+            if self._cuttable:
+                self._cuttable = False
+                signal.signal(CUT_SIGNAL, before)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -346,7 +352,7 @@ class PlatformWorker:
                     else:
                         self._cut = True
                         main = threading.main_thread().ident
-                        if main is not None and self._in_engine:
+                        if main is not None and self._in_engine and self._cuttable:
                             log.info("worker %s: run %s ended as it played; episode cut", self.name, run_id)
                             signal.pthread_kill(main, CUT_SIGNAL)
                     return
