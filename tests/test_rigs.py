@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from eval_vocabulary.episode import ENDED_BY, META_FILE, STATIC_FILE, TASK, UID
+from eval_vocabulary.episode import ENDED_BY, META_FILE, SEED, STATIC_FILE, TASK, UID
 from eval_vocabulary.outcome import OUTCOME, Outcome
 from eval_vocabulary.progress import STATE_SIGNAL
 from platform_client.client import PlatformClient
@@ -112,6 +112,7 @@ def test_a_blind_rig_plan_is_played_at_the_station_and_scored_from_the_operators
             .all()
         )
     by_endpoint = {name: [given[e.index] for e in rows if e.endpoint == name] for name in ("nudge", "hold")}
+    seeds = {e.index: e.seed for e in rows}
     expected = {
         name: (
             sum(v != "Discarded" for v in said),
@@ -136,6 +137,7 @@ def test_a_blind_rig_plan_is_played_at_the_station_and_scored_from_the_operators
         index = int(folder.name)
         assert static[OUTCOME] == given[index] and static[TASK] and meta[UID]
         assert static[ENDED_BY] == "operator"
+        assert static[SEED] == seeds[index]  # vocabulary 0.6.0: the trial's seed in its statics
         assert (folder / f"{STATE_SIGNAL}.parquet").is_file()
         assert any(folder.glob("*.mp4"))
         if given[index] != "Discarded":

@@ -36,6 +36,7 @@ from yardstick.core.ledger import Quote
 from yardstick.core.refusals import Listed, Problem, Refusal, RefusalKind, bad_request, forbidden, not_found
 from yardstick.core.runs import BenchmarkTarget, EndpointTarget, PlannedEpisode, RunPlan
 from yardstick.engine.plan import seed_of_trial
+from yardstick.positronic.public_evals import refuse_unhosted
 from yardstick.store.states import Audience, TargetKind
 from yardstick.wire.address import parse_address
 
@@ -331,6 +332,7 @@ def _over_limits(
 def _named_eval(slug: str, catalog: Catalog) -> CatalogEval:
     evaluation = catalog.evals.get(slug)
     if evaluation is None:
+        refuse_unhosted(slug)
         offered = sorted(catalog.evals)
         raise not_found(
             f"eval {slug!r} is not one this platform offers you; "
@@ -453,8 +455,9 @@ def _rig_shape(plan: EvalPlan, evaluation: CatalogEval) -> RigShape:
     )
     where = "in simulation" if shape is RigShape.sim else f"on the {slug_of(shape)} embodiment"
     raise bad_request(
-        f"the plan's tasks {task_ids} run {where}, and the plan runs on {stated}: "
-        f"state `rig_shape: {slug_of(shape)}`"
+        f"rig_shape: the plan's tasks {task_ids} take the embodiments [{slug_of(shape)}] (they run {where}), "
+        f"and the plan runs on {stated}: state `rig_shape: {slug_of(shape)}`",
+        field="rig_shape",
     )
 
 

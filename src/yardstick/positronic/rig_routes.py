@@ -259,6 +259,7 @@ def _playbook(plat: Platform, run_id: int, unplayed: list[int], dropped: tuple[i
                 "index": e.index,
                 "task_id": e.task_id,
                 "benchmark_task": e.benchmark_task,
+                "seed": e.seed,  # the trial's, for its folder's `eval.seed`
                 "instruction": instruction,
                 "cap_s": e.cap_s,
                 "endpoint": token_of(run, e.endpoint),

@@ -177,6 +177,7 @@ class RigAgent:
             scene=scene,
             rig=station.rig,
             shape=spec.shape,
+            seed=episode.get("seed"),
         )
         period, cap = 1.0 / spec.hz, float(episode.get("cap_s") or 60.0)
         why, fault = "cap", None
