@@ -78,6 +78,9 @@ class Settings:
     # Loopback and link-local addresses a remote endpoint may name (`HOST:PORT`, `HOST` for any port,
     # `unix:/path` for a unix socket): none unless an administrator allows them (`--allow-remote`).
     allow_remote: tuple[str, ...] = ()
+    # A competition takes what the Positronic contract says, one image endpoint; a lab running competitions
+    # of its own over served or remote policies, several to a run, opens them (`YARDSTICK_OPEN_COMPETITIONS`).
+    open_competitions: bool = False
     # The container registries policy images are pulled from (`http://HOST:PORT`, `https://HOST`): none
     # unless an administrator names them (`--registry`). The published container contract's budgets: the
     # largest image pulled (its config and layers as the registry stores them, 50 GB) and unpacked (55 GB);
@@ -110,6 +113,8 @@ class Settings:
             data_dir=folder,
             database_url=database_url or os.environ.get(DATABASE_ENV) or None,
             sign_in=SignInSettings.from_env(os.environ),
+            open_competitions=os.environ.get("YARDSTICK_OPEN_COMPETITIONS", "").lower()
+            in ("1", "on", "true"),
         )
 
     @property

@@ -223,8 +223,11 @@ class _Leaf:
     trials: tuple[tuple[str, Sequence[int]], ...]
 
 
-def resolve(plan: EvalPlan, catalog: Catalog, *, transaction_key: str | None) -> Resolution:
+def resolve(
+    plan: EvalPlan, catalog: Catalog, *, transaction_key: str | None, open_competitions: bool = False
+) -> Resolution:
     """Resolve `plan` against what `catalog` offers this caller, drawing from `transaction_key`.
+    `open_competitions`: the install lets a competition take any endpoints (`Settings.open_competitions`).
 
     Raises `Refusal` on a plan the platform refuses; a plan that resolves changes nothing anywhere.
     """
@@ -246,6 +249,8 @@ def resolve(plan: EvalPlan, catalog: Catalog, *, transaction_key: str | None) ->
         ]
     rig_shape = _rig_shape(plan, evaluation)
     definitions = _definitions(plan, catalog)
+    if isinstance(plan.request_type, NebiusCompetition) and not open_competitions:
+        _one_image(definitions)
     limits.check(_over_limits(plan, leaves, definitions))
 
     problems: list[str] = []
@@ -258,6 +263,12 @@ def resolve(plan: EvalPlan, catalog: Catalog, *, transaction_key: str | None) ->
         if resolved is not None:
             resolved_tasks.append(resolved)
             episodes.extend(planned)
+    if plan.tote_placement is not None and not any(TaskScene.of(leaf.task).tote_sides for leaf in leaves):
+        problems.extend(
+            f"task {task_id!r} has no tote: tote_placement is not a field it takes "
+            "(no task of the plan has one)"
+            for task_id in dict.fromkeys(leaf.task.task_id for leaf in leaves)
+        )
     if problems:
         raise bad_request("; ".join(problems))
 
@@ -486,6 +497,21 @@ def _definitions(plan: EvalPlan, catalog: Catalog) -> dict[str, Endpoint]:
     return found
 
 
+def _one_image(definitions: Mapping[str, Endpoint]) -> None:
+    """The contract's competition: one policy, run by the platform from its image (`NebiusCompetition`)."""
+    if len(definitions) != 1:
+        raise bad_request(
+            f"endpoints: a nebius_competition plan defines exactly one endpoint, an image one; this plan "
+            f"defines {len(definitions)} ({', '.join(map(repr, definitions))})"
+        )
+    (entry,) = definitions.values()
+    if entry.kind is not EndpointKind.image:
+        raise bad_request(
+            f"endpoints: a nebius_competition plan's one endpoint is of kind image (the platform runs "
+            f"the policy from its image); endpoint {entry.name!r} is {entry.kind.name}"
+        )
+
+
 def _locator(entry: Endpoint) -> dict[str, Any]:
     located: dict[str, Any] = entry.model_dump(mode="json", exclude={"episodes_per_endpoint"})
     return located
@@ -605,7 +631,9 @@ def _resolve_scene(
     stated_tote = _first(levels, lambda level: level.tote_placement)
     tote = Placement.none
     if offered.tote_sides is None:
-        if stated_tote is not None:
+        # The plan's own tote is for the tasks that have one (`resolve` refuses it where none has); a task
+        # stating one it has not is refused.
+        if _first(levels[:-1], lambda level: level.tote_placement) is not None:
             refuse("tote", "tote_placement")
     else:
         tote = _side(

@@ -84,7 +84,12 @@ def resolution_of(platform: Platform, caller: Caller, plan: EvalPlan) -> tuple[O
     it goes."""
     named = plan.request_type.org if isinstance(plan.request_type, PrivateEval) else None
     org = org_for(caller, named, field="request_type.org")
-    resolution = plans.resolve(plan, platform.catalog(caller, org), transaction_key=plan.transaction_key)
+    resolution = plans.resolve(
+        plan,
+        platform.catalog(caller, org),
+        transaction_key=plan.transaction_key,
+        open_competitions=platform.settings.open_competitions,
+    )
     rig_plans.check(platform, org, resolution.run_plan(plan))
     platform.reach.check(resolution.run_plan(plan).endpoints.values())
     quote = platform.ledger.quote(platform.runs.billing_mode(org), resolution.run_plan(plan).priced())
