@@ -307,6 +307,12 @@ def test_two_definitions_of_one_name_are_refused() -> None:
     refused(plan, ErrorCode.bad_request, "'candidate' is defined twice")
 
 
+@pytest.mark.parametrize("name", ["<img src=x onerror=alert(1)>", "a&b", "two\nlines"])
+def test_an_endpoint_name_that_is_not_plain_text_is_refused_by_name(name: str) -> None:
+    plan = composed(endpoints=[{**remote("candidate"), "name": name}])
+    refused(plan, ErrorCode.bad_request, "endpoints.name", "plain text", repr(name))
+
+
 def test_the_task_cap_and_preset_override_the_plans() -> None:
     plan = composed(
         tasks=["reach-v3", {"task_id": "push-v3", "cap_per_episode_sec": 4, "policy_preset": "careful"}],

@@ -477,6 +477,11 @@ def _definitions(plan: EvalPlan, catalog: Catalog) -> dict[str, Endpoint]:
                 )
             continue
         found[entry.name] = entry
+        if markup := _markup_in(entry.name):
+            problems.append(
+                f"endpoints.name: {entry.name!r} holds {markup}: an endpoint's name is plain text (shown on "
+                "boards and public replays), without < > & \" ' or control characters"
+            )
         if entry.kind is EndpointKind.served:
             if entry.spec not in catalog.served_policies and entry.spec not in catalog.deployments:
                 specs = True
@@ -495,6 +500,17 @@ def _definitions(plan: EvalPlan, catalog: Catalog) -> dict[str, Endpoint]:
         offered = sorted({*catalog.served_policies, *catalog.deployments})
         raise bad_request("; ".join(problems), listed=[Listed("specs", tuple(offered))] if specs else ())
     return found
+
+
+# What would read as markup or break a line where a name is shown: pages escape it, but a name leaves the
+# platform in JSON (public replay data, boards) that others render.
+_NOT_PLAIN = frozenset("<>&\"'")
+
+
+def _markup_in(name: str) -> str:
+    """What of `name` is not plain text ("" when all of it is)."""
+    bad = sorted({c for c in name if c in _NOT_PLAIN or (ord(c) < 32 or ord(c) == 127)})
+    return ", ".join(repr(c) for c in bad)
 
 
 def _one_image(definitions: Mapping[str, Endpoint]) -> None:
