@@ -8,6 +8,10 @@ STAMP := $(VENV)/.installed
 # imports it); the tests drive our server with it.
 SEQ_VENV := .venv-seq
 SEQ_STAMP := $(SEQ_VENV)/.installed
+# Each published positronic-platform-client users install today, in a venv of its own: the tests drive one
+# server with both (tests/test_positronic_clients.py).
+POSITRONIC_CLIENTS := 0.41.2 0.37.1
+CLIENT_STAMPS := $(foreach v,$(POSITRONIC_CLIENTS),.venv-positronic-$(v)/.installed)
 # The suite runs on this many pytest-xdist processes, each test file whole on one of them (its module
 # fixtures, a real server or simulator, are built once). Two keep both cores busy: a test spends most of
 # its time waiting on the servers, workers and simulators it starts. `make test TEST_WORKERS=0` runs it in
@@ -18,7 +22,7 @@ export PYOPENGL_PLATFORM ?= egl
 
 .PHONY: demo test bench lint env clean browser sandbox containers wrk three
 
-env: $(STAMP) $(SEQ_STAMP)
+env: $(STAMP) $(SEQ_STAMP) $(CLIENT_STAMPS)
 
 $(STAMP): pyproject.toml setup.py src/yardstick/replay3d/_columns.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,8 +36,13 @@ $(SEQ_STAMP):
 	$(SEQ_VENV)/bin/python -m pip install --quiet --disable-pip-version-check "sequence-ai[data]==0.51.5"
 	@touch $(SEQ_STAMP)
 
+.venv-positronic-%/.installed:
+	@test -x .venv-positronic-$*/bin/python || $(PYTHON) -m venv .venv-positronic-$*
+	.venv-positronic-$*/bin/python -m pip install --quiet --disable-pip-version-check "positronic-platform-client==$*"
+	@touch $@
+
 demo: $(STAMP)
-	$(VENV)/bin/yardstick eval run --benchmark mt10 --policy expert --trials 10 --out runs/demo \
+	$(VENV)/bin/yardstick eval run --benchmark mt10 --policy expert --trials 10 --out runs/demo --overwrite \
 		--record video --param 'benchmark.cameras=["corner"]' --param benchmark.image_size=128 \
 		--param benchmark.reflections=false
 
@@ -67,7 +76,7 @@ wrk:
 		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq wrk; }
 
-test: $(STAMP) $(SEQ_STAMP) browser sandbox containers
+test: $(STAMP) $(SEQ_STAMP) $(CLIENT_STAMPS) browser sandbox containers
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports

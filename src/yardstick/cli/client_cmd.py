@@ -866,13 +866,13 @@ def catalog(as_json: bool = AsJson, platform_url: str | None = PlatformUrl) -> N
         )
         return
     tasks_table = Table(title="tasks a plan may compose", title_justify="left")
-    for column in ("task", "embodiment", "default cap", "description"):
+    for column in ("task", "embodiments", "default cap", "description"):
         tasks_table.add_column(column, no_wrap=column == "task")
     for summary in tasks:
         cap = summary.default_cap_per_episode_sec
         tasks_table.add_row(
             Text(str(summary.id)),
-            Text(summary.embodiment),
+            Text(", ".join(slug_of(shape) for shape in summary.embodiments)),
             "-" if cap is None else f"{cap} s",
             Text(summary.task),
         )

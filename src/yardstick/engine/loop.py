@@ -27,6 +27,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from yardstick.engine.failures import Failed, FailureKind
 from yardstick.engine.guard import (
     BENCHMARK_RESET,
@@ -134,6 +136,7 @@ def _play(
     hz = pspec.hz
     replan = pspec.replan_every
     valid_rows = pspec.action_chunk_len
+    width = len(spec.action_space[0]) if spec.action_space else None
     prefetch = pspec.prefetch
     fixed_delay = (
         math.ceil(playback.latency_ms / 1000 * hz - 1e-9)
@@ -177,7 +180,7 @@ def _play(
             t0 = clock()
             for asked in _calls(due, policy.asks_together):
                 try:
-                    answers = _ask(asked, policy, guard, valid_rows)
+                    answers = _ask(asked, policy, guard, valid_rows, width)
                 except CallFailed as failure:
                     answers = [(slot, failure, 0) for slot in asked]
                 for slot, chunk, rows in answers:
@@ -257,7 +260,7 @@ def _calls(due: list[_Slot], together: bool) -> list[list[_Slot]]:
 
 
 def _ask(
-    asked: list[_Slot], policy: PolicyDriver, guard: Guard, valid_rows: int
+    asked: list[_Slot], policy: PolicyDriver, guard: Guard, valid_rows: int, width: int | None
 ) -> list[tuple[_Slot, Any, int]]:
     """One guarded call of the policy for `asked`: each world with its chunk and how many rows may play, or
     with the failure of its own answer (its rows 0) where the driver failed it alone."""
@@ -276,7 +279,7 @@ def _ask(
             answers.append((slot, CallFailed(describe(POLICY_INFER.name, chunk), chunk.kind), 0))
         else:
             try:
-                answers.append((slot, chunk, _rows(chunk, valid_rows)))
+                answers.append((slot, chunk, _rows(chunk, valid_rows, width)))
             except CallFailed as failure:
                 answers.append((slot, failure, 0))
     return answers
@@ -415,8 +418,11 @@ def _end(
     )
 
 
-def _rows(chunk: Any, valid: int) -> int:
-    """How many rows of `chunk` may play: its length, at most the policy's action_chunk_len."""
+def _rows(chunk: Any, valid: int, width: int | None) -> int:
+    """How many rows of `chunk` may play: its length, at most the policy's action_chunk_len. Where the
+    benchmark declares its action space (`width` numbers), a row of numbers of another size is the policy's
+    fault, said on the first step, rather than played into the simulator (silently, or failing there as
+    the benchmark's)."""
     try:
         count = len(chunk)
         chunk[0]
@@ -431,6 +437,15 @@ def _rows(chunk: Any, valid: int) -> int:
             "policy.infer answered an empty chunk: a chunk holds at least one row",
             FailureKind.MALFORMED_ANSWER,
         )
+    if width is not None:
+        row = np.asarray(chunk[0])
+        if row.dtype.kind in "biuf" and row.size != width:
+            raise CallFailed(
+                f"policy.infer answered actions of {row.size} number{'s' if row.size != 1 else ''} "
+                f"(a row of shape {row.shape}); the benchmark's action_space takes {width}: a chunk is "
+                f"rows of actions, shape (T, {width}), even for one action",
+                FailureKind.MALFORMED_ANSWER,
+            )
     return min(count, valid)
 
 

@@ -32,6 +32,7 @@ from yardstick.http.artifact_files import artifact_file
 from yardstick.http.routing import Door, answer_refused, refusals, refused_input
 from yardstick.positronic import routes as positronic
 from yardstick.positronic.errors import POSITRONIC
+from yardstick.positronic.handshake import ContractVersion
 from yardstick.positronic.own_routes import RIG_LAND
 from yardstick.sequences import account as sequence_account
 from yardstick.sequences import act_routes as sequence_act
@@ -142,8 +143,11 @@ def create_app(services: Services) -> FastAPI:
     ):
         serve_routes_of(app, router)
 
+    def door_of_path(path: str) -> Door:
+        return next(door for door in doors if door.serves(path))
+
     def door_of(request: Request) -> Door:
-        return next(door for door in doors if door.serves(request.url.path))
+        return door_of_path(request.url.path)
 
     app.add_middleware(
         BodyLimit,
@@ -161,6 +165,8 @@ def create_app(services: Services) -> FastAPI:
 
     app.add_middleware(AuditTrail, audit=platform.audit)  # what it records is answered below 400
     app.add_middleware(SharedReads)  # outside the body limit: its refusals are shared too
+    # Outermost: every answer names the contract, the refusals of the layers inside it too.
+    app.add_middleware(ContractVersion, ours=lambda path: door_of_path(path) is POSITRONIC)
 
     @app.exception_handler(Refusal)
     async def _refused(request: Request, exc: Refusal) -> Response:

@@ -10,12 +10,15 @@ from starlette.datastructures import MutableHeaders
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from yardstick.positronic.handshake import CLIENT_VERSION_HEADER, PLATFORM_VERSION_HEADER
 from yardstick.web.site import CORS
 
 SHARED_PREFIXES = ("/v/", "/v1/rankings.")
+# A page on another origin may read the contract's version off a shared answer, and send its own.
+SHARED = {**CORS, "Access-Control-Expose-Headers": PLATFORM_VERSION_HEADER}
 PREFLIGHT = {
     **CORS,
-    "Access-Control-Allow-Headers": "Authorization",
+    "Access-Control-Allow-Headers": f"Authorization, {CLIENT_VERSION_HEADER}",
     "Access-Control-Allow-Methods": "GET, OPTIONS",
 }
 
@@ -34,7 +37,7 @@ class SharedReads:
 
         async def shared(message: Message) -> None:
             if message["type"] == "http.response.start":
-                MutableHeaders(scope=message).update(CORS)
+                MutableHeaders(scope=message).update(SHARED)
             await send(message)
 
         await self.app(scope, receive, shared)

@@ -7,9 +7,10 @@ a caller whose org holds the grant to compose may read (`forbidden` otherwise, a
 from __future__ import annotations
 
 from platform_client.catalog import EvalListResponse, EvalSummary, TaskListResponse, TaskSummary
-from platform_client.enums import StartPose
+from platform_client.enums import RigShape, StartPose
 from platform_client.tasks import TaskRef
 from positronic_evals.evals import EvalRef
+from positronic_evals.slug import members_by_slug
 
 from yardstick.core.catalog import Catalog, CatalogEval, CatalogTask
 from yardstick.core.refusals import forbidden
@@ -30,10 +31,23 @@ def eval_summary(evaluation: CatalogEval) -> EvalSummary:
     )
 
 
-def task_summary(evaluation: CatalogEval, task: CatalogTask) -> TaskSummary:
+class TaskRow(TaskSummary):
+    """A task as both clients read it: 0.41.2 reads `embodiments`, 0.37.1 the one `embodiment` it had (each
+    client's model ignores the field it does not know)."""
+
+    embodiment: str
+
+
+class TaskRows(TaskListResponse):
+    tasks: list[TaskRow]  # type: ignore[assignment]  # the contract's list, each row carrying both fields
+
+
+def task_summary(evaluation: CatalogEval, task: CatalogTask) -> TaskRow:
     scene = TaskScene.of(task)
-    return TaskSummary(
+    shape = members_by_slug(RigShape).get(evaluation.embodiment)
+    return TaskRow(
         id=TaskRef(task.task_id),
+        embodiments=[] if shape is None else [shape],
         embodiment=evaluation.embodiment,
         task=task.description,
         objects=[name for name, _ in scene.objects],
@@ -51,7 +65,7 @@ def evals_view(catalog: Catalog) -> EvalListResponse:
     return EvalListResponse(evals=[eval_summary(evaluation) for evaluation in catalog.evals.values()])
 
 
-def tasks_view(catalog: Catalog) -> TaskListResponse:
+def tasks_view(catalog: Catalog) -> TaskRows:
     """`catalog.tasks`: the tasks a plan of the caller's may state, by id; refused without the grant to
     compose."""
     if not catalog.may_compose:
@@ -59,7 +73,7 @@ def tasks_view(catalog: Catalog) -> TaskListResponse:
             "the catalogue's tasks are for composing plans, which takes a grant your organisation does not "
             "hold: name an eval from catalog.evals instead"
         )
-    return TaskListResponse(
+    return TaskRows(
         tasks=[
             task_summary(evaluation, task)
             for _, (evaluation, task) in sorted(catalog.tasks.items())

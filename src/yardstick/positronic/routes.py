@@ -10,7 +10,7 @@ from fastapi import Query, Request, Response
 from fastapi.responses import JSONResponse
 from platform_client import routes
 from platform_client.boards import BoardRef
-from platform_client.catalog import EvalListResponse, TaskListResponse
+from platform_client.catalog import EvalListResponse
 from platform_client.enums import BoardVisibility, KeyStatus, SubmissionStatus
 from platform_client.eval_plan import EvalPlan, PrivateEval
 from platform_client.ids import ApiKey, OrgSlug, SubmissionId, UserId
@@ -49,7 +49,7 @@ from yardstick.http.auth import MaybeWho, Who
 from yardstick.http.routing import door_router, refusals
 from yardstick.http.services import Plat, Purch, SignInService
 from yardstick.positronic import billing_routes, keys_routes, plans, rig_plans, rig_routes
-from yardstick.positronic.catalog_view import eval_summary, tasks_view
+from yardstick.positronic.catalog_view import TaskRows, eval_summary, tasks_view
 from yardstick.positronic.errors import POSITRONIC, quota_limit, reason_code
 from yardstick.positronic.images import pin_images
 from yardstick.positronic.own_routes import (
@@ -58,6 +58,7 @@ from yardstick.positronic.own_routes import (
     SUBMISSION_DETAILS,
     SUBMISSIONS_UNTIL,
 )
+from yardstick.positronic.public_evals import unhosted_summaries
 from yardstick.positronic.views import kept_view, list_row, status_view, waits_on
 from yardstick.scoring.sequential import ALPHA
 from yardstick.store import rounds
@@ -83,7 +84,12 @@ def resolution_of(platform: Platform, caller: Caller, plan: EvalPlan) -> tuple[O
     it goes."""
     named = plan.request_type.org if isinstance(plan.request_type, PrivateEval) else None
     org = org_for(caller, named, field="request_type.org")
-    resolution = plans.resolve(plan, platform.catalog(caller, org), transaction_key=plan.transaction_key)
+    resolution = plans.resolve(
+        plan,
+        platform.catalog(caller, org),
+        transaction_key=plan.transaction_key,
+        open_competitions=platform.settings.open_competitions,
+    )
     rig_plans.check(platform, org, resolution.run_plan(plan))
     platform.reach.check(resolution.run_plan(plan).endpoints.values())
     quote = platform.ledger.quote(platform.runs.billing_mode(org), resolution.run_plan(plan).priced())
@@ -149,10 +155,11 @@ submissions = door_router(POSITRONIC)
 @submissions.get(routes.CATALOG_EVALS, response_model=EvalListResponse)
 def catalog_evals(plat: Plat, who: Who) -> Response:
     offered = plat.catalog(who).evals.values()
-    return answer(EvalListResponse(evals=[eval_summary(ev) for ev in offered if ev.accepting]))
+    listed = [eval_summary(ev) for ev in offered if ev.accepting]
+    return answer(EvalListResponse(evals=listed + unhosted_summaries()))
 
 
-@submissions.get(routes.CATALOG_TASKS, response_model=TaskListResponse, responses=refusals(403))
+@submissions.get(routes.CATALOG_TASKS, response_model=TaskRows, responses=refusals(403))
 def catalog_tasks(plat: Plat, who: Who) -> Response:
     return answer(tasks_view(plat.catalog(who)))
 
