@@ -97,6 +97,7 @@ bench: $(STAMP) $(SEQ_STAMP) wrk sandbox containers
 	$(PY) bench/rig_stop.py
 	$(PY) bench/connect.py
 	$(PY) bench/cluster.py
+	$(PY) bench/quickly.py
 
 # The 3D replay viewer's three.js (the module build, its glTF loader and orbit controls, and the MIT licence),
 # vendored from npm into the package's static files so no page loads it from a CDN. `make three` refreshes
