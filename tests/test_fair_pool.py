@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
+from deadlines import give_up_at
 from yardstick.worker.fair import FairPool
 
 
@@ -24,7 +25,7 @@ def test_one_owners_slow_jobs_cannot_hold_every_thread() -> None:
     try:
         for n in range(3):
             pool.submit("rival", lambda n=n: job(f"rival-{n}", True))
-        deadline = time.monotonic() + 10
+        deadline = give_up_at(10)
         while pool.running("rival") < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
         time.sleep(0.2)  # were the rule wrong, a second rival job would take the free thread now

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from deadlines import patience
+from deadlines import give_up_at, patience
 from hosted_helpers import listening, needs_bwrap, processes_mentioning
 from yardstick.hosted import limits
 from yardstick.hosted.errors import SandboxUnavailable
@@ -183,7 +183,7 @@ def test_stopping_a_box_stops_everything_it_started(tmp_path: Path) -> None:
     process = sandbox.start(
         sandbox.Box(writable=(tmp_path,)), ["/bin/sh", "-c", f"sleep {marker} & sleep {marker} & wait"]
     )
-    deadline = time.monotonic() + 5
+    deadline = give_up_at(5)
     # bwrap, its init in the box, the shell and its two sleeps all carry the marker.
     while len(processes_mentioning(marker)) < 5 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -272,7 +272,7 @@ def test_a_box_is_held_to_its_process_and_memory_limits() -> None:
 
 def test_a_box_stopped_leaves_no_process_for_this_one_to_reap() -> None:
     process = sandbox.start(sandbox.Box(), ["/bin/sleep", f"8765.{RUN}"])
-    until = time.monotonic() + 10
+    until = give_up_at(10)
     while len(processes_mentioning(f"sleep 8765.{RUN}")) < 2 and time.monotonic() < until:
         time.sleep(0.02)
     process.stop()

@@ -24,6 +24,7 @@ import trustme
 import uvicorn
 from websockets.sync.server import Server, ServerConnection, serve
 
+from deadlines import give_up_at
 from yardstick.wire.address import KEEPALIVE_PATH, SESSION_PATH, HostPort, Root, UnixSocket
 from yardstick.wire.dial_grpc import (
     KEEPALIVE_METHOD,
@@ -163,7 +164,7 @@ class Uvicorn:
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
         self.thread.start()
-        deadline = time.monotonic() + 10
+        deadline = give_up_at(10)
         while not self.server.started:
             assert time.monotonic() < deadline, "uvicorn did not start"
             time.sleep(0.01)
