@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from deadlines import give_up_at
+from deadlines import give_up_at, patience
 from yardstick.worker.fair import FairPool
 
 
@@ -60,6 +60,6 @@ def test_an_owner_alone_uses_what_it_may_and_jobs_run_oldest_first() -> None:
         pool.submit("lab", lambda: (failing.set(), 1 / 0))
         assert failing.wait(10)
         pool.submit("lab", lambda: job(6))
-        assert finished.acquire(timeout=10)  # a job that raised took no thread with it
+        assert finished.acquire(timeout=patience(10))  # a job that raised took no thread with it
     finally:
         pool.shutdown()
