@@ -42,7 +42,7 @@ $(SEQ_STAMP):
 	@touch $@
 
 demo: $(STAMP)
-	$(VENV)/bin/yardstick eval run --benchmark mt10 --policy expert --trials 10 --out runs/demo \
+	$(VENV)/bin/yardstick eval run --benchmark mt10 --policy expert --trials 10 --out runs/demo --overwrite \
 		--record video --param 'benchmark.cameras=["corner"]' --param benchmark.image_size=128 \
 		--param benchmark.reflections=false
 

@@ -172,7 +172,7 @@ def build_rootfs(where: Path, extra: dict[str, str], packages: tuple[str, ...] =
     for loader in Path("/lib64").glob("ld-linux*"):
         copy(loader)
         copy(loader.resolve())
-    # As any Python image has it: `python3` on the PATH (the platform's openpi relay runs with it).
+    # As any Python image has it: `python3` on the PATH.
     (rootfs / "usr" / "bin").mkdir(parents=True, exist_ok=True)
     (rootfs / "usr" / "bin" / "python3").symlink_to(prefix / "bin" / version)
     (rootfs / "tmp").mkdir(exist_ok=True)

@@ -133,14 +133,15 @@ class RunningRig:
     errors: list[BaseException]
 
 
-def start_rig(lab: Lab, name: str, *, verdict_wait_s: float = 120.0) -> RunningRig:
+def start_rig(lab: Lab, name: str, *, verdict_wait_s: float = 120.0, url: str | None = None) -> RunningRig:
+    """The rig `name` playing in a thread; it reaches the platform at `url` (a proxy) where given."""
     from yardstick.catalog.sim_franka import SimulatedFranka
 
     spec = robot_spec(SimulatedFranka)
     station = Station(name, spec.shape, tuple(spec.cameras))
     console = Console(station)
     address = console.start()
-    link = PlatformLink(lab.harness.url, lab.keys[name])
+    link = PlatformLink(url or lab.harness.url, lab.keys[name])
     agent = RigAgent(
         link, SimulatedFranka, spec, station, RigOptions(verdict_wait_s=verdict_wait_s, once=True)
     )

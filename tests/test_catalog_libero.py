@@ -126,7 +126,7 @@ def test_without_its_extra_a_run_says_which_to_install() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=HERE.parent)
     said = done.stdout + done.stderr
     assert done.returncode == 1, said
-    assert "pip install 'yardstick[libero]'" in said
+    assert "pip install 'yardstick-robotics[libero]'" in said
     assert "Traceback" not in said
 
 

@@ -247,3 +247,36 @@ def test_where_robots_reach_act_workers_is_checked_and_kept(command: str, tmp_pa
         tmp_path, None, None, [], None, None, None, robots_host="10.0.0.5", robot_idle=7.0
     )
     assert (kept.act_host, kept.act_idle_s) == ("10.0.0.5", 7.0)
+
+
+def test_python_m_yardstick_is_the_command_and_its_version_imports_no_cli() -> None:
+    said = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "yardstick", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    from yardstick import __version__
+
+    assert said.stdout.strip() == __version__
+    imported = said.stderr  # -X importtime lists every module the process imported
+    for heavy in ("typer", "numpy", "yardstick.cli.main", "yardstick.sdk"):
+        assert f" {heavy}\n" not in imported, f"--version imported {heavy}"
+    helped = subprocess.run(
+        [sys.executable, "-m", "yardstick", "eval", "run", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert "--benchmark" in helped.stdout
+
+
+def test_a_mistyped_benchmark_or_task_is_answered_with_the_name_meant(tmp_path: Path) -> None:
+    code, said = yardstick(
+        "eval", "run", "--benchmark", "mt1O", "--policy", "expert", "--out", str(tmp_path / "a")
+    )
+    assert code != 0 and "did you mean 'mt10'?" in said
+    code, said = run_toy(tmp_path, "--tasks", "thre")
+    assert code != 0 and "did you mean 'three'?" in said

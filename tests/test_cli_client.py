@@ -53,7 +53,8 @@ class Live:
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    settings = Settings(data_dir=tmp_path_factory.mktemp("platform"))
+    # A competition of a served policy: a lab's own, opened (the contract's take one image).
+    settings = Settings(data_dir=tmp_path_factory.mktemp("platform"), open_competitions=True)
     services = open_services(settings)
     with services.platform.db.writing() as session:
         admin.create_org(session, "acme")

@@ -16,6 +16,7 @@ from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.worlds import ManyWorlds, SingleWorld
 from yardstick.sdk.calls import InProcessPolicy, inference_seed
 from yardstick.sdk.decorators import benchmark_spec, policy, policy_spec
+from yardstick.sdk.decorators import infer as ys_infer
 from yardstick.sdk.errors import SpecError
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -183,3 +184,18 @@ def test_episode_state_is_the_policys_own_per_episode() -> None:
 def test_only_numeric_metrics_are_kept_and_success_is_among_them() -> None:
     [result], _ = run_toy(toys.Rows, [episode("three")])
     assert result.metrics == {"total": 201.0, "success": 1.0}
+
+
+@policy(hz=10)
+class ThreeWide:
+    @ys_infer
+    def act(self, obs: dict[str, Any]) -> Any:
+        return np.zeros((1, 3))
+
+
+def test_an_action_of_the_wrong_width_fails_on_step_one_as_the_policys() -> None:
+    (result,), bench = run_toy(ThreeWide, [episode("ten")])
+    assert result.failure is not None and result.failure.value == "malformed_answer"
+    assert result.fault is not None and result.fault.value == "policy"
+    assert "action_space takes 1" in (result.error or "") and result.steps == 0
+    assert bench.played == []  # nothing reached the simulator

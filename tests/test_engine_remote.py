@@ -27,7 +27,7 @@ from yardstick.report import build_report
 from yardstick.wire.server.host import PolicyHost
 from yardstick.wire.server.serve import PolicyServer, ServeOptions
 
-SERVED = ("Rows", "Sampler", "CrashOnTen", "HangOnTen", "BatchedRows", "SlowRows", "Painter")
+SERVED = ("Rows", "Sampler", "CrashOnTen", "HangOnTen", "BatchedRows", "SlowRows", "Painter", "Instructed")
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +106,13 @@ def test_a_served_policy_may_write_into_its_observation_as_in_process(
     remote = run(url(servers["Painter"], wire), benchmark="Canvas", trials=2)
     assert remote.complete, errors(remote)
     assert plain(remote) == plain(run(toy("Painter"), benchmark="Canvas", trials=2))
+
+
+@pytest.mark.parametrize("wire", ["websocket", "grpc", "openpi", "roboarena"])
+def test_a_served_policy_is_told_its_task_on_every_wire(servers: dict[str, PolicyServer], wire: str) -> None:
+    remote = run(url(servers["Instructed"], wire), trials=2)
+    assert remote.complete, errors(remote)
+    assert plain(remote) == plain(run(toy("Instructed"), trials=2))
 
 
 def test_a_sampling_policy_replays_exactly_across_the_wire(servers: dict[str, PolicyServer]) -> None:

@@ -11,11 +11,12 @@ from packaging.utils import canonicalize_name
 
 from yardstick.catalog import resolve, resolve_to_play
 from yardstick.catalog.extras import LIBERO, METAWORLD, NEEDS, Simulator, simulator_of
+from yardstick.distribution import DISTRIBUTION
 from yardstick.sdk.load import load_object
 
 
 def _distributions_of_extra(extra: str) -> set[str]:
-    requirements = [Requirement(text) for text in importlib.metadata.requires("yardstick") or []]
+    requirements = [Requirement(text) for text in importlib.metadata.requires(DISTRIBUTION) or []]
     return {
         canonicalize_name(r.name)
         for r in requirements
@@ -34,7 +35,7 @@ def test_each_simulator_is_installed_by_the_extra_its_refusal_names(simulator: S
     offered = _distributions_of_extra(simulator.extra)
     assert offered, f"yardstick has no extra {simulator.extra!r}"
     assert {canonicalize_name(p) for p in providers} & offered, (
-        f"{simulator.module} comes with {providers}, which yardstick[{simulator.extra}] does not require"
+        f"{simulator.module} comes with {providers}, which {DISTRIBUTION}[{simulator.extra}] does not require"
     )
 
 

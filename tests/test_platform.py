@@ -22,7 +22,7 @@ from platform_harness import Harness, running_platform, toy_plan
 
 
 def test_the_contracts_client_runs_a_plan_end_to_end(tmp_path: Path, database_url: str) -> None:
-    with running_platform(tmp_path, database_url) as platform:
+    with running_platform(tmp_path, database_url, open_competitions=True) as platform:
         client = platform.client("alice")
         assert client.auth_config().workos is None
         me = client.me()
@@ -163,7 +163,7 @@ def test_a_board_polled_while_a_run_plays_shows_it_within_a_second_of_its_end(
     end, and never a run that has not finished."""
     from yardstick.core.boards import BOARD_FRESH_S
 
-    with running_platform(tmp_path, database_url) as platform:
+    with running_platform(tmp_path, database_url, open_competitions=True) as platform:
         client = platform.client("alice")
         board = BoardRef("toys.tally")
         created = client.create_submission(toy_plan("fresh", spec="slow", competition=True))
@@ -457,3 +457,121 @@ def test_a_remote_endpoint_is_dialled_over_the_wire(tmp_path: Path) -> None:
         result = httpx.get(view.artifacts.result).json()
         assert set(result["endpoints"]) == {"ws", "rpc"}
         assert result["endpoints"]["ws"]["overall"] == result["endpoints"]["rpc"]["overall"]
+
+
+def test_a_run_of_two_policies_ranks_each_on_the_tenant_board_and_a_baseline_shows_its_publisher(
+    tmp_path: Path, database_url: str
+) -> None:
+    """Canvas: Rows succeeds on every seed, the sampler on even seeds only. Alice's duel of the two is two
+    rows of the board (each its own score), not one of the pair's pooled 75%; bob's run made a baseline
+    shows its publisher's tag, not bob's; a sampled run is no baseline."""
+    from platform_harness import TOYS
+    from yardstick.core import admin
+
+    with running_platform(tmp_path, database_url) as platform:
+        with platform.platform.db.writing() as session:
+            admin.create_eval(
+                session,
+                "acme.canvas",
+                f"{TOYS}:Canvas",
+                choice=admin.EvalTasks(["left"], trials=4),
+                org_slug="acme",
+            )
+        alice, bob = platform.client("alice"), platform.client("bob")
+
+        def canvas(key: str, *specs: str, **more: Any) -> EvalPlan:
+            return EvalPlan.model_validate(
+                {
+                    "request_type": {"type": "private_eval", "org": "acme"},
+                    "eval": "acme.canvas",
+                    "endpoints": [
+                        {"name": s, "kind": "served", "wire": "websocket", "spec": s} for s in specs
+                    ],
+                    "transaction_key": key,
+                    **more,
+                }
+            )
+
+        filed = [
+            (alice, alice.create_submission(canvas("duel", "rows", "sampler"))),
+            (bob, bob.create_submission(canvas("reference", "rows"))),
+            (bob, bob.create_submission(canvas("bobs", "sampler"))),
+            (bob, bob.create_submission(canvas("sampled", "rows", sample={"count": 2, "seed": 1}))),
+        ]
+        ids = []
+        for client, created in filed:
+            assert platform.wait(client, created.submission_id).status.name == "finished"
+            ids.append(int(created.submission_id))
+        duel, reference, bobs, sampled = ids
+        with (
+            platform.platform.db.writing() as session,
+            pytest.raises(admin.AdminError, match="sample of 2 of the eval's episodes"),
+        ):
+            admin.add_baseline(session, "acme.canvas", sampled, publisher="Physical Labs", name="pi-zero")
+        with platform.platform.db.writing() as session:
+            admin.add_baseline(session, "acme.canvas", reference, publisher="Physical Labs", name="pi-zero")
+        deadline = time.monotonic() + 30  # a board is read at most once a second (`BOARD_FRESH_S`)
+        while True:
+            rows = alice.rankings(board=BoardRef("acme.canvas")).rankings
+            if any(r.baseline for r in rows):
+                break
+            assert time.monotonic() < deadline, "the baseline never showed on the board"
+            time.sleep(0.05)
+    shown = [(r.rank, r.display_name, int(r.submission_id), r.scores.primary) for r in rows]
+    assert shown == [  # ties: the earlier run first
+        (1, "alice/rows", duel, pytest.approx(1.0)),
+        (None, "pi-zero", reference, pytest.approx(1.0)),
+        (2, "alice/sampler", duel, pytest.approx(0.5)),
+        (3, "bob", bobs, pytest.approx(0.5)),
+    ]
+    tags = {r.display_name: r.tag for r in rows}
+    assert tags["alice/rows"] == tags["alice/sampler"] != tags["bob"]
+    assert tags["pi-zero"] not in (tags["bob"], tags["alice/rows"])  # the publisher's, not bob's who filed it
+
+
+def test_a_cancel_cuts_the_episode_in_play_and_the_worker_takes_the_next_run(
+    tmp_path: Path, database_url: str
+) -> None:
+    """The only worker plays a policy that hangs (an hour's sleep, well inside a call limit of fifteen
+    minutes); the run is cancelled while another waits: the hanging episode is cut and the waiting run
+    plays at once, not when the hang runs out."""
+    from platform_harness import TOYS
+    from yardstick.core import admin
+    from yardstick.store.models import RunEpisode, ServedPolicy
+    from yardstick.store.states import EpisodeState
+
+    with running_platform(tmp_path, database_url, call_timeout_s=900.0) as platform:
+        with platform.platform.db.writing() as session:
+            admin.create_eval(session, "toys.ten", f"{TOYS}:Tally", choice=admin.EvalTasks(["ten"], trials=1))
+            session.add(ServedPolicy(name="hang", reference=f"{TOYS}:HangOnTen", params={}))
+        alice = platform.client("alice")
+        hanging = alice.create_submission(
+            EvalPlan.model_validate(
+                {
+                    "request_type": {"type": "private_eval", "org": "acme"},
+                    "eval": "toys.ten",
+                    "endpoints": [{"name": "policy", "kind": "served", "wire": "websocket", "spec": "hang"}],
+                    "transaction_key": "hangs",
+                }
+            )
+        )
+
+        def in_play() -> bool:
+            with platform.platform.db.reading() as session:
+                episode = (
+                    session.query(RunEpisode)
+                    .filter(RunEpisode.submission_id == int(hanging.submission_id))
+                    .one()
+                )
+                return episode.state == EpisodeState.LEASED
+
+        deadline = time.monotonic() + 120
+        while not in_play():
+            assert time.monotonic() < deadline, "the hanging run never started"
+            time.sleep(0.05)
+        waiting = alice.create_submission(toy_plan("waits", episodes=1))
+        alice.cancel_submission(CancelRequest(id=hanging.submission_id))
+        ended = platform.wait(alice, waiting.submission_id, timeout=90.0)  # the hang lasts fifteen minutes
+        assert ended.status.name == "finished"
+        assert alice.get_submission(hanging.submission_id).status.name == "cancelled"
+        assert all(w.is_alive() for w in platform.workers)  # the cut ended the episode, not the worker

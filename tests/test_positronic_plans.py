@@ -307,6 +307,12 @@ def test_two_definitions_of_one_name_are_refused() -> None:
     refused(plan, ErrorCode.bad_request, "'candidate' is defined twice")
 
 
+@pytest.mark.parametrize("name", ["<img src=x onerror=alert(1)>", "a&b", "two\nlines"])
+def test_an_endpoint_name_that_is_not_plain_text_is_refused_by_name(name: str) -> None:
+    plan = composed(endpoints=[{**remote("candidate"), "name": name}])
+    refused(plan, ErrorCode.bad_request, "endpoints.name", "plain text", repr(name))
+
+
 def test_the_task_cap_and_preset_override_the_plans() -> None:
     plan = composed(
         tasks=["reach-v3", {"task_id": "push-v3", "cap_per_episode_sec": 4, "policy_preset": "careful"}],
@@ -630,3 +636,63 @@ def test_a_catalogue_task_refuses_what_the_contract_cannot_carry() -> None:
         sim_task("reach-v3", seeds=())
     with pytest.raises(ValueError, match="no plan field varies"):
         TaskScene.of(sim_task("reach-v3", scene={"lighting": "dim"}))
+
+
+def test_the_plans_tote_applies_to_the_tasks_with_one_and_a_task_stating_one_it_lacks_is_refused() -> None:
+    mixed = sim_eval(
+        "lab.mixed",
+        "staged",
+        2,
+        (
+            sim_task("cube-into-tote", scene=SCENE, default_cap_sec=60),
+            sim_task("wipe-table", default_cap_sec=60),
+        ),
+    )
+    catalog = catalog_of([mixed], served_policies=SPECS, may_compose=True)
+    for plan in (
+        named(eval="lab.mixed", tote_placement="left"),
+        composed(rig_shape="sim", tasks=["cube-into-tote", "wipe-table"], tote_placement="left"),
+    ):
+        resolution = resolve(plan, catalog, transaction_key="k")
+        valid(resolution)
+        totes = {task.task_id: task.tote_placement for task in resolution.resolved.tasks}
+        assert totes == {"cube-into-tote": Placement.left, "wipe-table": Placement.none}
+    refused(
+        composed(tasks=["cube-into-tote", {"task_id": "wipe-table", "tote_placement": "left"}]),
+        ErrorCode.bad_request,
+        "task 'wipe-table' has no tote",
+        "tote_placement",
+        catalog=catalog,
+    )
+
+
+# --- competitions -------------------------------------------------------------------------------------------
+
+COMPETITION = {"type": "nebius_competition"}
+
+
+def test_a_competition_takes_one_image_endpoint() -> None:
+    plan = named(request_type=COMPETITION, endpoints=[image()])
+    valid(resolve(plan, CATALOG, transaction_key="k"))
+
+
+@pytest.mark.parametrize(
+    ("endpoints", "words"),
+    [
+        ([served("candidate")], ("endpoints", "of kind image", "'candidate' is served")),
+        ([remote("candidate")], ("endpoints", "of kind image", "'candidate' is remote")),
+        ([image("a"), image("b")], ("endpoints", "exactly one endpoint", "defines 2 ('a', 'b')")),
+        ([image("a"), served("b")], ("endpoints", "exactly one endpoint")),
+    ],
+)
+def test_a_competition_of_another_kind_or_of_two_endpoints_is_refused_naming_the_rule(
+    endpoints: list[dict[str, Any]], words: tuple[str, ...]
+) -> None:
+    refused(named(request_type=COMPETITION, endpoints=endpoints), ErrorCode.bad_request, *words)
+    opened = resolve(
+        named(request_type=COMPETITION, endpoints=endpoints),
+        CATALOG,
+        transaction_key="k",
+        open_competitions=True,
+    )
+    assert set(opened.endpoints) == {entry["name"] for entry in endpoints}  # a lab's own competitions

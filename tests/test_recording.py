@@ -309,6 +309,7 @@ def cli(tmp_path: Path, *extra: str, benchmark: str = "", policy: str = "") -> t
             "--in-process",
             "--out",
             str(tmp_path / "run"),
+            "--overwrite",  # a test may run twice into one folder
             *extra,
         ],
     )

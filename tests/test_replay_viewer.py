@@ -245,7 +245,10 @@ def blind(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Harness, s
     task, one seed: its worker records each episode's video and, as the benchmark declares one, its 3D
     replay, and the run's page is what it recorded. Yields the platform, the run's page and the two
     episodes."""
-    with running_platform(tmp_path_factory.mktemp("site"), None, workers=1) as harness:
+    # Competitions of several served policies: a lab's own, opened (the contract's take one image).
+    with running_platform(
+        tmp_path_factory.mktemp("site"), None, workers=1, open_competitions=True
+    ) as harness:
         with harness.platform.db.writing() as session:
             admin.create_eval(
                 session,

@@ -164,7 +164,8 @@ class ConsolePage:
         return dict(rows)
 
     def laid_out(self, episode: Expected, later: list[Expected]) -> None:
-        """At layout: the instruction, the scene to lay out, the queue of what follows, Start; no policy."""
+        """At layout: the instruction, the scene to lay out, the queue of what follows, Start, the cameras'
+        views; no policy."""
         page = self.page
         self.at("layout", episode.index)
         expect(page.locator("#instruction")).to_have_text(episode.instruction, timeout=PAGE_MS)
@@ -175,6 +176,7 @@ class ConsolePage:
         expect(page.locator("#start")).to_be_visible()
         expect(page.locator("#stop")).to_be_hidden()
         expect(page.locator("#verdict")).to_be_hidden()
+        self.views_load(episode.index)  # the scene through the cameras, before Start
         self.blind(f"layout of episode {episode.index}")
         self.shot(f"{episode.index}-layout")
 

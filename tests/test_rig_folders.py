@@ -23,6 +23,7 @@ from eval_vocabulary.episode import (
     ENDED_BY_POLICY,
     META_FILE,
     POLICY_END,
+    SEED,
     SIGNAL_FILE_SUFFIX,
     STATIC_FILE,
     SUCCESS,
@@ -33,10 +34,17 @@ from eval_vocabulary.episode import (
     VALUE_COLUMN,
     PolicyEnd,
 )
+from eval_vocabulary.episode import INSTRUCTION as INSTRUCTION_SIGNAL
 from eval_vocabulary.outcome import OUTCOME, SUCCESSFUL_ITEMS, TOTAL_ITEMS, Outcome
 from eval_vocabulary.progress import STATE_SIGNAL
 from eval_vocabulary.progress import Stage as Rung
-from eval_vocabulary.timeline import EMITTED_WALL, EMITTED_WORLD
+from eval_vocabulary.timeline import (
+    EMITTED_WALL,
+    EMITTED_WORLD,
+    HARNESS_WALL,
+    HARNESS_WORLD,
+    recording_timeline,
+)
 from positronic_evals.labels import (
     Fail,
     ItemsDelivered,
@@ -82,6 +90,9 @@ TOKEN = "ep-7f3a"  # an opaque endpoint token
 SCENE = {"placement": "left", "clutter": ["mug"]}
 WORLD = f"{TIMESTAMP_COLUMN_PREFIX}{EMITTED_WORLD}"
 WALL = f"{TIMESTAMP_COLUMN_PREFIX}{EMITTED_WALL}"
+HARNESS_WORLD_COLUMN = f"{TIMESTAMP_COLUMN_PREFIX}{HARNESS_WORLD}"
+HARNESS_WALL_COLUMN = f"{TIMESTAMP_COLUMN_PREFIX}{HARNESS_WALL}"
+SEED_OF_TRIAL = 20260511
 OPERATOR_ONLY = {OPERATOR_LABELER: operator_label}
 
 
@@ -118,6 +129,7 @@ def record(
         scene=SCENE,
         rig="franka-2",
         shape="franka",
+        seed=SEED_OF_TRIAL,
     )
     pending = sorted(marks)
     steps = round(verdict.seconds_to_end * HZ)
@@ -263,11 +275,59 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def test_a_folder_holds_the_files_the_vocabulary_names(run: dict[str, Path]) -> None:
     names = {path.name for path in run["success"].iterdir()}
-    signals = {f"{name}{SIGNAL_FILE_SUFFIX}" for name in (ROBOT_JOINTS, ROBOT_GRIPPER, ACTION, STATE_SIGNAL)}
+    recorded = (ROBOT_JOINTS, ROBOT_GRIPPER, ACTION, STATE_SIGNAL, INSTRUCTION_SIGNAL)
+    signals = {f"{name}{SIGNAL_FILE_SUFFIX}" for name in recorded}
     videos = {f"{camera}{suffix}" for camera in CAMERAS for suffix in (".mp4", folders.FRAMES_SUFFIX)}
     assert names == {STATIC_FILE, META_FILE} | signals | videos
     # An episode without marks records no ladder signal.
     assert not (run["system"] / f"{STATE_SIGNAL}{SIGNAL_FILE_SUFFIX}").exists()
+
+
+def test_every_signal_and_frame_index_names_the_harness_timelines_a_reader_picks(
+    run: dict[str, Path],
+) -> None:
+    """Vocabulary 0.6.0: a reader takes a recording's times from `recording_timeline` of its columns, which
+    picks the harness's world clock; the emitter's columns stay, for the labelers that read them."""
+    folder = run["fail-at-target"]
+    tables = [pq.read_table(path) for path in sorted(folder.glob(f"*{SIGNAL_FILE_SUFFIX}"))]
+    assert len(tables) == len(CAMERAS) + 5
+    for table in tables:
+        timelines = {name.removeprefix(TIMESTAMP_COLUMN_PREFIX) for name in table.column_names}
+        assert recording_timeline(timelines) == HARNESS_WORLD
+        assert table.column(HARNESS_WORLD_COLUMN).to_pylist() == table.column(WORLD).to_pylist()
+        assert table.column(HARNESS_WALL_COLUMN).to_pylist() == table.column(WALL).to_pylist()
+
+
+def test_the_instruction_is_a_signal_sampled_once_at_the_first_observation(run: dict[str, Path]) -> None:
+    instruction = pq.read_table(run["success"] / f"{INSTRUCTION_SIGNAL}{SIGNAL_FILE_SUFFIX}")
+    assert instruction.column(VALUE_COLUMN).to_pylist() == [INSTRUCTION]
+    assert instruction.column(HARNESS_WORLD_COLUMN).to_pylist() == [0]
+    assert instruction.column(HARNESS_WALL_COLUMN).to_pylist() == [wall(0.0)]
+
+
+def test_the_operators_label_reads_marks_recorded_on_the_harness_timeline_only(tmp_path: Path) -> None:
+    """A ladder signal that names only the harness's timelines (as a 0.6.0 harness records one) still
+    gives the operator's label its marks, at the times that timeline says."""
+    folder = tmp_path / "harness-only"
+    record(folder, Verdict(outcome=Outcome.FAIL, seconds_to_end=5.0, ended_by=ENDED_BY_OPERATOR), CLIMB[:2])
+    ladder = folder / f"{STATE_SIGNAL}{SIGNAL_FILE_SUFFIX}"
+    pq.write_table(pq.read_table(ladder).drop_columns([WORLD, WALL]), ladder)
+
+    given = operator_label(folder)
+
+    assert given is not None
+    assert [event for event in given.events if isinstance(event, StageReached)] == [
+        StageReached(seconds=1.0, stage=Stage.reaching),
+        StageReached(seconds=2.0, stage=Stage.contact),
+    ]
+
+
+def test_a_state_signal_may_not_take_the_instructions_name(tmp_path: Path) -> None:
+    writer = EpisodeWriter(
+        tmp_path / "e", uid="u", task=INSTRUCTION, benchmark_task=TASK_ID, hz=HZ, started_wall_ns=0
+    )
+    with pytest.raises(ValueError, match=r"eval\.instruction"):
+        writer.sample(0.0, {INSTRUCTION_SIGNAL: 1.0}, {}, None, wall_ns=0)
 
 
 def test_close_returns_the_files_it_wrote_the_statics_last(tmp_path: Path) -> None:
@@ -279,7 +339,7 @@ def test_close_returns_the_files_it_wrote_the_statics_last(tmp_path: Path) -> No
 def test_each_signal_has_a_value_and_its_times_on_the_world_and_the_wall_clocks(run: dict[str, Path]) -> None:
     folder = run["success"]
     joints = pq.read_table(folder / f"{ROBOT_JOINTS}{SIGNAL_FILE_SUFFIX}")
-    assert set(joints.column_names) == {VALUE_COLUMN, WORLD, WALL}
+    assert set(joints.column_names) == {VALUE_COLUMN, WORLD, WALL, HARNESS_WORLD_COLUMN, HARNESS_WALL_COLUMN}
     assert joints.schema.field(WORLD).type == pa.int64() and joints.schema.field(WALL).type == pa.int64()
     world = joints.column(WORLD).to_pylist()
     assert world == [round(step / HZ * 1e9) for step in range(51)]
@@ -308,6 +368,7 @@ def test_the_statics_say_what_the_episode_was_and_how_it_ended(run: dict[str, Pa
         folders.SCENE: SCENE,
         folders.NOTES: "clean",
         folders.SECONDS_TO_END: 5.0,
+        SEED: SEED_OF_TRIAL,
     }
     items = read_static(run["items"])
     assert items is not None

@@ -15,6 +15,7 @@ import queue
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -24,8 +25,8 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from eval_vocabulary.episode import ENDED_BY, META_FILE, STATIC_FILE, TASK, UID
-from eval_vocabulary.outcome import OUTCOME
+from eval_vocabulary.episode import ENDED_BY, META_FILE, SEED, STATIC_FILE, TASK, UID
+from eval_vocabulary.outcome import OUTCOME, Outcome
 from eval_vocabulary.progress import STATE_SIGNAL
 from platform_client.client import PlatformClient
 from platform_client.enums import SubmissionStatus
@@ -36,11 +37,17 @@ from positronic_evals.scoring import score
 from sqlalchemy import select
 
 from deadlines import give_up_at
+from dropping_proxy import DroppingProxy
 from platform_harness import wait_for
 from rig_helpers import WAIT_S, Lab, Operator, plan, running_lab, start_rig, stop_rig, until
 from yardstick.core import rigs
+from yardstick.core.artifacts import LocalArtifactStore
 from yardstick.positronic.operator_labels import DEFAULT_RIG_SCORING, OPERATOR_LABELER, operator_label
+from yardstick.positronic.own_routes import RIG_BEGIN, RIG_LAND
+from yardstick.positronic.views import RIG_EPISODES
 from yardstick.rig.client import PlatformLink, RigRefused
+from yardstick.rig.folders import EpisodeWriter, Verdict
+from yardstick.sdk.robots import robot_spec
 from yardstick.store.models import Rig, RunEpisode
 
 
@@ -106,6 +113,7 @@ def test_a_blind_rig_plan_is_played_at_the_station_and_scored_from_the_operators
             .all()
         )
     by_endpoint = {name: [given[e.index] for e in rows if e.endpoint == name] for name in ("nudge", "hold")}
+    seeds = {e.index: e.seed for e in rows}
     expected = {
         name: (
             sum(v != "Discarded" for v in said),
@@ -118,9 +126,10 @@ def test_a_blind_rig_plan_is_played_at_the_station_and_scored_from_the_operators
     assert {e.endpoint: (e.kept, e.judged, e.succeeded) for e in ended.outcome.endpoints} == expected
 
     # The folders, read back with the vocabulary's names, and scored by positronic-evals' own rule.
-    prefix = urlsplit(ended.artifacts.result)
-    assert prefix.scheme == "file"
-    folders = sorted(p for p in Path(prefix.path).iterdir() if p.is_dir())
+    # `result` is the run's result, by a signed link: never a path of the server's own folder.
+    assert urlsplit(ended.artifacts.result).scheme == "http"
+    assert httpx.get(ended.artifacts.result).json()["scores"]["primary"] == ended.scores.primary
+    folders = episode_folders(lab, int(ended.id))
     assert len(folders) == 4
     labels = []
     for folder in folders:
@@ -129,6 +138,7 @@ def test_a_blind_rig_plan_is_played_at_the_station_and_scored_from_the_operators
         index = int(folder.name)
         assert static[OUTCOME] == given[index] and static[TASK] and meta[UID]
         assert static[ENDED_BY] == "operator"
+        assert static[SEED] == seeds[index]  # vocabulary 0.6.0: the trial's seed in its statics
         assert (folder / f"{STATE_SIGNAL}.parquet").is_file()
         assert any(folder.glob("*.mp4"))
         if given[index] != "Discarded":
@@ -220,9 +230,99 @@ def test_a_policy_that_fails_mid_episode_stops_the_robot_first_and_the_operator_
     assert [(e.endpoint, e.kept, e.judged, e.succeeded) for e in ended.outcome.endpoints] == [
         ("crash", 2, 2, 0)
     ]
-    folders = sorted(p for p in Path(urlsplit(ended.artifacts.result).path).iterdir() if p.is_dir())
+    folders = episode_folders(lab, int(ended.id))
     notes = [json.loads((folder / STATIC_FILE).read_text()).get("yardstick.notes", "") for folder in folders]
     assert all("arm froze" in n and "broke on its fourth answer" in n for n in notes), notes
+
+
+def test_a_dropped_connection_costs_the_rig_neither_its_run_nor_the_operators_verdict(lab: Lab) -> None:
+    client = lab.harness.client("alice")
+    created = client.create_submission(plan(lab, "tabletop-dropped-link", endpoints=("hold",), cap=60))
+    address = urlsplit(lab.harness.url)
+    with DroppingProxy(address.hostname or "127.0.0.1", address.port or 80) as proxy:
+        rig = start_rig(lab, "lab-franka-1", url=proxy.url)
+        try:
+            for verdict, dropped in (("Discarded", RIG_LAND), ("Success", RIG_BEGIN)):
+                rig.operator.at("layout", rig.errors)
+                proxy.drop_next(f"POST {dropped}".encode())  # a keep-alive the server closed, as it happens
+                rig.operator.press("/start")
+                rig.operator.at("playing", rig.errors)
+                rig.operator.press("/end")
+                rig.operator.at("verdict", rig.errors)
+                rig.operator.press("/verdict", {"outcome": verdict})
+            ended = wait_for(client, created.submission_id, timeout=WAIT_S)
+        finally:
+            stop_rig(rig)
+    assert not rig.errors, rig.errors
+    assert proxy.dropped == 2
+    assert ended.status is SubmissionStatus.finished
+    with lab.harness.platform.db.reading() as session:
+        rows = session.execute(
+            select(RunEpisode)
+            .where(RunEpisode.submission_id == int(created.submission_id))
+            .order_by(RunEpisode.index)
+        ).scalars()
+        played = [((e.result or {}).get("outcome"), e.attempt) for e in rows]
+    assert played == [("Discarded", 1), ("Success", 1)]  # each verdict as given, each episode played once
+
+
+def test_a_rig_that_lands_an_episode_twice_is_answered_alike_and_nothing_changes(lab: Lab) -> None:
+    client = lab.harness.client("alice")
+    created = client.create_submission(plan(lab, "tabletop-landed-twice", endpoints=("hold",)))
+    link = PlatformLink(lab.harness.url, lab.keys["lab-franka-2"])
+    try:
+        playbook = link.claim()
+        assert playbook is not None
+        index = playbook.episodes[0]["index"]
+        link.begin(playbook.submission, index)
+        link.begin(playbook.submission, index)  # its first answer lost: asked again
+        folder = _judged_folder(playbook.submission, index, "Discarded")
+        first = link.land(playbook.submission, index, folder)
+        again = link.land(playbook.submission, index, folder)  # the first answer lost with its connection
+        assert first == again and first["outcome"] == "Discarded"
+        view = client.get_submission(created.submission_id)
+        assert view.episodes.done == 1
+    finally:
+        link.close()
+        client.cancel_submission(CancelRequest(id=created.submission_id))
+    with lab.harness.platform.db.reading() as session:
+        episode = session.execute(
+            select(RunEpisode).where(
+                RunEpisode.submission_id == int(created.submission_id), RunEpisode.index == index
+            )
+        ).scalar_one()
+    assert (episode.attempt, (episode.result or {}).get("outcome")) == (1, "Discarded")
+
+
+def episode_folders(lab: Lab, submission: int) -> list[Path]:
+    """The folders a rig run's episodes landed as, read where the platform keeps them."""
+    store = lab.harness.platform.artifacts
+    assert isinstance(store, LocalArtifactStore)
+    kept = store.folder(submission) / RIG_EPISODES
+    return sorted(p for p in kept.iterdir() if p.is_dir())
+
+
+def _judged_folder(submission: str, index: int, outcome: str) -> Path:
+    """An episode folder in the vocabulary's format with the operator's verdict, as the rig writes one."""
+    from yardstick.catalog.sim_franka import SimulatedFranka
+
+    spec = robot_spec(SimulatedFranka)
+    folder = Path(tempfile.mkdtemp(prefix="ys-test-rig-")) / f"{index:06d}"
+    writer = EpisodeWriter(
+        folder,
+        uid=f"{submission}-{index:06d}",
+        task="put the cube in the tote",
+        benchmark_task="tabletop",
+        hz=spec.hz,
+        started_wall_ns=time.time_ns(),
+        cameras=spec.cameras,
+        endpoint_token="e0",
+        scene={},
+        rig="lab-franka-2",
+        shape=spec.shape,
+    )
+    writer.close(Verdict(outcome=Outcome(outcome), seconds_to_end=1.0))
+    return folder
 
 
 def test_an_operator_who_walks_away_leaves_the_episode_unscored_not_failed(lab: Lab) -> None:
@@ -232,6 +332,10 @@ def test_an_operator_who_walks_away_leaves_the_episode_unscored_not_failed(lab: 
     try:
         for _ in range(2):  # Start is pressed; the cap ends the episode, and nobody judges it
             rig.operator.at("layout", rig.errors)
+            for camera in rig.agent.station.cameras:  # the scene through the cameras, before Start
+                until(
+                    lambda c=camera: rig.operator.http.get(f"/camera/{c}.jpg").status_code == 200, camera, 60
+                )
             rig.operator.press("/start")
             assert rig.operator.at("verdict", rig.errors)["episode"]["why_ended"] == "cap"
         ended = wait_for(client, created.submission_id, timeout=WAIT_S)
@@ -243,7 +347,7 @@ def test_an_operator_who_walks_away_leaves_the_episode_unscored_not_failed(lab: 
         ("hold", 2, 0, 0)
     ]
     assert ended.scores.primary is None  # no label at all: nothing to score, and no failure counted
-    folders = sorted(p for p in Path(urlsplit(ended.artifacts.result).path).iterdir() if p.is_dir())
+    folders = episode_folders(lab, int(ended.id))
     assert [json.loads((f / STATIC_FILE).read_text())[OUTCOME] for f in folders] == ["UNSCORED", "UNSCORED"]
 
 

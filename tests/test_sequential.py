@@ -131,7 +131,17 @@ def test_a_stopping_rule_is_refused_naming_the_rule(text: str, problem: str) -> 
 def coins(tmp_path: Path, *extra: str, policy: str = "Skill") -> tuple[int, str, dict[str, Any]]:
     out = tmp_path / "run"
     code, output = yardstick(
-        "eval", "run", "-b", toy("Coins"), "-p", toy(policy), "--in-process", "--out", str(out), *extra
+        "eval",
+        "run",
+        "-b",
+        toy("Coins"),
+        "-p",
+        toy(policy),
+        "--in-process",
+        "--out",
+        str(out),
+        "--overwrite",
+        *extra,
     )
     report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else {}
     return code, output, report

@@ -535,3 +535,39 @@ def test_the_device_endpoints_speak_rfc_8628(tmp_path: Path, database_url: str) 
         assert poll(denied).json()["error"] == "access_denied"
         forged = http.post("/v1/keys.create", json={"credential": token[:-4] + "0000"})
         assert forged.status_code == 401
+
+
+def test_register_of_a_user_who_exists_answers_existing_and_changes_nothing(
+    tmp_path: Path, database_url: str, providers: StandIn
+) -> None:
+    """Alice exists (an administrator made her, with her alias and a key); she registers through the
+    platform's own sign-in, naming another alias: `existing`, no key, her alias and key as they were. Ada,
+    registered once by GitHub, registers again naming another alias: the same."""
+    providers.github["gho_ada"] = {"id": 4242, "login": "ada", "name": "Ada L.", "email": None}
+    with running_platform(tmp_path, database_url, workers=0, sign_in=_sign_in_settings(providers)) as h:
+        http = httpx.Client(base_url=h.url)
+        alice = PlatformClient(h.url, api_key=ApiKey(h.keys["alice"]))
+        alice_id = int(alice.me().user_id)
+        started = http.post("/oauth/device/code", data={"client_id": "cli"}).json()
+        assert h.services.sign_in.grants.decide(started["user_code"], alice_id, approve=True)
+        h.services.sign_in.grants.clock = lambda: utcnow() + dt.timedelta(seconds=60)
+        form = {"grant_type": GRANT_TYPE, "device_code": started["device_code"], "client_id": "cli"}
+        token = http.post("/oauth/token", data=form).json()["access_token"]
+        timeout = PlatformClient(h.url).register_timeout()
+
+        again = PlatformClient(h.url).register(
+            RegisterRequest(credential=token, alias="Impostor"), timeout=timeout
+        )
+        assert (again.key_status, again.api_key, int(again.user_id)) == (KeyStatus.existing, None, alice_id)
+        me = alice.me()  # her key still works, and she is shown as before
+        assert me.alias == "alice"
+
+        first = PlatformClient(h.url).register(
+            RegisterRequest(credential="gho_ada", alias="Ada"), timeout=timeout
+        )
+        assert first.key_status is KeyStatus.created and first.api_key is not None
+        renamed = PlatformClient(h.url).register(
+            RegisterRequest(credential="gho_ada", alias="Eve"), timeout=timeout
+        )
+        assert renamed.key_status is KeyStatus.existing and renamed.api_key is None
+        assert PlatformClient(h.url, api_key=first.api_key).me().alias == "Ada"

@@ -115,6 +115,18 @@ class BatchedRows:
         return [np.array([[o["t"] * 100 + i] for i in range(4)], dtype=np.float64) for o in obs]
 
 
+@ys.policy(hz=10, action_chunk_len=4, action_chunk_exec_len=2)
+class Instructed:
+    """Rows, for a policy that must be told its task: it raises where the episode carries no instruction,
+    and its rows say how long the instruction was (a language-conditioned policy's prompt)."""
+
+    @ys.infer
+    def act(self, obs: dict[str, Any], *, episode: ys.Episode) -> np.ndarray:
+        if not episode.description:
+            raise ValueError("no instruction: the episode names no task")
+        return np.array([[obs["t"] * 100 + i + len(episode.description)] for i in range(4)], np.float64)
+
+
 @ys.policy(hz=10)
 class Sampler:
     """Samples its action from the seed the engine hands it; keeps a per-episode count in its state."""

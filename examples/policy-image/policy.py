@@ -1,5 +1,5 @@
 """A policy for a container: it reads the observation and answers a chunk of actions, as any Yardstick
-policy does; the image serves it on the platform's socket."""
+policy does; the image serves it on TCP 8000 as the published contract asks."""
 
 import numpy as np
 import yardstick.sdk as ys

@@ -10,19 +10,22 @@ Authoring lives at the top level, so a benchmark or policy file needs one import
         def act(self, obs): ...
 """
 
-from yardstick.sdk import (
-    Episode,
-    benchmark,
-    concurrent,
-    config,
-    infer,
-    on_episode,
-    on_episode_end,
-    policy,
-    reset,
-    step,
-    timed,
-)
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from yardstick.sdk import (
+        Episode,
+        benchmark,
+        concurrent,
+        config,
+        infer,
+        on_episode,
+        on_episode_end,
+        policy,
+        reset,
+        step,
+        timed,
+    )
 
 __version__ = "0.1.0"
 
@@ -40,3 +43,13 @@ __all__ = [
     "step",
     "timed",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The SDK (and numpy under it) is imported on first use, so `yardstick --version` and a process that
+    # needs only a submodule start without it.
+    if name in __all__ and name != "__version__":
+        from yardstick import sdk
+
+        return getattr(sdk, name)
+    raise AttributeError(f"module 'yardstick' has no attribute {name!r}")

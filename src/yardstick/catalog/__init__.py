@@ -18,6 +18,7 @@ from yardstick.catalog.extras import require_for
 from yardstick.sdk.decorators import benchmark_spec, policy_spec
 from yardstick.sdk.errors import LoadError, SpecError
 from yardstick.sdk.load import REFERENCE_RULE, load_object
+from yardstick.sdk.suggest import did_you_mean
 
 BENCHMARKS: dict[str, str] = {
     "mt10": "yardstick.catalog.metaworld:MT10",
@@ -114,7 +115,8 @@ def _check(ref: object, kind: str, aliases: dict[str, str], extra: str, owner: s
     # An alias has no colon; anything else without one is neither a reference nor an alias.
     if ":" not in ref and ref.lower() not in aliases:
         raise LoadError(
-            f"{ref!r}: not a built-in {kind}{owner} ({', '.join(aliases)}); a {kind} is one of those, "
+            f"{ref!r}: not a built-in {kind}{owner}{did_you_mean(ref, aliases)} ({', '.join(aliases)}); "
+            f"a {kind} is one of those, "
             f"{extra}or {REFERENCE_RULE}"
         )
 

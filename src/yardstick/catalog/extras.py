@@ -1,11 +1,11 @@
 """Which built-ins need a simulator, which of our extras installs it, and the refusal when it is missing.
 
-Each simulator comes with an extra of Yardstick's (`pip install 'yardstick[libero]'`), so a user installs
-only what they play. `pip install yardstick` alone is the light install: it serves a user's policy, plays a
-user's benchmark, runs the platform, and reads every built-in's declaration (tasks, seeds, limits: the
-platform's catalogue is seeded from them), but cannot build a built-in whose simulator it lacks. Building
-one is refused before anything starts, naming the extra, rather than failing each episode with an
-ImportError.
+Each simulator comes with an extra of Yardstick's (`pip install 'yardstick-robotics[libero]'`), so a user
+installs only what they play. `pip install yardstick-robotics` alone is the light install: it serves
+a user's policy, plays a user's benchmark, runs the platform, and reads every built-in's declaration
+(tasks, seeds, limits: the platform's catalogue is seeded from them), but cannot build a built-in whose
+simulator it lacks. Building one is refused before anything starts, naming the extra, rather than
+failing each episode with an ImportError.
 
 A built-in class that needs a simulator is one line of `NEEDS`; it, and every class derived from it (a
 user's subclass too), is checked wherever a run or a policy server is about to build it
@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
+from yardstick.distribution import install_hint
 from yardstick.sdk.errors import InstallIncomplete
 
 
@@ -53,7 +54,7 @@ class MissingExtra(InstallIncomplete):
         self.simulator = simulator
         super().__init__(
             f"{what} needs {simulator.name} (the Python module {simulator.module}), which is not installed "
-            f"here: pip install 'yardstick[{simulator.extra}]'"
+            f"here: {install_hint(simulator.extra)}"
         )
 
 

@@ -1,3 +1,3 @@
-from yardstick.cli.main import main
+from yardstick.cli.entry import main
 
 main()

@@ -29,7 +29,7 @@ console = Console(stderr=True)
 
 def print_error(message: str) -> None:
     """`error: message` in red, the message as written: a refusal's text holds brackets
-    (`pip install 'yardstick[sim]'`, `cameras: ['top']`) that rich would otherwise read as markup."""
+    (`pip install 'yardstick-robotics[sim]'`, `cameras: ['top']`) that rich would otherwise read as markup."""
     console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
 
 

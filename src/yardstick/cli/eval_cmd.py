@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,9 @@ from yardstick.cli.options import (
     split_list,
 )
 from yardstick.engine import BuildError, Component, Playback, RunRequest, Work, evaluate, prepare
+from yardstick.engine.journal import JOURNAL, Journal, foreign_episodes, read_journal
 from yardstick.engine.recording import NO_IMAGES, Recording
-from yardstick.engine.results import EpisodeSpec
+from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.rounds import evaluate_until, planned_at_cap
 from yardstick.report import build_report
 from yardstick.scoring import Gate, parse_gate
@@ -89,6 +91,14 @@ def run(
         60.0, min=0.1, help="Seconds to wait for a remote policy's server to come up and be ready."
     ),
     out: Path | None = typer.Option(None, help="The run folder (default: runs/<time>-<benchmark>-<policy>)."),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="Go on with the run in --out: play only the episodes its episodes.jsonl lacks (a killed run).",
+    ),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace the run in --out (it is refused otherwise)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
     record: list[str] = typer.Option(
         [],
@@ -145,6 +155,7 @@ def run(
     benchmark_params, policy_params = parse_params(param)
     recorded = _parse_record(record)
     folder = out or Path("runs") / f"{dt.datetime.now():%Y%m%d-%H%M%S}-{_slug(benchmark)}-{_slug(policy)}"
+    _claim_folder(folder, resume=resume, overwrite=overwrite, out_given=out is not None, rule=rule)
     recording = (
         Recording(
             video="video" in recorded,
@@ -175,17 +186,34 @@ def run(
     )
     cap = max_trials or MAX_TRIALS
     stopping: SequentialEval | None = None
+    done = read_journal(folder) if resume else []
     try:
         if rule is None:
             _, _, planned = prepare(request)
         else:
             planned = planned_at_cap(request, cap)
             stopping = _sequential(planned, rule, gates, alpha)
-        with run_progress(len(planned), quiet=False) as progress:
+        if foreign := foreign_episodes(done, planned):
+            raise typer.BadParameter(
+                f"{folder}/{JOURNAL} holds episodes {foreign[:5]} of another plan than this command's: "
+                "resume with the command that started the run",
+                param_hint="--resume",
+            )
+        landed = {result.index for result in done}
+        remaining = [spec for spec in planned if spec.index not in landed]
+        with Journal(folder) as journal, run_progress(len(remaining), quiet=False) as progress:
+
+            def landing(result: EpisodeResult) -> None:
+                journal.append(result)
+                progress(result)
+
             if stopping is None:
-                outcome = evaluate(request, on_result=progress)
+                outcome = evaluate(request, on_result=landing, episodes=remaining)
             else:
-                outcome = evaluate_until(request, stopping, cap, on_result=progress)
+                outcome = evaluate_until(request, stopping, cap, on_result=landing)
+        if stopping is None:
+            outcome.planned = planned
+        outcome.results = sorted([*done, *outcome.results], key=lambda result: result.index)
     except (AuthoringError, BuildError) as exc:
         fail(Exit.CALLER, str(exc))
     except typer.BadParameter:
@@ -236,6 +264,35 @@ def run(
         raise typer.Exit(Exit.GATE)
     if any(met is None for met, _ in verdicts):
         raise typer.Exit(Exit.UNDECIDED)
+
+
+def _claim_folder(
+    folder: Path, *, resume: bool, overwrite: bool, out_given: bool, rule: Until | None
+) -> None:
+    """Refuse to write a run over another unless asked: `--resume` goes on with it, `--overwrite` replaces
+    it (its old videos with it)."""
+    if resume and overwrite:
+        raise typer.BadParameter(
+            "--resume goes on with a run and --overwrite replaces it: give one", param_hint="--resume"
+        )
+    if resume and not out_given:
+        raise typer.BadParameter("--resume goes on with the run in --out: name it", param_hint="--resume")
+    if resume and rule is not None:
+        raise typer.BadParameter(
+            "--resume is not offered with --until: a stopping rule's rounds decide from every episode "
+            "in the order played, which a resumed run does not keep",
+            param_hint="--resume",
+        )
+    held = folder.is_dir() and any(folder.iterdir())
+    if resume and not (folder / JOURNAL).exists():
+        raise typer.BadParameter(f"{folder} holds no {JOURNAL}: nothing to resume", param_hint="--resume")
+    if held and not resume:
+        if not overwrite:
+            raise typer.BadParameter(
+                f"{folder} holds a run already: --resume plays what it lacks, --overwrite replaces it",
+                param_hint="--out",
+            )
+        shutil.rmtree(folder)
 
 
 def _parse_until(until: str | None, trials: int | None, max_trials: int | None) -> Until | None:

@@ -1,10 +1,11 @@
-"""`yardstick image check IMAGE`: the checks a submission of a policy image meets, run here before pushing.
+"""`yardstick image check IMAGE`: the checks a submission of a policy image meets, run here before pushing;
+`yardstick image base`: the base such an image is built from with no network (`worker.boxes.base_image`).
 
 The image is run exactly as a worker runs it (`worker.boxes.containers`: no network, a read-only root, no
-capabilities, the install's limits, its socket in /yardstick), it must answer a session within the start-up
-deadline, and what it declares is printed; then it is stopped and removed. With `--registry`, the reference
-is first pinned to its digest and checked (architecture, size, credential) as the gateway does at
-submission, then pulled by that digest as a worker pulls it.
+capabilities, the install's limits, a fresh `AUTH_TOKEN`), it must answer a session (on TCP 8000, or the
+project's socket) within the warm-up deadline, and what it declares is printed; then it is stopped and
+removed. With `--registry`, the reference is first pinned to its digest and checked (architecture, size,
+credential) as the gateway does at submission, then pulled by that digest as a worker pulls it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,13 @@ from yardstick.cli.exits import Exit
 from yardstick.core.registries import ImageRefused, Registries
 from yardstick.engine.failures import Failed
 from yardstick.hosted.limits import BoxLimits, GiB
-from yardstick.worker.boxes.containers import SOCKET_ENV, SOCKET_FOLDER, ContainerPolicyServer, Podman
+from yardstick.worker.boxes.base_image import BASE_TAG, build_base
+from yardstick.worker.boxes.containers import (
+    WARMUP_DEADLINE_S,
+    ContainerPolicyServer,
+    Podman,
+    install_label,
+)
 
 image_app = typer.Typer(
     help="Policy images: what a container must serve, checked here.", no_args_is_help=True
@@ -39,9 +46,11 @@ def check(
         None, "--password-file", help="A file holding the registry's password (never a command line)."
     ),
     memory: float = typer.Option(8.0, "--memory", min=0.1, help="GiB the container may use."),
-    start_timeout: float = typer.Option(120.0, "--start-timeout", min=1.0, help="Seconds it has to serve."),
+    start_timeout: float = typer.Option(
+        WARMUP_DEADLINE_S, "--start-timeout", min=1.0, help="Seconds it has to serve (the warm-up deadline)."
+    ),
     max_image: float = typer.Option(
-        4.0, "--max-image", min=0.01, help="GiB an image may weigh (compressed)."
+        50.0, "--max-image", min=0.01, help="GB an image may weigh, compressed (the contract's 50 GB)."
     ),
 ) -> None:
     """Run a policy image as a submission's would run, and say whether it serves."""
@@ -62,16 +71,14 @@ def check(
         reference = image
         try:
             if registry is not None:
-                pinned = Registries([registry], max_image_bytes=int(max_image * GiB)).pin(image, credential)
+                pinned = Registries([registry], max_image_bytes=int(max_image * 10**9)).pin(image, credential)
                 console.print(f"pinned:   {pinned.reference} ({pinned.size_bytes / 2**20:,.1f} MiB)")
                 login = {"username": credential[0], "password": credential[1]} if credential else None
                 podman.pull(pinned.reference, login)
                 reference = pinned.reference
             sockets = Path(tempfile.mkdtemp(prefix="s-", dir="/tmp"))
             limits = BoxLimits(memory_bytes=int(memory * GiB))
-            server = ContainerPolicyServer(
-                podman, reference, sockets, limits=limits, start_timeout_s=start_timeout
-            )
+            server = ContainerPolicyServer(podman, reference, sockets, limits=limits, warmup_s=start_timeout)
         except ImageRefused as refused:
             print_error(f"refused: {refused}")
             raise typer.Exit(Exit.CALLER) from None
@@ -81,7 +88,7 @@ def check(
         try:
             spec = server.spec
             console.print(
-                f"serves:   {spec.name} on {SOCKET_FOLDER} (${SOCKET_ENV}), {spec.hz:g} Hz, chunks of "
+                f"serves:   {spec.name} ({_where(server)}), {spec.hz:g} Hz, chunks of "
                 f"{spec.action_chunk_len}, asked every {spec.replan_every} steps"
             )
             printed = server.journal.since(0)[0]
@@ -92,4 +99,32 @@ def check(
             shutil.rmtree(sockets, ignore_errors=True)
     console.print(
         "[green]ok[/green]: it serves as a submission's container must; nothing of it is left running"
+    )
+
+
+def _where(server: ContainerPolicyServer) -> str:
+    if server.endpoint.wire == "websocket_unix":
+        return "the project's socket, $YARDSTICK_SOCKET"
+    return "TCP 8000 in the container, with its AUTH_TOKEN"
+
+
+@image_app.command("base")
+def base(
+    tag: str = typer.Option(BASE_TAG, "--tag", help="The name the base takes in podman's store."),
+) -> None:
+    """Make the base a policy image is built FROM, from this install (its Python, numpy, Yardstick's policy
+    server), with no network: examples/policy-image/ builds on it."""
+    if not Podman.available():
+        print_error("podman and runc are not installed here (Debian: apt-get install podman runc)")
+        raise typer.Exit(Exit.USAGE)
+    with tempfile.TemporaryDirectory(prefix="ys-image-base-") as scratch:
+        podman = Podman(Path(scratch) / "conf", install_label(Path(scratch)))
+        console.print("making the base from this install's Python (a minute or two)")
+        try:
+            made = build_base(podman, tag)
+        except RuntimeError as failed:
+            print_error(str(failed))
+            raise typer.Exit(Exit.CALLER) from None
+    console.print(
+        f"[green]ok[/green]: {made} (FROM {made} in a Containerfile; podman build needs no network)"
     )

@@ -20,6 +20,7 @@ from yardstick.cli.display import console, print_error, print_table
 from yardstick.cli.exits import Exit
 from yardstick.cli.options import RayAddressOption, chosen_cluster
 from yardstick.core.settings import Settings
+from yardstick.distribution import install_hint
 
 DataDir = typer.Option(
     None,
@@ -182,7 +183,7 @@ def _platform_ray(executor: str, address: str | None, processes: int, processes_
         import ray  # noqa: F401 -- only asked whether it is installed
     except ModuleNotFoundError:
         raise typer.BadParameter(
-            "Ray is not installed here: pip install 'yardstick[cluster]'", param_hint="--executor ray"
+            f"Ray is not installed here: {install_hint('cluster')}", param_hint="--executor ray"
         ) from None
     address = address or "auto"
     try:

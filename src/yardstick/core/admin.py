@@ -352,6 +352,12 @@ def add_baseline(session: Session, board_slug: str, run_id: int, publisher: str,
     run = session.get(Run, run_id)
     if run is None or run.eval_id != board.eval_id:
         raise AdminError(f"submission {run_id:x} is not a run of board {board_slug!r}'s eval")
+    if run.sampled:
+        # A reference the board's runs are read against plays the eval whole, as a ranked run does.
+        raise AdminError(
+            f"submission {run_id:x} played a sample of {run.episodes_total} of the eval's episodes: "
+            "a baseline is a run of the whole eval, which a sampled run is not"
+        )
     session.add(Baseline(board_id=board.id, submission_id=run_id, publisher=publisher, display_name=name))
 
 

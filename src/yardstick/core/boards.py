@@ -163,33 +163,41 @@ class Boards:
         ).all()
         shown = session.execute(_BASELINES, {"board_id": board.id}).all()
         marked = {run.id for _, run in shown}
-        best: dict[int, tuple[Run, str]] = {}
+        # A user's best run once; a run of several policies is one entry a policy (`endpoints` of its scores),
+        # each kept as that user's best of its name: their pooled score ranks nothing.
+        best: dict[tuple[int, str | None], _Entry] = {}
         for run, user in ranked:
             if run.id in marked:
                 continue
-            mine = best.get(user.id)
-            if mine is None or _standing(run) < _standing(mine[0]):
-                best[user.id] = (run, user.alias or "anonymous")
-        # (run, name, publisher): a baseline is the row with a publisher.
-        entries: list[tuple[Run, str, str | None]] = [(r, name, None) for r, name in best.values()]
-        entries += [(r, b.display_name, b.publisher) for b, r in shown if r.status == RunStatus.FINISHED]
-        entries.sort(key=lambda entry: _standing(entry[0]))
+            for entry in _entries(run, user.alias or "anonymous", self.tag(user.id)):
+                mine = best.get((user.id, entry.policy))
+                if mine is None or entry.standing < mine.standing:
+                    best[(user.id, entry.policy)] = entry
+        entries = list(best.values())
+        entries += [
+            _Entry(
+                r, b.display_name, self.publisher_tag(b.publisher), None, dict(r.scores or {}), b.publisher
+            )
+            for b, r in shown
+            if r.status == RunStatus.FINISHED
+        ]
+        entries.sort(key=lambda entry: entry.standing)
         out: list[BoardRow] = []
         rank = 0
-        for run, name, publisher in entries:
-            if publisher is None:
+        for entry in entries:
+            if entry.publisher is None:
                 rank += 1
             out.append(
                 BoardRow(
-                    None if publisher is not None else rank,
-                    name,
-                    self.tag(run.user_id),
-                    primary_of(run),
-                    run.id,
-                    run.received_at,
-                    publisher,
-                    run.replay_token,
-                    dict(run.scores or {}),
+                    None if entry.publisher is not None else rank,
+                    entry.name,
+                    entry.tag,
+                    _primary(entry.scores),
+                    entry.run.id,
+                    entry.run.received_at,
+                    entry.publisher,
+                    entry.run.replay_token,
+                    entry.scores,
                 )
             )
         return out
@@ -246,6 +254,11 @@ class Boards:
         """Six hex characters that tell two users of one alias apart, the same on every board."""
         return hashlib.sha256(self._tag_secret + user_id.to_bytes(8, "big")).hexdigest()[:6]
 
+    def publisher_tag(self, publisher: str) -> str:
+        """A baseline's tag: its publisher's (the same on every board), never that of whoever filed the run,
+        who may rank on the board too. Apart from every user's by what is hashed."""
+        return hashlib.sha256(self._tag_secret + b"publisher:" + publisher.encode()).hexdigest()[:6]
+
     def policy_name(self, endpoint: str, alias: str | None, user_id: int) -> str:
         """An endpoint's policy as the board views name it: its name and who filed it (`pi0 (ada#3f9a1c)`), so
         two users' endpoints named alike stay apart and one user's runs of a name add up."""
@@ -274,8 +287,43 @@ def _may_read(caller: Caller | None, board: Board) -> bool:
     return board.visibility == BoardVisibility.PUBLIC or (caller is not None and caller.may_see(board.org_id))
 
 
-def _standing(run: Run) -> tuple[float, dt.datetime]:
-    """Where a run stands on a board, first least: the higher primary score (none: below any), and of a tie
-    the earlier run."""
-    primary = primary_of(run)
-    return -(primary if primary is not None else -1.0), run.received_at
+@dataclass(frozen=True)
+class _Entry:
+    """One row to be: a run, or one policy of a run of several (`policy`), or a baseline (`publisher`)."""
+
+    run: Run
+    name: str
+    tag: str
+    policy: str | None
+    scores: dict[str, Any]
+    publisher: str | None = None
+
+    @property
+    def standing(self) -> tuple[float, dt.datetime]:
+        """Where it stands on a board, first least: the higher primary score (none: below any), and of a tie
+        the earlier run."""
+        primary = _primary(self.scores)
+        return -(primary if primary is not None else -1.0), self.run.received_at
+
+
+def _entries(run: Run, alias: str, tag: str) -> list[_Entry]:
+    """A run's entries: itself, or each of its policies where it played several, named `alias/policy`."""
+    scores = dict(run.scores or {})
+    policies = scores.get("endpoints") or {}
+    if len(policies) < 2:
+        return [_Entry(run, alias, tag, None, scores)]
+    return [
+        _Entry(
+            run,
+            f"{alias}/{name}",
+            tag,
+            name,
+            {"primary": part.get("value"), "low": part.get("low"), "high": part.get("high")},
+        )
+        for name, part in policies.items()
+    ]
+
+
+def _primary(scores: dict[str, Any]) -> float | None:
+    value = scores.get("primary")
+    return float(value) if isinstance(value, (int, float)) else None

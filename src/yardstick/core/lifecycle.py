@@ -111,6 +111,13 @@ class Lifecycle:
             **({"stopping": _decisions(stopping)} if stopping is not None else {}),
             **(judged or {}),
         }
+        if len(per_endpoint) > 1 and "endpoints" not in scores:
+            # Each policy of a run of several is ranked on its own (`core.boards`), never by the pooled score;
+            # a run scored by its own rule (`judged`) states each endpoint's score itself.
+            scores["endpoints"] = {
+                name: {key: part["overall"].get("success", {}).get(key) for key in ("value", "low", "high")}
+                for name, part in per_endpoint.items()
+            }
         result = {
             "submission_id": f"{run_id:x}",
             "status": RunStatus.FINISHED,

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-__all__ = ["ImageRef", "ImageRefused", "Pinned", "Registries", "parse_reference"]
+__all__ = ["ImageRef", "ImageRefused", "Pinned", "Registries", "decimal_size", "parse_reference"]
 
 MANIFEST_TYPES: Final = (
     "application/vnd.oci.image.index.v1+json",
@@ -89,7 +89,7 @@ def parse_reference(reference: str) -> ImageRef:
 
 class Registries:
     """The registries named in `urls` (each `http://HOST:PORT` or `https://HOST[:PORT]`), and the largest
-    image (its layers' sum, compressed) the install plays."""
+    image (its config and layers, compressed) the install plays."""
 
     def __init__(self, urls: Sequence[str], *, max_image_bytes: int) -> None:
         self.by_host = {urlsplit(url).netloc: url.rstrip("/") for url in urls}
@@ -123,14 +123,24 @@ class Registries:
                     )
         if ref.digest is not None and digest != ref.digest:
             raise ImageRefused(f"{reference}: the registry serves {digest} under that digest, not it")
-        size = sum(int(layer.get("size") or 0) for layer in manifest.get("layers") or [])
+        # What a pull transfers, as the contract counts it: the config blob and every layer, compressed.
+        blobs = [manifest.get("config") or {}, *(manifest.get("layers") or [])]
+        size = sum(int(blob.get("size") or 0) for blob in blobs)
         if size > self.max_image_bytes:
             raise ImageRefused(
-                f"{reference} is {size / 2**20:,.0f} MiB; this install plays images of at most "
-                f"{self.max_image_bytes / 2**20:,.0f} MiB",
+                f"{reference} is {size:,} bytes compressed (its config and layers); the limit is "
+                f"{decimal_size(self.max_image_bytes)} compressed ({self.max_image_bytes:,} bytes)",
                 too_large=True,
             )
         return Pinned(ref.pinned(digest), digest, size)
+
+
+def decimal_size(count: int) -> str:
+    """`count` bytes as the contract writes a budget: in GB or MB where it is a whole number of them."""
+    for unit, scale in (("GB", 10**9), ("MB", 10**6)):
+        if count >= scale and count % scale == 0:
+            return f"{count // scale:,} {unit}"
+    return f"{count:,} bytes"
 
 
 def _machine() -> str:

@@ -24,7 +24,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sqlalchemy import func, select, update
+from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
 
 from yardstick.core.refusals import bad_request, not_found
@@ -243,7 +243,11 @@ class Rigs:
                     state=EpisodeState.LEASED,
                     lease_owner=rig.owner,
                     lease_expires_at=None,  # never reclaimed by the workers' queue: only the rig knows
-                    attempt=RunEpisode.attempt + 1,
+                    # Asked again (its answer lost on the way): the same attempt, not another.
+                    attempt=case(
+                        (RunEpisode.state == EpisodeState.QUEUED, RunEpisode.attempt + 1),
+                        else_=RunEpisode.attempt,
+                    ),
                 )
             )
             return bool(started.rowcount)  # type: ignore[attr-defined]
@@ -263,11 +267,26 @@ class Rigs:
         result: dict[str, Any],
         artifacts: list[tuple[str, int, str]],
     ) -> Completion:
-        """Record episode `index`, which this rig process began; `accepted` False when it did not."""
+        """Record episode `index`, which this rig process began; `accepted` False when it did not. The same
+        episode landed again by the rig that holds the run, with the same result (the answer to the first
+        landing was lost with its connection), is accepted and changes nothing."""
         episode_id = self.episode_id(run_id, index)
         if episode_id is None:
             return Completion(accepted=False)
-        return self.queue.complete(rig.owner, episode_id, result, artifacts)
+        landed = self.queue.complete(rig.owner, episode_id, result, artifacts)
+        if landed.accepted:
+            return landed
+        with self.db.reading() as session:
+            episode, run = session.get(RunEpisode, episode_id), session.get(Run, run_id)
+            again = (
+                episode is not None
+                and run is not None
+                and run.rig_id == rig.rig_id
+                and episode.state == EpisodeState.DONE
+                and episode.lease_owner is None
+                and episode.result == result
+            )
+        return Completion(accepted=again)
 
     def unplayed(self, run_id: int) -> list[int]:
         """The indices of the run's episodes not yet recorded, in play order."""

@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from typing import Any, BinaryIO, Final, cast
 
 from yardstick.core.artifacts import ArtifactNotFound, submission_hex, validate_key
+from yardstick.distribution import install_hint
 
 __all__ = [
     "S3_SCHEME",
@@ -91,7 +92,7 @@ def s3_client(endpoint_url: str | None = None) -> Any:
         from botocore.config import Config
     except ModuleNotFoundError:
         raise RuntimeError(
-            "artifacts in an S3 bucket need boto3, not installed here: pip install 'yardstick[cluster]'"
+            f"artifacts in an S3 bucket need boto3, not installed here: {install_hint('cluster')}"
         ) from None
 
     endpoint = endpoint_url or next((os.environ[e] for e in ENDPOINT_ENV if os.environ.get(e)), None)

@@ -39,12 +39,17 @@ class SignInSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> SignInSettings:
-        """`YARDSTICK_GITHUB` (`on` for github.com, or an API base URL), `YARDSTICK_OIDC_ISSUERS` (issuer
-        URLs, comma-separated), `YARDSTICK_REGISTRATION_ORG`, `YARDSTICK_PUBLIC_URL`."""
+        """`YARDSTICK_GITHUB` (`on`, the default, for github.com; `off`; or an API base URL),
+        `YARDSTICK_OIDC_ISSUERS` (issuer URLs, comma-separated), `YARDSTICK_REGISTRATION_ORG`,
+        `YARDSTICK_PUBLIC_URL`.
+
+        GitHub is on unless turned off because it is the one sign-in the Positronic client's
+        `platform-register` can run against a platform that is not Positronic's: its WorkOS flow goes to
+        WorkOS's own host, which no setting of the client moves."""
         github = env.get("YARDSTICK_GITHUB", "").strip()
-        if github.lower() in ("", "0", "off", "false", "no"):
+        if github.lower() in ("0", "off", "false", "no"):
             github_api: str | None = None
-        elif github.lower() in ("1", "on", "true", "yes"):
+        elif github.lower() in ("", "1", "on", "true", "yes"):
             github_api = GITHUB_API
         else:
             github_api = github
@@ -73,10 +78,19 @@ class Settings:
     # Loopback and link-local addresses a remote endpoint may name (`HOST:PORT`, `HOST` for any port,
     # `unix:/path` for a unix socket): none unless an administrator allows them (`--allow-remote`).
     allow_remote: tuple[str, ...] = ()
+    # A competition takes what the Positronic contract says, one image endpoint; a lab running competitions
+    # of its own over served or remote policies, several to a run, opens them (`YARDSTICK_OPEN_COMPETITIONS`).
+    open_competitions: bool = False
     # The container registries policy images are pulled from (`http://HOST:PORT`, `https://HOST`): none
-    # unless an administrator names them (`--registry`); and the largest image played (its layers' sum).
+    # unless an administrator names them (`--registry`). The published container contract's budgets: the
+    # largest image pulled (its config and layers as the registry stores them, 50 GB) and unpacked (55 GB);
+    # its deadlines: the pull's (a miss is the platform's fault) and the warm-up's, from the end of the pull
+    # to the first answer (a miss is the image's).
     registries: tuple[str, ...] = ()
-    max_image_bytes: int = 4 << 30
+    max_image_bytes: int = 50 * 10**9
+    max_unpacked_image_bytes: int = 55 * 10**9
+    image_fetch_deadline_s: float = 1800.0
+    image_warmup_deadline_s: float = 1800.0
     # What the images a worker pulled or built may take in podman's store before those used longest ago go.
     image_cache_bytes: int = 32 << 30
     # Robots on a deployment (the act plane): how long a robot's seat lasts past its last keepalive, and how
@@ -99,6 +113,8 @@ class Settings:
             data_dir=folder,
             database_url=database_url or os.environ.get(DATABASE_ENV) or None,
             sign_in=SignInSettings.from_env(os.environ),
+            open_competitions=os.environ.get("YARDSTICK_OPEN_COMPETITIONS", "").lower()
+            in ("1", "on", "true"),
         )
 
     @property

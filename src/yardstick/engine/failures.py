@@ -42,6 +42,7 @@ class FailureKind(StrEnum):
     PLATFORM_LOST = "platform_lost"  # its leases ran out too often: the workers playing it were lost
     STORAGE_FAILED = "storage_failed"  # its results could not be stored (the artifact store full or failing)
     INSTALL_INCOMPLETE = "install_incomplete"  # the worker lacks what building it needs (a simulator's extra)
+    IMAGE_FETCH_TIMEOUT = "image_fetch_timeout"  # a policy image's pull ran past the fetch deadline
 
     @property
     def party(self) -> Party:
@@ -73,6 +74,7 @@ _PLATFORM = frozenset(
         FailureKind.PLATFORM_LOST,
         FailureKind.STORAGE_FAILED,
         FailureKind.INSTALL_INCOMPLETE,
+        FailureKind.IMAGE_FETCH_TIMEOUT,
     }
 )
 _PARTY = {

@@ -27,6 +27,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from yardstick.engine.failures import Failed, FailureKind
 from yardstick.engine.guard import (
     BENCHMARK_RESET,
@@ -133,6 +135,7 @@ def _play(
     hz = pspec.hz
     replan = pspec.replan_every
     valid_rows = pspec.action_chunk_len
+    width = len(spec.action_space[0]) if spec.action_space else None
     prefetch = pspec.prefetch
     fixed_delay = (
         math.ceil(playback.latency_ms / 1000 * hz - 1e-9)
@@ -185,7 +188,7 @@ def _play(
                         f"policy.infer answered {len(chunks)} chunks for {len(due)} observations",
                         FailureKind.MALFORMED_ANSWER,
                     )
-                lengths = [_rows(chunk, valid_rows) for chunk in chunks]
+                lengths = [_rows(chunk, valid_rows, width) for chunk in chunks]
             except CallFailed as failure:
                 for slot in due:
                     yield _end(slots, slot, policy, failure)
@@ -383,8 +386,11 @@ def _end(
     )
 
 
-def _rows(chunk: Any, valid: int) -> int:
-    """How many rows of `chunk` may play: its length, at most the policy's action_chunk_len."""
+def _rows(chunk: Any, valid: int, width: int | None) -> int:
+    """How many rows of `chunk` may play: its length, at most the policy's action_chunk_len. Where the
+    benchmark declares its action space (`width` numbers), a row of numbers of another size is the policy's
+    fault, said on the first step, rather than played into the simulator (silently, or failing there as
+    the benchmark's)."""
     try:
         count = len(chunk)
         chunk[0]
@@ -399,6 +405,15 @@ def _rows(chunk: Any, valid: int) -> int:
             "policy.infer answered an empty chunk: a chunk holds at least one row",
             FailureKind.MALFORMED_ANSWER,
         )
+    if width is not None:
+        row = np.asarray(chunk[0])
+        if row.dtype.kind in "biuf" and row.size != width:
+            raise CallFailed(
+                f"policy.infer answered actions of {row.size} number{'s' if row.size != 1 else ''} "
+                f"(a row of shape {row.shape}); the benchmark's action_space takes {width}: a chunk is "
+                f"rows of actions, shape (T, {width}), even for one action",
+                FailureKind.MALFORMED_ANSWER,
+            )
     return min(count, valid)
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from yardstick.engine.results import EpisodeSpec
 from yardstick.sdk.errors import SpecError
 from yardstick.sdk.specs import BenchmarkSpec
+from yardstick.sdk.suggest import did_you_mean
 
 
 def seed_of_trial(seeds: Sequence[int], trial: int) -> tuple[int, bool]:
@@ -31,7 +32,8 @@ def plan_episodes(
         raise SpecError(
             "run",
             "tasks",
-            f"{', '.join(map(repr, unknown))} is not a task of {spec.name} (it has {', '.join(spec.tasks)})",
+            f"{', '.join(map(repr, unknown))} is not a task of {spec.name}"
+            f"{did_you_mean(unknown[0], spec.tasks)} (it has {', '.join(spec.tasks)})",
         )
     if len(set(chosen_tasks)) != len(chosen_tasks):
         raise SpecError("run", "tasks", "names each task once")

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from yardstick.distribution import install_hint
 from yardstick.engine.failures import Failed, FailureKind
 from yardstick.engine.guard import describe
 from yardstick.engine.pool import Dispenser
@@ -132,7 +133,7 @@ def connect(address: str) -> bool:
         import ray
     except ModuleNotFoundError:
         raise BuildError(
-            "--executor ray: Ray is not installed here: pip install 'yardstick[cluster]'",
+            f"--executor ray: Ray is not installed here: {install_hint('cluster')}",
             FailureKind.INSTALL_INCOMPLETE,
         ) from None
     if ray.is_initialized():

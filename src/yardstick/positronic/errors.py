@@ -57,6 +57,8 @@ REASONS: dict[FailureKind, ReasonCode] = {
     FailureKind.PLATFORM_LOST: ReasonCode.runner_unresponsive,
     FailureKind.STORAGE_FAILED: ReasonCode.internal_error,
     FailureKind.INSTALL_INCOMPLETE: ReasonCode.internal_error,
+    # The contract's fetch deadline: a pull past it is the platform's fault, as a wedged provisioning is.
+    FailureKind.IMAGE_FETCH_TIMEOUT: ReasonCode.provision_wedged,
 }
 
 

@@ -26,7 +26,7 @@ from eval_vocabulary.outcome import ABSENT, OUTCOME, SUCCESSFUL_ITEMS, TOTAL_ITE
 from eval_vocabulary.outcome import Outcome as RecordedOutcome
 from eval_vocabulary.progress import STATE_SIGNAL
 from eval_vocabulary.progress import Stage as RecordedStage
-from eval_vocabulary.timeline import EMITTED_WORLD
+from eval_vocabulary.timeline import EMITTED_WORLD, recording_timeline
 from platform_client.responses import EndpointOutcome, PlanOutcome
 from positronic_evals.labels import (
     PUBLIC_LABELERS,
@@ -171,7 +171,12 @@ def _marks(folder: Path, start_ns: int) -> list[StageReached] | None:
         return []
     try:
         names = pq.read_schema(signal).names
-        column = next((name for name in (_WORLD_TIME_COLUMN, LEGACY_TIME_COLUMN) if name in names), None)
+        # The timeline the vocabulary tells a reader to take (the harness's world clock first), then the
+        # emitter's, which `recorded_span` reads, then the column of a recording from before timelines.
+        timelines = [name.removeprefix(TIMESTAMP_COLUMN_PREFIX) for name in names]
+        picked = f"{TIMESTAMP_COLUMN_PREFIX}{recording_timeline(timelines)}"
+        order = (picked, _WORLD_TIME_COLUMN, LEGACY_TIME_COLUMN)
+        column = next((name for name in order if name in names), None)
         if column is None or VALUE_COLUMN not in names:
             log.error("%s holds no world time or no value; this episode has no label", signal)
             return None

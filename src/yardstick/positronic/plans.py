@@ -36,6 +36,7 @@ from yardstick.core.ledger import Quote
 from yardstick.core.refusals import Listed, Problem, Refusal, RefusalKind, bad_request, forbidden, not_found
 from yardstick.core.runs import BenchmarkTarget, EndpointTarget, PlannedEpisode, RunPlan
 from yardstick.engine.plan import seed_of_trial
+from yardstick.positronic.public_evals import refuse_unhosted
 from yardstick.store.states import Audience, TargetKind
 from yardstick.wire.address import parse_address
 
@@ -222,8 +223,11 @@ class _Leaf:
     trials: tuple[tuple[str, Sequence[int]], ...]
 
 
-def resolve(plan: EvalPlan, catalog: Catalog, *, transaction_key: str | None) -> Resolution:
+def resolve(
+    plan: EvalPlan, catalog: Catalog, *, transaction_key: str | None, open_competitions: bool = False
+) -> Resolution:
     """Resolve `plan` against what `catalog` offers this caller, drawing from `transaction_key`.
+    `open_competitions`: the install lets a competition take any endpoints (`Settings.open_competitions`).
 
     Raises `Refusal` on a plan the platform refuses; a plan that resolves changes nothing anywhere.
     """
@@ -245,6 +249,8 @@ def resolve(plan: EvalPlan, catalog: Catalog, *, transaction_key: str | None) ->
         ]
     rig_shape = _rig_shape(plan, evaluation)
     definitions = _definitions(plan, catalog)
+    if isinstance(plan.request_type, NebiusCompetition) and not open_competitions:
+        _one_image(definitions)
     limits.check(_over_limits(plan, leaves, definitions))
 
     problems: list[str] = []
@@ -257,6 +263,12 @@ def resolve(plan: EvalPlan, catalog: Catalog, *, transaction_key: str | None) ->
         if resolved is not None:
             resolved_tasks.append(resolved)
             episodes.extend(planned)
+    if plan.tote_placement is not None and not any(TaskScene.of(leaf.task).tote_sides for leaf in leaves):
+        problems.extend(
+            f"task {task_id!r} has no tote: tote_placement is not a field it takes "
+            "(no task of the plan has one)"
+            for task_id in dict.fromkeys(leaf.task.task_id for leaf in leaves)
+        )
     if problems:
         raise bad_request("; ".join(problems))
 
@@ -320,6 +332,7 @@ def _over_limits(
 def _named_eval(slug: str, catalog: Catalog) -> CatalogEval:
     evaluation = catalog.evals.get(slug)
     if evaluation is None:
+        refuse_unhosted(slug)
         offered = sorted(catalog.evals)
         raise not_found(
             f"eval {slug!r} is not one this platform offers you; "
@@ -464,6 +477,11 @@ def _definitions(plan: EvalPlan, catalog: Catalog) -> dict[str, Endpoint]:
                 )
             continue
         found[entry.name] = entry
+        if markup := _markup_in(entry.name):
+            problems.append(
+                f"endpoints.name: {entry.name!r} holds {markup}: an endpoint's name is plain text (shown on "
+                "boards and public replays), without < > & \" ' or control characters"
+            )
         if entry.kind is EndpointKind.served:
             if entry.spec not in catalog.served_policies and entry.spec not in catalog.deployments:
                 specs = True
@@ -482,6 +500,32 @@ def _definitions(plan: EvalPlan, catalog: Catalog) -> dict[str, Endpoint]:
         offered = sorted({*catalog.served_policies, *catalog.deployments})
         raise bad_request("; ".join(problems), listed=[Listed("specs", tuple(offered))] if specs else ())
     return found
+
+
+# What would read as markup or break a line where a name is shown: pages escape it, but a name leaves the
+# platform in JSON (public replay data, boards) that others render.
+_NOT_PLAIN = frozenset("<>&\"'")
+
+
+def _markup_in(name: str) -> str:
+    """What of `name` is not plain text ("" when all of it is)."""
+    bad = sorted({c for c in name if c in _NOT_PLAIN or (ord(c) < 32 or ord(c) == 127)})
+    return ", ".join(repr(c) for c in bad)
+
+
+def _one_image(definitions: Mapping[str, Endpoint]) -> None:
+    """The contract's competition: one policy, run by the platform from its image (`NebiusCompetition`)."""
+    if len(definitions) != 1:
+        raise bad_request(
+            f"endpoints: a nebius_competition plan defines exactly one endpoint, an image one; this plan "
+            f"defines {len(definitions)} ({', '.join(map(repr, definitions))})"
+        )
+    (entry,) = definitions.values()
+    if entry.kind is not EndpointKind.image:
+        raise bad_request(
+            f"endpoints: a nebius_competition plan's one endpoint is of kind image (the platform runs "
+            f"the policy from its image); endpoint {entry.name!r} is {entry.kind.name}"
+        )
 
 
 def _locator(entry: Endpoint) -> dict[str, Any]:
@@ -603,7 +647,9 @@ def _resolve_scene(
     stated_tote = _first(levels, lambda level: level.tote_placement)
     tote = Placement.none
     if offered.tote_sides is None:
-        if stated_tote is not None:
+        # The plan's own tote is for the tasks that have one (`resolve` refuses it where none has); a task
+        # stating one it has not is refused.
+        if _first(levels[:-1], lambda level: level.tote_placement) is not None:
             refuse("tote", "tote_placement")
     else:
         tote = _side(

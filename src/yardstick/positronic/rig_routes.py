@@ -189,6 +189,14 @@ def finish_rig_run(plat: Platform, run_id: int) -> bool:
     scores = score_labelled(
         (r.get("outcome"), Label.model_validate(r["label"]) if r.get("label") else None) for _, r in results
     )
+    by_endpoint = {
+        name: score_labelled(
+            (r.get("outcome"), Label.model_validate(r["label"]) if r.get("label") else None)
+            for endpoint, r in results
+            if endpoint == name
+        )
+        for name in run.endpoints
+    }
     outcome = endpoint_outcome(
         {name: [r.get("outcome") for endpoint, r in results if endpoint == name] for name in run.endpoints}
     )
@@ -203,6 +211,14 @@ def finish_rig_run(plat: Platform, run_id: int) -> bool:
             "unscored": scores.unscored,
             "rule": DEFAULT_RIG_SCORING.model_dump(mode="json"),
             "outcome": outcome.model_dump(mode="json"),
+            "endpoints": {
+                name: {
+                    "value": part.primary if part.episodes > part.unscored else None,
+                    "low": None,
+                    "high": None,
+                }
+                for name, part in by_endpoint.items()
+            },
         },
     )
 
@@ -243,6 +259,7 @@ def _playbook(plat: Platform, run_id: int, unplayed: list[int], dropped: tuple[i
                 "index": e.index,
                 "task_id": e.task_id,
                 "benchmark_task": e.benchmark_task,
+                "seed": e.seed,  # the trial's, for its folder's `eval.seed`
                 "instruction": instruction,
                 "cap_s": e.cap_s,
                 "endpoint": token_of(run, e.endpoint),

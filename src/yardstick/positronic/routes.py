@@ -58,6 +58,7 @@ from yardstick.positronic.own_routes import (
     SUBMISSION_DETAILS,
     SUBMISSIONS_UNTIL,
 )
+from yardstick.positronic.public_evals import unhosted_summaries
 from yardstick.positronic.views import kept_view, list_row, status_view, waits_on
 from yardstick.scoring.sequential import ALPHA
 from yardstick.store import rounds
@@ -83,7 +84,12 @@ def resolution_of(platform: Platform, caller: Caller, plan: EvalPlan) -> tuple[O
     it goes."""
     named = plan.request_type.org if isinstance(plan.request_type, PrivateEval) else None
     org = org_for(caller, named, field="request_type.org")
-    resolution = plans.resolve(plan, platform.catalog(caller, org), transaction_key=plan.transaction_key)
+    resolution = plans.resolve(
+        plan,
+        platform.catalog(caller, org),
+        transaction_key=plan.transaction_key,
+        open_competitions=platform.settings.open_competitions,
+    )
     rig_plans.check(platform, org, resolution.run_plan(plan))
     platform.reach.check(resolution.run_plan(plan).endpoints.values())
     quote = platform.ledger.quote(platform.runs.billing_mode(org), resolution.run_plan(plan).priced())
@@ -149,7 +155,8 @@ submissions = door_router(POSITRONIC)
 @submissions.get(routes.CATALOG_EVALS, response_model=EvalListResponse)
 def catalog_evals(plat: Plat, who: Who) -> Response:
     offered = plat.catalog(who).evals.values()
-    return answer(EvalListResponse(evals=[eval_summary(ev) for ev in offered if ev.accepting]))
+    listed = [eval_summary(ev) for ev in offered if ev.accepting]
+    return answer(EvalListResponse(evals=listed + unhosted_summaries()))
 
 
 @submissions.get(routes.CATALOG_TASKS, response_model=TaskRows, responses=refusals(403))

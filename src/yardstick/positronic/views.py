@@ -126,7 +126,7 @@ def _view(platform: Platform, run: Run, base_url: str, settled: Settled | None) 
             **common,
             runs=attempts,
             scores=Scores(primary=(run.scores or {}).get("primary")),
-            artifacts=refs if run.rig_shape is None else rig_refs(platform, run),
+            artifacts=refs if run.rig_shape is None else rig_refs(platform, run, refs),
             replay=ReplayLink(url=page_url(base_url, run.replay_token)) if run.replay_token else None,
             outcome=PlanOutcome.model_validate(outcome) if outcome is not None else None,
         )
@@ -154,9 +154,12 @@ def waits_on(platform: Platform, run: Run) -> str | None:
     )
 
 
-def rig_refs(platform: Platform, run: Run) -> ArtifactRefs:
-    """A rig plan's `artifacts`: `result` names the prefix its episodes landed under, in the org's store."""
-    return ArtifactRefs(result=platform.artifacts.location(run.id, RIG_EPISODES))
+def rig_refs(platform: Platform, run: Run, refs: ArtifactRefs) -> ArtifactRefs:
+    """A rig plan's `artifacts`: `result` names the prefix its episodes landed under where the org reads its
+    store itself (a bucket); where the store is the server's own folder, whose path is nothing the caller
+    may read or be told, the signed link to the run's result, as a simulation's."""
+    location = platform.artifacts.location(run.id, RIG_EPISODES)
+    return refs if location.startswith("file:") else ArtifactRefs(result=location)
 
 
 def list_row(run: Run, *, blocked: bool) -> SubmissionListRow:

@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 
 # How long the loop waits for Start, a verdict or a claim before it says hello again: within `ONLINE_S`.
 HELLO_EVERY_S: Final = 5.0
+# How often the cameras are shown while the operator lays the scene out (before Start).
+PREVIEW_EVERY_S: Final = 0.2
 
 
 @dataclass(frozen=True)
@@ -133,10 +135,14 @@ class RigAgent:
         policies: dict[str, RemotePolicy],
     ) -> None:
         self.station.show(_shown(episode), queue, self.stop_robot)
-        while not self.station.wait_start(HELLO_EVERY_S):
+        said = time.monotonic()
+        while not self.station.wait_start(PREVIEW_EVERY_S):
             if self.quit.is_set():
                 return
-            self.link.hello()
+            self._preview()
+            if time.monotonic() - said >= HELLO_EVERY_S:
+                self.link.hello()
+                said = time.monotonic()
         self.link.begin(playbook.submission, episode["index"])
         scratch = Path(tempfile.mkdtemp(prefix="ys-rig-"))
         try:
@@ -171,6 +177,7 @@ class RigAgent:
             scene=scene,
             rig=station.rig,
             shape=spec.shape,
+            seed=episode.get("seed"),
         )
         period, cap = 1.0 / spec.hz, float(episode.get("cap_s") or 60.0)
         why, fault = "cap", None
@@ -235,6 +242,11 @@ class RigAgent:
         judgement = self._judgement()
         robot.stop()
         return self._close(writer, episode, why, fault, judgement, ended_at)
+
+    def _preview(self) -> None:
+        """The cameras' views as the robot stands, for the operator laying the scene out."""
+        for camera, image in self.robot.observe()["images"].items():
+            self.station.frame(camera, image)
 
     def _judgement(self) -> Judgement | None:
         """The operator's judgement within `verdict_wait_s`, or None (also when the rig is shutting down)."""

@@ -8,8 +8,10 @@ one it replaced (`core.rigs`).
 from __future__ import annotations
 
 import io
+import logging
 import secrets
 import tarfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -19,6 +21,14 @@ import httpx
 from yardstick.positronic.own_routes import RIG_BEGIN, RIG_CLAIM, RIG_HELLO, RIG_LAND, RIG_SESSION_HEADER
 
 TIMEOUT_S: Final = 60.0
+# Waits between tries of a call whose connection dropped (a keep-alive the server closed, a platform that
+# restarts): about half a minute in all, then the error stands. Every rig call may be asked twice: `hello`
+# and `claim` read, `begin` of the episode already begun and `land` of the episode already landed answer
+# as the first time did (`core.rigs`).
+RETRY_WAITS_S: Final = (0.1, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+DROPPED: Final = (httpx.RemoteProtocolError, httpx.ConnectError, httpx.ReadError, httpx.WriteError)
+
+log = logging.getLogger(__name__)
 
 
 class RigRefused(RuntimeError):
@@ -50,7 +60,15 @@ class PlatformLink:
         self.http.close()
 
     def _post(self, path: str, **kwargs: Any) -> httpx.Response:
-        answer = self.http.post(path, **kwargs)
+        for wait in RETRY_WAITS_S:
+            try:
+                answer = self.http.post(path, **kwargs)
+                break
+            except DROPPED as dropped:
+                log.warning("%s: the connection dropped (%s); trying again in %g s", path, dropped, wait)
+                time.sleep(wait)
+        else:
+            answer = self.http.post(path, **kwargs)
         if answer.status_code >= 400:
             try:
                 said = answer.json().get("message") or answer.text

@@ -2,9 +2,13 @@
 
     static.json              the statics, one JSON object (what each key holds: `_statics`)
     meta.json                the episode's uid, and the rig, shape, rate and start that recorded it
-    robot.joints.parquet     a file per signal: its `value` column and each sample's times on two
-    robot.gripper.parquet    timelines, `ts.emitted.world` (the world clock, 0 at the episode's start)
-    action.parquet           and `ts.emitted.wall` (the Unix epoch), both int64 nanoseconds
+    robot.joints.parquet     a file per signal: its `value` column and each sample's times, int64
+    robot.gripper.parquet    nanoseconds, on the world clock (0 at the episode's start) and the wall
+    action.parquet           clock (the Unix epoch), each under two timelines: `ts.harness.world` and
+                             `ts.harness.wall` (the rig is the harness that records; what a reader
+                             picks by `recording_timeline`) and `ts.emitted.world` and `ts.emitted.wall`
+                             (what `positronic_evals`' labelers read a trial's span from)
+    eval.instruction.parquet the instruction the policy got: one sample, at the first observation
     progress.state.parquet   the operator's ladder marks, each value a `Stage` code ("reaching")
     <camera>.mp4             a H.264 video per camera, one frame per sample
     <camera>.frames.parquet  each frame's times, row i for frame i: Positronic's index of a video signal
@@ -40,8 +44,10 @@ from eval_vocabulary.episode import (
     ENDED_BY,
     ENDED_BY_OPERATOR,
     ENDED_BY_POLICY,
+    INSTRUCTION,
     META_FILE,
     POLICY_END,
+    SEED,
     SIGNAL_FILE_SUFFIX,
     STATIC_FILE,
     SUCCESS,
@@ -54,7 +60,7 @@ from eval_vocabulary.episode import (
 )
 from eval_vocabulary.outcome import OUTCOME, SUCCESSFUL_ITEMS, TOTAL_ITEMS, Outcome, is_scored
 from eval_vocabulary.progress import STATE_SIGNAL, Stage
-from eval_vocabulary.timeline import EMITTED_WALL, EMITTED_WORLD
+from eval_vocabulary.timeline import EMITTED_WALL, EMITTED_WORLD, HARNESS_WALL, HARNESS_WORLD
 
 # The engine's encoder, so a rig episode's video is made exactly as a simulated one's (libx264, yuv420p,
 # faststart, odd sides padded, a frame of another size fitted to the first).
@@ -67,6 +73,8 @@ ACTION = "action"
 
 WORLD_TIME_COLUMN = f"{TIMESTAMP_COLUMN_PREFIX}{EMITTED_WORLD}"
 WALL_TIME_COLUMN = f"{TIMESTAMP_COLUMN_PREFIX}{EMITTED_WALL}"
+HARNESS_WORLD_COLUMN = f"{TIMESTAMP_COLUMN_PREFIX}{HARNESS_WORLD}"
+HARNESS_WALL_COLUMN = f"{TIMESTAMP_COLUMN_PREFIX}{HARNESS_WALL}"
 # A camera's frame index beside its video, as Positronic's dataset pairs `<name>.mp4` with it.
 FRAMES_SUFFIX = f".frames{SIGNAL_FILE_SUFFIX}"
 
@@ -90,7 +98,7 @@ PROBLEMS = "yardstick.problems"  # what went wrong with a video, a line a proble
 
 # A signal's or camera's name is its file's name: no path, no space.
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
-_RESERVED = frozenset({ACTION, STATE_SIGNAL})
+_RESERVED = frozenset({ACTION, STATE_SIGNAL, INSTRUCTION})
 _ENDERS = (ENDED_BY_OPERATOR, ENDED_BY_POLICY)
 
 
@@ -136,12 +144,15 @@ class Verdict:
 def _statics(
     task: str,
     benchmark_task: str,
+    seed: int | None,
     verdict: Verdict,
     endpoint_token: str | None,
     scene: Mapping[str, object] | None,
 ) -> dict[str, object]:
     """`static.json`: the vocabulary's keys as its labelers read them, then ours."""
     static: dict[str, object] = {TASK: task, BENCHMARK_TASK: benchmark_task, OUTCOME: str(verdict.outcome)}
+    if seed is not None:
+        static[SEED] = seed
     if verdict.ended_by is not None:
         static[ENDED_BY] = verdict.ended_by
     if verdict.policy_end is not None:
@@ -192,13 +203,19 @@ class _Signal:
 
     def table(self) -> Any:
         """The signal as Positronic stores one: `value`, and its times on the world and the wall timelines."""
-        return pa.table(
-            {
-                VALUE_COLUMN: _column(self.values),
-                WORLD_TIME_COLUMN: pa.array(self.world, type=pa.int64()),
-                WALL_TIME_COLUMN: pa.array(self.wall, type=pa.int64()),
-            }
-        )
+        return pa.table({VALUE_COLUMN: _column(self.values), **_times(self.world, self.wall)})
+
+
+def _times(world: Sequence[int], wall: Sequence[int]) -> dict[str, Any]:
+    """The time columns of a signal or a frame index: the same two clocks under the harness's timelines and
+    the emitter's, since the rig both emits the samples and records them."""
+    world_ns, wall_ns = pa.array(world, type=pa.int64()), pa.array(wall, type=pa.int64())
+    return {
+        HARNESS_WORLD_COLUMN: world_ns,
+        HARNESS_WALL_COLUMN: wall_ns,
+        WORLD_TIME_COLUMN: world_ns,
+        WALL_TIME_COLUMN: wall_ns,
+    }
 
 
 def _column(values: list[Any]) -> Any:
@@ -258,12 +275,7 @@ class _Camera:
                     f"video {self.name}: frames of another size than its first "
                     f"({self.video.width}×{self.video.height}) were cropped or padded to it"
                 )
-            index = pa.table(
-                {
-                    WORLD_TIME_COLUMN: pa.array(world[:frames], type=pa.int64()),
-                    WALL_TIME_COLUMN: pa.array(wall[:frames], type=pa.int64()),
-                }
-            )
+            index = pa.table(_times(world[:frames], wall[:frames]))
             written = [self.video.close(), _publish_table(self.index, index)]
             self.written = True
             return written
@@ -307,6 +319,7 @@ class EpisodeWriter:
         scene: Mapping[str, object] | None = None,
         rig: str | None = None,
         shape: str | None = None,
+        seed: int | None = None,
     ) -> None:
         if not isinstance(uid, str) or not uid.strip():
             raise ValueError(f"uid: the episode's id, some text, not {uid!r}")
@@ -316,6 +329,8 @@ class EpisodeWriter:
         if isinstance(hz, bool) or not isinstance(hz, (int, float)) or not math.isfinite(hz) or hz <= 0:
             raise ValueError(f"hz: the samples a second, above 0, not {hz!r}")
         _wall(started_wall_ns, "started_wall_ns")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ValueError(f"seed: the trial's seed, a whole number, not {seed!r}")
         for camera in cameras:
             _check_name(camera, "camera")
             if camera in _RESERVED:
@@ -332,11 +347,12 @@ class EpisodeWriter:
         self._uid, self._task, self._benchmark_task = uid, task, benchmark_task
         self._hz, self._started_wall_ns = float(hz), started_wall_ns
         self._endpoint_token, self._scene = endpoint_token, scene
-        self._rig, self._shape = rig, shape
+        self._rig, self._shape, self._seed = rig, shape, seed
         rate = Fraction(hz).limit_denominator(1_000_000)
         self._cameras = {camera: _Camera(camera, folder, rate) for camera in cameras}
         self._signals: dict[str, _Signal] = {}
         self._marks = _Signal(STATE_SIGNAL)
+        self._instruction = _Signal(INSTRUCTION)
         self._samples = _Signal("samples")  # the times of every sample: the frames' index
         self._closed = False
 
@@ -375,6 +391,10 @@ class EpisodeWriter:
             raise ValueError(f"images: no camera {', '.join(unknown)}; the cameras are {list(self._cameras)}")
         for camera, image in images.items():
             _check_image(image, camera)
+        if not self._samples.world:
+            # The rig's instruction never changes within an episode: its one sample is at the first
+            # observation.
+            self._instruction.append(world_ns, wall_ns, self._task)
         self._samples.append(world_ns, wall_ns, None)
         for name, value in values.items():
             self._signals.setdefault(name, _Signal(name)).append(world_ns, wall_ns, value)
@@ -419,14 +439,16 @@ class EpisodeWriter:
         self._closed = True
         written: list[Path] = []
         try:
-            signals = [*self._signals.values(), self._marks]
+            signals = [*self._signals.values(), self._marks, self._instruction]
             for signal in sorted((s for s in signals if s.world), key=lambda s: s.name):
                 path = self.folder / f"{signal.name}{SIGNAL_FILE_SUFFIX}"
                 written.append(_publish_table(path, signal.table()))
             for camera in self._cameras.values():
                 written += camera.close(self._samples.world, self._samples.wall)
             written.append(_publish_json(self.folder / META_FILE, self._meta()))
-            static = _statics(self._task, self._benchmark_task, verdict, self._endpoint_token, self._scene)
+            static = _statics(
+                self._task, self._benchmark_task, self._seed, verdict, self._endpoint_token, self._scene
+            )
             written.append(_publish_json(self.folder / STATIC_FILE, static))
         except BaseException:
             for camera in self._cameras.values():

@@ -148,8 +148,9 @@ class SignIn:
         return Registered(user.id, "rotated", keys.mint(session, user.id, REGISTER_LABEL).plaintext)
 
     def _enroll(self, session: Session, account: Account, alias: str | None) -> tuple[User, bool]:
-        """The user `account` signs in as, and whether this is its first sign-in (a user made for it, or for
-        a platform account, its identity recorded)."""
+        """The user `account` signs in as, and whether it was made now. A user who exists (signed in before,
+        or the platform's own account an administrator made) is found and left as it is: `alias` names a
+        new user only, and a register of one who exists changes nothing of theirs."""
         if account.grant_id is not None and not redeem(session, account.grant_id):
             raise unauthenticated("credential: this sign-in token was already used")
         identity = session.execute(
@@ -162,16 +163,13 @@ class SignIn:
         if identity is not None:
             user = session.get(User, identity.user_id)
             assert user is not None  # identities cascade with their user
-            if alias:
-                user.alias = alias
             return user, False
-        if account.user_id is not None:  # the platform's own account: the user exists already
+        created = account.user_id is None
+        if not created:  # the platform's own account: the user exists already
             found = session.get(User, account.user_id)
             if found is None:
                 raise unauthenticated("credential: its user no longer exists")
             user = found
-            if alias:
-                user.alias = alias
         else:
             user = self._new_user(session, account, alias)
         session.add(
@@ -184,7 +182,7 @@ class SignIn:
             )
         )
         session.flush()
-        return user, True
+        return user, created
 
     def _new_user(self, session: Session, account: Account, alias: str | None) -> User:
         org: Org | None = None

@@ -270,6 +270,7 @@ class DialectSession:
             {p.YARDSTICK_META: announced, p.ACTION_FPS: announced.get("hz")}, endpoint.url
         )
         self.info.next_session = self.roboarena  # roboarena resets on the connection; openpi re-dials
+        self._prompt: str | None = None  # the episode's instruction, which each observation carries
 
     def infer(
         self, observation: Any, *, seed: int | None = None, episode: Mapping[str, Any] | None = None
@@ -288,9 +289,15 @@ class DialectSession:
         again: bool = False,
         plans: Sequence[Mapping[str, Any]] = (),  # and has no episode state to hand them to
     ) -> None:
+        if episode is not None:
+            told = episode.get("description") or episode.get("task")
+            self._prompt = str(told) if told else None
+        if self.roboarena and not isinstance(observation, dict):
+            raise ProtocolError("a roboarena observation is a map (the request adds its endpoint to it)")
+        if isinstance(observation, dict) and self._prompt is not None and "prompt" not in observation:
+            # The dialects' servers keep no episode: each observation names its task, as `prompt`.
+            observation = {**observation, "prompt": self._prompt}
         if self.roboarena:
-            if not isinstance(observation, dict):
-                raise ProtocolError("a roboarena observation is a map (the request adds its endpoint to it)")
             observation = {**observation, "endpoint": "infer"}
         self._conn.send(codec.encode(observation))
 
@@ -304,6 +311,7 @@ class DialectSession:
         return reply["actions"], dict(timing) if isinstance(timing, dict) else {}
 
     def end_episode(self) -> bool:
+        self._prompt = None
         if not self.roboarena:
             self.close()
             return False

@@ -14,7 +14,9 @@ back, and ends the process, for its supervisor to replace.
 where the engine is (never inside a write of ours) and handed back with the rest of the batch.
 
 While a batch plays, the renewing thread also reads its run's status twice a second: a run cancelled (or
-failed elsewhere) has its box killed at once (`Player.cancel`), rather than left to play out its episode.
+failed elsewhere) has its box killed at once (`Player.cancel`), and an episode played in this process cut
+where the engine is (`CUT_SIGNAL`), rather than left to play out: a policy that hangs would otherwise hold
+the worker until its call's limit while other runs wait.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import math
 import os
 import secrets
 import shutil
+import signal
 import socket
 import tempfile
 import threading
@@ -80,6 +83,16 @@ EXIT_WEDGED = 75
 RUN_WATCH_S = 0.5
 
 
+# The signal the renewing thread sends the main thread to cut the episode of a run that ended.
+CUT_SIGNAL = signal.SIGUSR2
+
+
+class RunEnded(SystemExit):
+    """Raised in the main thread to cut the episode in play when its run ended (cancelled, or failed
+    elsewhere). A SystemExit, so the engine's guard lets it through rather than counting it as the policy's
+    crash; not a `Stopped`: the worker goes on to the next run."""
+
+
 class Stopped(SystemExit):
     """Raised in the main thread to cut the episode in play when the worker is asked to stop. A SystemExit,
     so the engine's guard lets it through rather than counting it as the policy's crash."""
@@ -129,6 +142,8 @@ class PlatformWorker:
         self._playing: dict[int, LeasedEpisode] = {}
         self._player: Player | None = None  # what plays the batch now: cancelled when its run ends
         self._in_engine = False
+        self._cut = False  # the batch's run ended: the engine is to be left at once (`RunEnded`)
+        self._cuttable = False  # `CUT_SIGNAL` has its handler (only `run` in the main thread installs it)
         # A database failure mid-batch may leave episodes leased to this worker that it will not play: the
         # batch's own release may have failed too, and an episode played but not recorded is still leased.
         self._leases_left = False
@@ -138,6 +153,10 @@ class PlatformWorker:
         beats meanwhile."""
         vigil = threading.Thread(target=self._vigil, name="yardstick-vigil", daemon=True)
         vigil.start()
+        before = None
+        if threading.current_thread() is threading.main_thread():
+            before = signal.signal(CUT_SIGNAL, self._on_cut)
+            self._cuttable = True
         # Robots on deployments are served beside the batches, on a thread of their own.
         acts = ActHost(self.settings, self.db, self.name) if self.settings.secret_file.exists() else None
         if acts is not None:
@@ -164,6 +183,9 @@ class PlatformWorker:
             vigil.join(timeout=5)
             self.db.close()
             shutil.rmtree(self._recordings, ignore_errors=True)
+            if self._cuttable:
+                self._cuttable = False
+                signal.signal(CUT_SIGNAL, before)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -202,6 +224,11 @@ class PlatformWorker:
         self._interrupted = True
         if self._in_engine and threading.current_thread() is threading.main_thread():
             raise Stopped(0)
+
+    def _on_cut(self, signum: int, frame: object) -> None:
+        # Only inside the engine: a write of ours runs to its end, and `_engine` looks at the flag next.
+        if self._cut and self._in_engine:
+            raise RunEnded(0)
 
     def step(self) -> bool:
         """One round; True if it played anything."""
@@ -285,6 +312,7 @@ class PlatformWorker:
 
     def _play(self, leased: list[LeasedEpisode]) -> None:
         pending = self._pending = {e.id: e for e in leased}
+        self._cut = False
         self._run_id = leased[0].submission_id
         renewing = threading.Event()
         renewer = threading.Thread(
@@ -322,6 +350,12 @@ class PlatformWorker:
                     if boxed is not None:
                         log.info("worker %s: run %s ended as it played; box stopped", self.name, run_id)
                         boxed.cancel()
+                    else:
+                        self._cut = True
+                        main = threading.main_thread().ident
+                        if main is not None and self._in_engine and self._cuttable:
+                            log.info("worker %s: run %s ended as it played; episode cut", self.name, run_id)
+                            signal.pthread_kill(main, CUT_SIGNAL)
                     return
             except OperationalError as exc:  # the next renewal may reach the database again
                 log.warning("worker %s: could not renew its lease (%s)", self.name, exc.orig)
@@ -367,6 +401,9 @@ class PlatformWorker:
         try:
             target = batch.endpoints[episodes[0].endpoint]
             player = self._engine(lambda: self.players.player(batch.benchmark, target, batch.recording))
+        except RunEnded:  # it ended as its endpoint was started: nothing of it is played
+            pending.clear()
+            return False
         except BuildError as exc:
             self.lifecycle.fail(
                 batch.run_id, exc.kind, f"endpoint {episodes[0].endpoint!r} could not be started: {exc}"
@@ -534,6 +571,12 @@ class PlatformWorker:
         (handing the episodes back would replay the same fault for ever)."""
         try:
             return self._engine(lambda: next(results, None))
+        except RunEnded:
+            # Cut mid-episode: what the player holds (a session mid-answer, a world mid-step) is not to be
+            # played on, so it is built afresh for the next run.
+            self.players.forget(player)
+            pending.clear()
+            return None
         except Exception as exc:
             log.exception("worker %s: playing run %s failed", self.name, batch.run_id)
             self.players.forget(player)
@@ -551,6 +594,8 @@ class PlatformWorker:
         try:
             if self._stop_asked():
                 raise Stopped(0)
+            if self._cut:
+                raise RunEnded(0)
             return step()
         finally:
             self._in_engine = False

@@ -459,7 +459,7 @@ class Players:
             return Component(served.reference, {**served.params, **params}), (), None
         if target.kind == TargetKind.IMAGE:
             image = self._image(target)
-            return Component(image.url, params), (), image.journal
+            return Component(image.ref, params), (), image.journal
         if target.kind == TargetKind.HOSTED:
             server, secrets = self._server(_version_of(target), params)
             return Component(server.url), secrets, server.journal
@@ -550,13 +550,19 @@ class Players:
                     )
                 credential = self.secrets.unseal(target.credential)
             try:
-                pulled = self.podman.pull(target.spec, credential)
+                settings = self.settings
+                pulled = self.podman.pull(target.spec, credential, deadline_s=settings.image_fetch_deadline_s)
                 assert self.images is not None
                 self.images.used(target.spec)
                 if pulled:  # only a pull grows the store past its limit
                     self.images.collect()
+                self.podman.check_unpacked(target.spec, settings.max_unpacked_image_bytes)
                 found = ContainerPolicyServer(
-                    self.podman, target.spec, self._sockets, limits=self.settings.box_limits
+                    self.podman,
+                    target.spec,
+                    self._sockets,
+                    limits=settings.box_limits,
+                    warmup_s=settings.image_warmup_deadline_s,
                 )
                 self._started.add(id(found.journal))
             except Failed as failed:

@@ -122,6 +122,9 @@ async def run_dialect(conn: ServerConnection, host: PolicyHost) -> None:
                 if endpoint != "infer":
                     raise ProtocolError(f"endpoint {endpoint!r}: a roboarena request is 'infer' or 'reset'")
             if not begun:
+                prompt = request.get("prompt") if isinstance(request, dict) else None
+                if isinstance(prompt, str):
+                    episode.description = prompt  # the dialects' only word of the task
                 host.begin(episode)
                 begun = True
             started = time.perf_counter()

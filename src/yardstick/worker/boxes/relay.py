@@ -1,16 +1,17 @@
-"""The way to an openpi server inside a policy container, which has no network: two byte relays.
+"""The way to a server on TCP 8000 inside a policy container, which has no network: two byte relays.
 
-An openpi server listens on TCP (`127.0.0.1:$YARDSTICK_OPENPI_PORT` inside its container, the port its
-image is told), which nothing outside a `--network=none` container can dial. So:
+The published contract's image serves the Positronic session on TCP port 8000 (an openpi server listens on
+the same port), which nothing outside a `--network=none` container can dial. So:
 
-    inside    `RELAY`, run in the container by `podman exec` with the image's own python3, listens on
-              /yardstick/openpi.sock (the folder the container shares with the worker) and joins each
-              connection to the server's port inside
+    inside    `RELAY`, run by the worker's own Python in the container's network namespace only (`nsenter
+              --net`: the image's files are not its, so an image needs no Python), listens on the socket
+              folder's `port.sock` (a path of the worker's filesystem, which the container shares) and joins
+              each connection to the server's port on the container's loopback
     outside   `Forward` listens on a port of the worker's loopback and joins each connection to that
-              socket, so the openpi wire (a websocket at a server's root) dials the server as it dials any
+              socket, so the session wire (or openpi's, at the root) dials the server as it dials any
 
-Both only copy bytes; neither reads them. The platform's relay holds nothing of the platform's: the socket
-folder holds only sockets, and the container is the one the tenant's image made.
+Both only copy bytes; neither reads them. The container's network stays closed: the relay joins its
+loopback to one socket the worker alone dials, never to the host's network.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ import threading
 from pathlib import Path
 from typing import Final
 
-OPENPI_PORT: Final = 8000
+# The contract's port (`platform_client.policy_container.POLICY_PORT`); openpi's servers use it too.
+POLICY_PORT: Final = 8000
 PORT_ENV: Final = "YARDSTICK_OPENPI_PORT"
-SOCKET_NAME: Final = "openpi.sock"
+SOCKET_NAME: Final = "port.sock"
 CHUNK: Final = 1 << 16
 
-# Run inside the container (stdlib only, any Python 3): argv[1] the socket, argv[2] the server's port.
+# Run in the container's network namespace (stdlib only): argv[1] the socket, argv[2] the server's port.
 RELAY: Final = """
 import os, socket, sys, threading
 

@@ -184,10 +184,12 @@ def wait_any_serving(
     places: Callable[[], Sequence[tuple[Path, RemoteEndpoint]]],
     timeout_s: float,
     said: Callable[[str], str],
+    *,
+    fatal: Callable[[RemoteEndpoint], bool] = lambda endpoint: True,
 ) -> tuple[PolicySpec, RemoteEndpoint]:
     """The declaration of the first of `places` (asked anew each round: (a socket that appears once its
     server listens, the endpoint that dials it)) to answer a session, and that endpoint; ServerFailed as
-    `wait_serving`'s."""
+    `wait_serving`'s. A final refusal fails at once from an endpoint `fatal` names, else is asked again."""
     deadline = time.monotonic() + timeout_s
     while True:
         if not alive():
@@ -202,7 +204,8 @@ def wait_any_serving(
                 return spec, endpoint
             except RemotePolicyError as refused:
                 cause = refused.__cause__
-                if isinstance(cause, ConnectRefused) and cause.refusal is ConnectRefusal.FINAL:
+                final = isinstance(cause, ConnectRefused) and cause.refusal is ConnectRefusal.FINAL
+                if final and fatal(endpoint):
                     raise ServerFailed(
                         f"the policy server refused its sessions: {refused.reason}",
                         FailureKind.POLICY_SETUP_CRASH,

@@ -1,0 +1,5 @@
+"""`python -m yardstick`: the `yardstick` command."""
+
+from yardstick.cli.entry import main
+
+main()
