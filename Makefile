@@ -20,7 +20,7 @@ TEST_WORKERS ?= 2
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: demo test bench lint env clean browser sandbox containers wrk three
+.PHONY: demo test test-loaded bench lint env clean browser sandbox containers wrk three
 
 env: $(STAMP) $(SEQ_STAMP) $(CLIENT_STAMPS)
 
@@ -82,6 +82,11 @@ test: $(STAMP) $(SEQ_STAMP) $(CLIENT_STAMPS) browser sandbox containers
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/pytest -q --durations=15 --numprocesses=$(TEST_WORKERS) --dist=loadfile
 
+# The suite as a shared lab machine runs it: beside two busy processes per core (bench/beside_busy.py starts
+# and reaps them). Waits scale with the load (tests/deadlines.py); nothing in it measures speed.
+test-loaded: $(STAMP)
+	$(PY) bench/beside_busy.py --per-core 2 -- $(MAKE) test
+
 bench: $(STAMP) $(SEQ_STAMP) wrk sandbox containers
 	$(PY) bench/engine.py
 	$(PY) bench/wire.py
@@ -97,6 +102,7 @@ bench: $(STAMP) $(SEQ_STAMP) wrk sandbox containers
 	$(PY) bench/rig_stop.py
 	$(PY) bench/connect.py
 	$(PY) bench/cluster.py
+	$(PY) bench/quickly.py
 
 # The 3D replay viewer's three.js (the module build, its glTF loader and orbit controls, and the MIT licence),
 # vendored from npm into the package's static files so no page loads it from a CDN. `make three` refreshes

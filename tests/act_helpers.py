@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from deadlines import give_up_at, patience
 from platform_harness import Harness
 
 ROOT = Path(__file__).parent.parent
@@ -63,10 +64,10 @@ class Robot:
 
     def _next(self, timeout: float) -> dict[str, Any]:
         try:
-            line = self.said.get(timeout=timeout)
+            line = self.said.get(timeout=patience(timeout))
         except queue.Empty:
             raise AssertionError(
-                f"the robot said nothing in {timeout:g} s; its stderr: {''.join(self.errors)}"
+                f"the robot said nothing in {patience(timeout):g} s; its stderr: {''.join(self.errors)}"
             ) from None
         return dict(json.loads(line))
 
@@ -98,10 +99,10 @@ def as_sent(value: Any) -> Any:
 
 
 def wait_until(what: Any, timeout: float = WAIT_S, every: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
+    deadline = give_up_at(timeout)
     while time.monotonic() < deadline:
         found = what()
         if found:
             return found
         threading.Event().wait(every)
-    raise AssertionError(f"not within {timeout:g} s: {what}")
+    raise AssertionError(f"not within {patience(timeout):g} s: {what}")

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from deadlines import patience
+
 # Headless rendering for every test that builds a simulator.
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
@@ -36,6 +38,18 @@ TOYS = Path(__file__).parent / "toys.py"
 settings.register_profile("yardstick", derandomize=True, database=None, deadline=None)
 settings.register_profile("explore", deadline=None)
 settings.load_profile("yardstick")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test's pytest-timeout, the configured one stretched for this machine's load as every wait is
+    (tests/deadlines.py); a test that names its own timeout keeps it, stretched too."""
+    configured = config.getini("timeout")
+    if not configured:
+        return
+    for item in items:
+        marked = item.get_closest_marker("timeout")
+        base = float(marked.args[0]) if marked is not None and marked.args else float(configured)
+        item.add_marker(pytest.mark.timeout(patience(base)), append=False)
 
 
 def free_port() -> int:

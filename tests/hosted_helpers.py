@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from deadlines import patience
 from yardstick.hosted.bundle import Bundle, pack, unpack
 from yardstick.worker.boxes import sandbox
 from yardstick.worker.processes import descendants
@@ -33,7 +34,9 @@ def seq_cli(url: str, key: str, *args: str, stdin: str = "") -> subprocess.Compl
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEQUENCES_")}
     env.update(SEQUENCES_BASE_URL=url, SEQUENCES_API_KEY=key, COLUMNS="200")
     command = [str(SEQ), *args]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, input=stdin)
+    return subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=patience(300), input=stdin
+    )
 
 
 def eval_id_of(output: str) -> str:

@@ -13,15 +13,14 @@ import secrets
 import shutil
 import subprocess
 import textwrap
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import pytest
 
+import deadlines
 from conftest import fresh_database
 from hosted_helpers import SEQ, processes_mentioning, set_secret
 from platform_harness import ServerProcess, server_process
@@ -152,13 +151,9 @@ def tenants(
             shutil.rmtree(data, ignore_errors=True)
 
 
-def until(condition: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return
-        time.sleep(0.1)
-    pytest.fail(f"{what}: not within {timeout:g} s")
+def until(condition: Callable[[], object], timeout: float, what: str) -> None:
+    """Until `condition()` holds, within `timeout` seconds stretched for the machine's load."""
+    deadlines.until(condition, timeout, what)
 
 
 POLICY = (EXAMPLES / "reach-policy" / "policy.py").read_text()

@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 
 from conftest import free_port
+from deadlines import give_up_at, patience
 
 ROOT = Path(__file__).parent.parent
 PODMAN_CONF = """[containers]
@@ -87,7 +88,7 @@ def podman_env() -> dict[str, str]:
 
 def podman(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        ["podman", *args], env=podman_env(), capture_output=True, text=True, timeout=timeout
+        ["podman", *args], env=podman_env(), capture_output=True, text=True, timeout=patience(timeout)
     )
     assert done.returncode == 0, f"podman {' '.join(args)}: {done.stdout}{done.stderr}"
     return done
@@ -96,7 +97,12 @@ def podman(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]
 def podman_call(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """podman, whatever it answers (the caller reads its status)."""
     return subprocess.run(
-        ["podman", *args], env=podman_env(), capture_output=True, text=True, timeout=timeout, check=False
+        ["podman", *args],
+        env=podman_env(),
+        capture_output=True,
+        text=True,
+        timeout=patience(timeout),
+        check=False,
     )
 
 
@@ -273,7 +279,7 @@ def registry(where: Path, credential: tuple[str, str] | None = None) -> Iterator
     process = subprocess.Popen(
         ["docker-registry", "serve", str(where / "config.yml")], stdout=log, stderr=log
     )
-    deadline = time.monotonic() + 60
+    deadline = give_up_at(60)
     while True:
         try:
             if httpx.get(f"http://127.0.0.1:{port}/v2/", timeout=2).status_code in (200, 401):

@@ -22,6 +22,7 @@ from platform_client.client import PlatformClient
 from platform_client.eval_plan import EvalPlan
 
 from conftest import free_port
+from deadlines import give_up_at, patience, until
 from yardstick.cli.platform_cmd import run_worker
 from yardstick.core import admin
 from yardstick.core.platform import Platform
@@ -51,10 +52,11 @@ class Harness:
 
     def wait_for_workers(self, timeout_s: float = 120.0) -> None:
         """Until the platform says a worker is alive (a loaded machine starts one in seconds)."""
-        deadline = time.monotonic() + timeout_s
-        while not httpx.get(f"{self.url}/healthz", timeout=10).json()["workers_alive"]:
-            assert time.monotonic() < deadline, "no worker came up"
-            time.sleep(0.2)
+        until(
+            lambda: httpx.get(f"{self.url}/healthz", timeout=patience(10)).json()["workers_alive"],
+            timeout_s,
+            "a worker to come up",
+        )
 
     def start_worker(self) -> Any:
         # It dies with this process: a test run that is killed leaves no worker behind.
@@ -68,7 +70,7 @@ class Harness:
             if process.is_alive():
                 process.terminate()
         for process in self.workers:
-            process.join(timeout=30)
+            process.join(timeout=patience(30))
         self.workers.clear()
 
     def user(self, login: str, org: str, *, alias: str | None = None) -> str:
@@ -83,13 +85,13 @@ class Harness:
 
 def wait_for(client: PlatformClient, submission_id: Any, timeout: float = 120.0) -> Any:
     """The submission's view once it has ended."""
-    deadline = time.monotonic() + timeout
+    deadline = give_up_at(timeout)
     while time.monotonic() < deadline:
         view = client.get_submission(submission_id)
         if view.status.name in ("finished", "errored", "cancelled"):
             return view
         time.sleep(0.3)
-    raise TimeoutError(f"submission {submission_id} did not end in {timeout} s")
+    raise TimeoutError(f"submission {submission_id} did not end in {patience(timeout):g} s")
 
 
 def toy_plan(
@@ -188,8 +190,8 @@ def running_platform(
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    while not server.started:
-        time.sleep(0.02)
+    until(lambda: server.started or not thread.is_alive(), 60, "the gateway to start")
+    assert server.started, "the gateway's thread ended before it started"
     harness = Harness(settings, services, f"http://127.0.0.1:{port}", keys=keys)
     for _ in range(workers):
         harness.start_worker()
@@ -198,7 +200,7 @@ def running_platform(
     finally:
         harness.stop_workers()
         server.should_exit = True
-        thread.join(timeout=10)
+        thread.join(timeout=patience(10))
         services.close()
 
 
@@ -229,7 +231,7 @@ class ServerProcess:
                 stderr=subprocess.STDOUT,
                 env=self.env,
             )
-        deadline = time.monotonic() + 60
+        deadline = give_up_at(60)
         while time.monotonic() < deadline:
             assert self.process.poll() is None, self.log.read_text()[-3000:]
             try:
@@ -252,7 +254,7 @@ class ServerProcess:
         assert self.process is not None
         if self.process.poll() is None:
             self.process.send_signal(sig)
-        return self.process.wait(timeout=timeout)
+        return self.process.wait(timeout=patience(timeout))
 
     def wait(self, client: PlatformClient, submission_id: Any, timeout: float = 120.0) -> Any:
         return wait_for(client, submission_id, timeout)
@@ -294,5 +296,5 @@ def server_process(
         if served.process is not None and served.process.poll() is None:
             left = descendants(served.process.pid)
             served.process.kill()
-            served.process.wait(timeout=10)
+            served.process.wait(timeout=patience(10))
             kill_all(left)

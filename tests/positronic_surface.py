@@ -25,6 +25,8 @@ from platform_client.eval_plan import EvalPlan
 from platform_client.ids import OrgSlug
 from platform_client.requests import CancelRequest, RegisterRequest
 
+from deadlines import give_up_at
+
 HEADER = "X-Positronic-Platform-Version"
 
 
@@ -73,7 +75,7 @@ def main(url: str, api_key: str, plan_json: str, slow_plan_json: str) -> None:
         "submissions.create again", lambda: client.create_submission(plan), lambda c: str(c.submission_id)
     )
     del resolved, again
-    deadline = time.monotonic() + 240
+    deadline = give_up_at(240)
     view = None
     while created is not None and time.monotonic() < deadline:
         view = call(

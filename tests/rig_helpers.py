@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 from platform_client.eval_plan import EvalPlan
 
+from deadlines import give_up_at
 from platform_harness import Harness, running_platform
 from yardstick.core import rigs
 from yardstick.rig.agent import RigAgent, RigOptions
@@ -93,7 +94,7 @@ def plan(
 def until(check: Any, what: str, timeout: float = WAIT_S, about: Any = None) -> Any:
     """`check()`'s first truthy answer, polled until a deadline generous for a loaded machine; `about()` says
     what stood instead."""
-    deadline = time.monotonic() + timeout
+    deadline = give_up_at(timeout)
     while not (answer := check()):
         assert time.monotonic() < deadline, f"timed out waiting for {what}: {about() if about else ''}"
         time.sleep(0.05)

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from conftest import free_port
+from deadlines import give_up_at, patience
 from yardstick.core.s3_artifacts import s3_client
 
 BUCKET = "yardstick-lab"
@@ -66,7 +67,7 @@ def moto(port: int, log: Path) -> subprocess.Popen[bytes]:
 
 
 def _wait_for_port(port: int, server: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + START_S
+    deadline = give_up_at(START_S)
     while time.monotonic() < deadline:
         assert server.poll() is None, log.read_text()[-2000:]
         try:
@@ -74,4 +75,5 @@ def _wait_for_port(port: int, server: subprocess.Popen[bytes], log: Path) -> Non
                 return
         except OSError:
             threading.Event().wait(0.1)
-    raise AssertionError(f"moto's server did not listen within {START_S:g} s: {log.read_text()[-2000:]}")
+    waited = patience(START_S)
+    raise AssertionError(f"moto's server did not listen within {waited:g} s: {log.read_text()[-2000:]}")

@@ -15,7 +15,6 @@ import os
 import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -316,9 +315,7 @@ def test_a_robot_that_vanishes_frees_its_seat_within_the_ttl(platform: Harness) 
     finally:
         robot.kill()  # no release, no keepalive: the robot is gone
         arm.close()
-    gone_at = time.monotonic()
     wait_until(lambda: all(s.session != mine for s in live_seats(platform)), timeout=SEAT_TTL_S * 3)
-    assert time.monotonic() - gone_at <= SEAT_TTL_S * 3
 
 
 def test_a_stopped_deployment_ends_its_worker_and_refuses_its_robots_until_started(platform: Harness) -> None:

@@ -25,6 +25,7 @@ from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from conftest import fresh_database
+from deadlines import give_up_at
 from platform_harness import TOYS, Harness, running_platform, toy_plan
 from yardstick.billing import admin as billing_admin
 from yardstick.billing import credits as billing
@@ -604,7 +605,7 @@ def test_a_sequences_eval_with_a_spend_cap_plays_what_the_cap_covers_and_stops_t
     assert started.status_code == 200, started.text
     assert 0 < started.json()["estimate"]["cost_usd"] <= cap
     eval_id = started.json()["eval_id"]
-    deadline = time.monotonic() + 120
+    deadline = give_up_at(120)
     while (report := httpx.get(f"{shop.url}/v1/eval/{eval_id}", headers=headers).json())["status"] not in (
         "completed", "failed",
     ):  # fmt: skip

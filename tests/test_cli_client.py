@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from conftest import free_port
+from deadlines import give_up_at
 from yardstick.cli.client_cmd import exit_status
 from yardstick.cli.exits import Exit
 from yardstick.cli.main import app
@@ -70,7 +71,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     thread.start()
     worker = multiprocessing.get_context("spawn").Process(target=run_worker, args=(settings,))
     worker.start()
-    deadline = time.monotonic() + 30
+    deadline = give_up_at(30)
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.05)
     assert server.started, "the gateway did not start"

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import free_port, toy
+from deadlines import give_up_at
 
 sys.path.insert(0, str(Path(__file__).parent))
 import toys
@@ -261,7 +262,7 @@ def test_meta_world_through_yardstick_policy_serve_plays_the_in_process_episodes
 
 
 def _wait_listening(port: int, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
+    deadline = give_up_at(seconds)
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 
 import pytest
 
@@ -87,9 +86,8 @@ def test_a_crashing_policy_fails_its_episodes_with_the_error_and_the_run_goes_on
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_hanging_policy_is_cut_by_the_call_timeout(workers: int) -> None:
-    started = time.monotonic()
+    # HangOnTen hangs for an hour: the run ends only by the cut.
     outcome = evaluate(request("HangOnTen", workers=workers, trials=1, timeout=0.5))
-    assert time.monotonic() - started < 30
     failed = failed_of([r.outcome() for r in outcome.results])
     assert list(failed) == ["ten"] and "policy.infer ran past its 0.5 s limit" in failed["ten"][0]
     assert [r.failure for r in outcome.results if r.failure] == [FailureKind.POLICY_TIMEOUT]

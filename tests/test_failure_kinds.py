@@ -17,6 +17,7 @@ import pytest
 from platform_client.eval_plan import EvalPlan
 
 from conftest import free_port, fresh_database
+from deadlines import give_up_at
 from platform_harness import TOYS, Harness, running_platform
 from yardstick.core import admin
 from yardstick.core.refusals import RefusalKind
@@ -95,7 +96,7 @@ def setting(
 
 
 def _wait_healthy(port: int) -> None:
-    deadline = time.monotonic() + 60
+    deadline = give_up_at(60)
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:

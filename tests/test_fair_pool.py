@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
+from deadlines import give_up_at, patience
 from yardstick.worker.fair import FairPool
 
 
@@ -24,7 +25,7 @@ def test_one_owners_slow_jobs_cannot_hold_every_thread() -> None:
     try:
         for n in range(3):
             pool.submit("rival", lambda n=n: job(f"rival-{n}", True))
-        deadline = time.monotonic() + 10
+        deadline = give_up_at(10)
         while pool.running("rival") < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
         time.sleep(0.2)  # were the rule wrong, a second rival job would take the free thread now
@@ -59,6 +60,6 @@ def test_an_owner_alone_uses_what_it_may_and_jobs_run_oldest_first() -> None:
         pool.submit("lab", lambda: (failing.set(), 1 / 0))
         assert failing.wait(10)
         pool.submit("lab", lambda: job(6))
-        assert finished.acquire(timeout=10)  # a job that raised took no thread with it
+        assert finished.acquire(timeout=patience(10))  # a job that raised took no thread with it
     finally:
         pool.shutdown()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from deadlines import give_up_at, patience
 from hosted_helpers import listening, needs_bwrap, processes_mentioning
 from yardstick.hosted import limits
 from yardstick.hosted.errors import SandboxUnavailable
@@ -171,11 +172,10 @@ except ProcessLookupError:
     assert parent == "no parent"
 
 
-def test_a_box_starts_quickly() -> None:
-    started = time.perf_counter()
-    finished = sandbox.run(sandbox.Box(), ["/bin/true"], timeout_s=10)
-    assert finished.returncode == 0
-    assert time.perf_counter() - started < 1.0
+def test_a_box_starts_and_ends_with_its_command() -> None:
+    # How quickly is bench/sandbox.py's to say.
+    finished = sandbox.run(sandbox.Box(), ["/bin/true"], timeout_s=patience(10))
+    assert (finished.returncode, finished.timed_out) == (0, False)
 
 
 def test_stopping_a_box_stops_everything_it_started(tmp_path: Path) -> None:
@@ -183,7 +183,7 @@ def test_stopping_a_box_stops_everything_it_started(tmp_path: Path) -> None:
     process = sandbox.start(
         sandbox.Box(writable=(tmp_path,)), ["/bin/sh", "-c", f"sleep {marker} & sleep {marker} & wait"]
     )
-    deadline = time.monotonic() + 5
+    deadline = give_up_at(5)
     # bwrap, its init in the box, the shell and its two sleeps all carry the marker.
     while len(processes_mentioning(marker)) < 5 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -193,10 +193,9 @@ def test_stopping_a_box_stops_everything_it_started(tmp_path: Path) -> None:
 
 
 def test_a_run_past_its_time_is_cut() -> None:
-    started = time.perf_counter()
+    # A cut missed would leave the test waiting on a sleep of hours: it ends here only by the cut.
     finished = sandbox.run(sandbox.Box(), ["/bin/sleep", f"9876.{RUN}"], timeout_s=0.5)
     assert finished.timed_out and finished.returncode < 0
-    assert time.perf_counter() - started < 3
     assert processes_mentioning(f"sleep 9876.{RUN}") == []
 
 
@@ -273,7 +272,7 @@ def test_a_box_is_held_to_its_process_and_memory_limits() -> None:
 
 def test_a_box_stopped_leaves_no_process_for_this_one_to_reap() -> None:
     process = sandbox.start(sandbox.Box(), ["/bin/sleep", f"8765.{RUN}"])
-    until = time.monotonic() + 10
+    until = give_up_at(10)
     while len(processes_mentioning(f"sleep 8765.{RUN}")) < 2 and time.monotonic() < until:
         time.sleep(0.02)
     process.stop()
@@ -284,7 +283,7 @@ def test_a_box_stopped_leaves_no_process_for_this_one_to_reap() -> None:
 def test_a_cancelled_run_stops_its_box_at_once() -> None:
     stop = threading.Event()
     threading.Timer(0.3, stop.set).start()
-    started = time.monotonic()
-    finished = sandbox.run(sandbox.Box(), ["/bin/sleep", f"7654.{RUN}"], timeout_s=60, stop=stop)
-    assert finished.timed_out and time.monotonic() - started < 5
+    # Its time limit is past the test's own: only the stop can end it.
+    finished = sandbox.run(sandbox.Box(), ["/bin/sleep", f"7654.{RUN}"], timeout_s=10**6, stop=stop)
+    assert finished.timed_out and finished.returncode < 0
     assert processes_mentioning(f"sleep 7654.{RUN}") == []

@@ -10,6 +10,7 @@ leaves no process of it, defunct or alive."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -214,12 +215,10 @@ def test_an_episode_deaf_to_its_alarm_and_silencing_its_beacon_is_cut_at_its_wal
     hostile: Tenants,
 ) -> None:
     hostile.deploy(RIVAL, "silent", bench("silent", SILENT))
-    started = time.monotonic()
+    # Deaf and silent, it would play forever: the eval ends only by the wall-clock cut, which says so.
     eval_id, _ = hostile.run_eval(RIVAL, "reach-policy", "silent")
-    took = time.monotonic() - started
     reason = failed_with(hostile, eval_id)
     assert f"ran past its {EPISODE_TIMEOUT_S} s of wall-clock time" in reason, reason
-    assert EPISODE_TIMEOUT_S <= took < EPISODE_TIMEOUT_S + 60, took
     until(lambda: boxes_of(hostile, "silent") == [], 15, "the cut episode's box is gone")
 
 
@@ -229,10 +228,11 @@ def test_cancel_kills_a_running_box_at_once(hostile: Tenants) -> None:
     eval_id = done.stdout.split("eval ", 1)[1].split()[0].rstrip(":,")
     until(lambda: boxes_of(hostile, "stuck") != [], 30, "the eval's box starts")
     hostile.ok(RIVAL, "eval", "cancel", eval_id)
-    cancelled = time.monotonic()
     until(lambda: boxes_of(hostile, "stuck") == [], 5, "the cancelled eval's box is gone")
-    assert time.monotonic() - cancelled < EPISODE_TIMEOUT_S  # not the episode's deadline: the cancel
-    assert hostile.report(RIVAL, eval_id)["status"] == "canceled"
+    report = hostile.report(RIVAL, eval_id)
+    assert report["status"] == "canceled"
+    # The cancel ended the box, not the episode's wall-clock deadline (whose cut says so).
+    assert "wall-clock" not in json.dumps(report), report
 
 
 # The benchmark's module rewrites what the runner sends of each episode: a quarter of its robot time.
@@ -271,13 +271,15 @@ def test_one_orgs_slow_builds_do_not_hold_another_orgs_deploy(hostile: Tenants) 
     for deploy in deploys:
         deploy.start()
     until(lambda: len(served(hostile, "check_runner benchmark")) >= 1, 30, "the rival's builds start")
-    started = time.monotonic()
+    # The deploy waits for its build, done while the rival's (ten minutes each) are still building: it did
+    # not queue behind them.
     hostile.deploy(LAB, "lab-bench-2", {"benchmark.py": LAB_BENCH.replace('"lab-bench"', '"lab-bench-2"')})
-    assert time.monotonic() - started < 15  # its build, not the rival's, is what it waited for
     for deploy in deploys:
         deploy.join()
     listed = hostile.ok(RIVAL, "benchmark", "ls")
     assert listed.count("building") >= 2, listed  # the rival's both still building (one waits its turn)
+    mine = [line for line in hostile.ok(LAB, "benchmark", "ls").splitlines() if "lab-bench-2" in line]
+    assert mine and "building" not in mine[0], mine
     for name in ("slow-a", "slow-b"):
         hostile.ok(RIVAL, "benchmark", "cancel", name)
     until(lambda: served(hostile, "/benchmark/slow-") == [], 60, "a cancelled build's box is gone")

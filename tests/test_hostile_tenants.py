@@ -23,6 +23,7 @@ import pytest
 from platform_client.errors import PlatformError
 from platform_client.eval_plan import EvalPlan
 
+from deadlines import give_up_at
 from hosted_helpers import needs_bwrap, processes_mentioning
 from hostile_helpers import HOST_MARKER, PLACES, RIVAL, Tenants, tenants
 from yardstick.worker.processes import descendants, zombie_children
@@ -418,7 +419,7 @@ def test_after_it_all_no_box_is_left_running_and_nothing_is_left_unreaped(hostil
     assert boxes == []
     # A process that has just ended is a zombie until its parent's wait, a moment later on a loaded
     # machine: what matters is one left so, never reaped.
-    deadline = time.monotonic() + REAP_WAIT_S
+    deadline = give_up_at(REAP_WAIT_S)
     while defunct := [p for p in Path("/proc").glob("[0-9]*") if _zombie_of(p, hostile.server.process.pid)]:
         if time.monotonic() > deadline:
             break

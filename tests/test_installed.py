@@ -27,6 +27,7 @@ from platform_client.client import PlatformClient
 from platform_client.eval_plan import EvalPlan
 
 from conftest import free_port
+from deadlines import give_up_at
 
 # Building and installing take about a minute; the tests after it a few seconds each.
 pytestmark = pytest.mark.timeout(900)
@@ -208,7 +209,7 @@ def stop(process: subprocess.Popen[bytes], how: signal.Signals, log: Path) -> No
         process.wait(timeout=STOP_S)
     except subprocess.TimeoutExpired:
         pytest.fail(f"{process.args} did not stop within {STOP_S} s of {how.name}:\n{log.read_text()}")
-    deadline = time.monotonic() + 10
+    deadline = give_up_at(10)
     while _survivors(process.pid) and time.monotonic() < deadline:
         time.sleep(0.1)  # a child may be a moment behind its parent
     left = _survivors(process.pid)
@@ -218,7 +219,7 @@ def stop(process: subprocess.Popen[bytes], how: signal.Signals, log: Path) -> No
 
 
 def wait_until_up(process: subprocess.Popen[bytes], url: str, log: Path) -> httpx.Response:
-    deadline = time.monotonic() + STARTUP_S
+    deadline = give_up_at(STARTUP_S)
     while time.monotonic() < deadline:
         if process.poll() is not None:
             pytest.fail(f"{process.args} exited {process.returncode} at start:\n{log.read_text()}")
@@ -280,7 +281,7 @@ def _key_of(output: str) -> str:
 
 
 def _wait(client: PlatformClient, submission_id: Any, timeout: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout
+    deadline = give_up_at(timeout)
     while time.monotonic() < deadline:
         view = client.get_submission(submission_id)
         if view.status.name in ("finished", "errored", "cancelled"):
@@ -383,7 +384,7 @@ def test_yardstick_worker_stops_with_the_processes_it_started(install: Install) 
     for attempt, started in enumerate((3, 2, 2, 2)):
         log = install.home / f"worker-{attempt}.log"
         worker = install.start(log, "worker", *data, "--concurrency", "2")
-        deadline = time.monotonic() + STARTUP_S
+        deadline = give_up_at(STARTUP_S)
         while len(_survivors(worker.pid)) < started:
             assert worker.poll() is None, log.read_text()
             assert time.monotonic() < deadline, f"the workers did not start: {_survivors(worker.pid)}"

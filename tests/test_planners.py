@@ -19,6 +19,7 @@ import pytest
 
 from act_helpers import SEQ, SEQ_PYTHON, WAIT_S, Robot, seq
 from conftest import fresh_database, one_database
+from deadlines import give_up_at
 from platform_harness import Harness, running_platform
 
 EXAMPLES = Path(__file__).parent / "seq_examples"
@@ -133,7 +134,7 @@ def test_a_site_observation_and_the_robots_own_reach_its_policy_through_the_plan
         told = observe_into(platform, PLANNER, {"say": 1.5}, key)
         assert told.returncode == 0, told.stderr
 
-        deadline = time.monotonic() + WAIT_S
+        deadline = give_up_at(WAIT_S)
         outputs: list[float] = []
         while time.monotonic() < deadline:
             observed = robot.ask(observe={"x": 0.75})
@@ -148,7 +149,7 @@ def test_a_site_observation_and_the_robots_own_reach_its_policy_through_the_plan
         plans_before = outputs[0]
         more = robot.ask(observe={"x": 0.25})
         assert more["ok"], more
-        deadline = time.monotonic() + WAIT_S
+        deadline = give_up_at(WAIT_S)
         while time.monotonic() < deadline and outputs[2] != 0.25:
             assert robot.ask(observe={"x": 0.25})["ok"]
             outputs = robot.ask(act=True)["outputs"][0]

@@ -17,6 +17,7 @@ from platform_client.errors import PlatformError
 from platform_client.eval_plan import EvalPlan
 from platform_client.requests import CancelRequest
 
+from deadlines import give_up_at, until
 from platform_harness import Harness, running_platform, toy_plan
 
 
@@ -98,7 +99,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(
         client = platform.client("alice")
         doomed = platform.start_worker()
         killed = client.create_submission(toy_plan("killed", spec="slow", episodes=4))
-        deadline = time.monotonic() + 60
+        deadline = give_up_at(60)
         while client.get_submission(killed.submission_id).episodes.done < 2:
             assert time.monotonic() < deadline
             time.sleep(0.1)
@@ -173,12 +174,13 @@ def test_a_board_polled_while_a_run_plays_shows_it_within_a_second_of_its_end(
                 break
             assert shown == [], "the board showed a run that had not finished"
             time.sleep(0.05)
-        ended = time.monotonic()
-        while not [
-            row for row in client.rankings(board=board).rankings if row.submission_id == created.submission_id
-        ]:
-            assert time.monotonic() - ended < BOARD_FRESH_S + 0.5, "the board did not show the finished run"
-            time.sleep(0.02)
+        until(
+            lambda: [
+                r for r in client.rankings(board=board).rankings if r.submission_id == created.submission_id
+            ],
+            BOARD_FRESH_S + 0.5,
+            "the board to show the finished run",
+        )
 
 
 def test_a_run_left_unfinished_after_its_last_episode_landed_is_finished_by_a_worker(
@@ -201,7 +203,7 @@ def test_a_run_left_unfinished_after_its_last_episode_landed_is_finished_by_a_wo
         run_id = int(created.submission_id)
         # Watched in the database, not through the gateway: a gateway keeps a run it read as ended (ended runs
         # never change), and this test makes an ended run unended, which nothing else does.
-        deadline = time.monotonic() + 60
+        deadline = give_up_at(60)
         while (played := _row_of(platform, run_id)).status != RunStatus.FINISHED:
             assert time.monotonic() < deadline, f"the run is still {played.status}"
             time.sleep(0.05)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import yaml
 from sqlalchemy import select
 from typer.testing import CliRunner
 
+import deadlines
 from conftest import TOYS, fresh_database, one_database
 from platform_harness import ServerProcess, server_process
 from toys import coin
@@ -108,13 +108,7 @@ def episodes(served: ServerProcess, ident: str) -> tuple[Run, list[RunEpisode]]:
 
 
 def until(what: Any, timeout: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = what()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise TimeoutError(f"{what} did not come true in {timeout} s")
+    return deadlines.until(what, timeout, f"{what} to come true", every=0.2)
 
 
 def test_a_run_stops_once_its_gate_is_decided_on_a_prefix_of_its_trials(

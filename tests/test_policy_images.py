@@ -29,6 +29,7 @@ from sqlalchemy import select
 
 import image_helpers
 from conftest import free_port
+from deadlines import give_up_at
 from platform_harness import Harness, running_platform, toy_plan, wait_for
 from yardstick.hosted.limits import BoxLimits, GiB
 from yardstick.store.models import Run, RunEpisode
@@ -276,7 +277,7 @@ def test_a_runs_container_is_gone_once_its_worker_has_nothing_to_play(images: Im
     gone_within(images, WAIT_S)
 
     created = submit(images, images.faulty["HangOnTen"], "cancelled-run")
-    deadline = time.monotonic() + WAIT_S
+    deadline = give_up_at(WAIT_S)
     while not containers(images):
         assert time.monotonic() < deadline, "no container started"
         time.sleep(0.1)
@@ -286,7 +287,7 @@ def test_a_runs_container_is_gone_once_its_worker_has_nothing_to_play(images: Im
 
 
 def gone_within(images: Images, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
+    deadline = give_up_at(seconds)
     while left := containers(images):
         assert time.monotonic() < deadline, f"containers outlived their run: {left}"
         time.sleep(0.2)
@@ -343,7 +344,7 @@ def test_an_image_whose_policy_cannot_start_fails_with_what_it_said(images: Imag
 def test_no_container_outlives_its_worker_even_killed(images: Images) -> None:
     harness = images.harness
     created = submit(images, images.rows, "killed-worker")
-    deadline = time.monotonic() + WAIT_S
+    deadline = give_up_at(WAIT_S)
     while not containers(images):  # the worker started its container
         assert time.monotonic() < deadline, "no container started"
         time.sleep(0.1)

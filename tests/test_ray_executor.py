@@ -14,7 +14,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from platform_client.eval_plan import EvalPlan
 
 import toys
 from conftest import free_port
+from deadlines import until
 from hosted_helpers import eval_id_of, processes_mentioning, seq_cli, set_secret
 from platform_harness import server_process, toy_plan
 from yardstick.engine.ray_executor import RayExecutor, RayPlayer, served_here
@@ -91,13 +91,7 @@ def _stop(node: subprocess.Popen[bytes]) -> None:
 
 
 def _until(what: Callable[[], Any], timeout: float, why: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = what()
-        if found:
-            return found
-        threading.Event().wait(0.2)
-    raise AssertionError(f"not within {timeout:g} s: {why}")
+    return until(what, timeout, why, every=0.2)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -192,7 +191,8 @@ def test_the_folder_is_rewritten_whole(tmp_path: Path) -> None:
     assert len(list(csv.DictReader((tmp_path / "episodes.csv").open(newline="")))) == 3
 
 
-def test_the_chart_scales_to_fifty_tasks_quickly() -> None:
+def test_the_chart_draws_fifty_tasks() -> None:
+    # How quickly is bench/quickly.py's to say.
     tasks = {f"task-{i:02d}-with-a-long-name-v3": f"task {i}" for i in range(50)}
     rows = [
         {
@@ -207,11 +207,7 @@ def test_the_chart_scales_to_fifty_tasks_quickly() -> None:
     ]
     summary = summarize(rows, tasks, resamples=200)
     small = success_chart_svg(summarize(rows[:20], dict(list(tasks.items())[:2]), resamples=200))
-    success_chart_svg(summary)  # the first call pays for importing matplotlib and its fonts
-    start = time.perf_counter()
     svg = success_chart_svg(summary)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 2.0, f"{elapsed:.2f} s for 50 tasks"
     assert svg.startswith("<svg") and all(task in svg for task in tasks)
 
     def height(text: str) -> float:

@@ -23,6 +23,7 @@ from platform_client.enums import SubmissionStatus
 from sqlalchemy import select
 
 import chromium
+from deadlines import give_up_at
 from platform_harness import wait_for
 from rig_helpers import WAIT_S, Lab, RunningRig, plan, running_lab, start_rig, stop_rig
 from yardstick.rig.station import Judgement
@@ -106,7 +107,7 @@ def release(rig: RunningRig) -> None:
     """After a failure, end the episode the rig is in (Stop, then Discard, at the station itself), so that
     the teardown does not wait out the rig's `verdict_wait_s` or the episode's cap."""
     rig.agent.quit.set()
-    deadline = time.monotonic() + WAIT_S
+    deadline = give_up_at(WAIT_S)
     while rig.thread.is_alive() and time.monotonic() < deadline:
         rig.agent.station.stop()
         rig.agent.station.judge(Judgement(Outcome.DISCARDED))

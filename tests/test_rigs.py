@@ -36,6 +36,7 @@ from positronic_evals.labels import label
 from positronic_evals.scoring import score
 from sqlalchemy import select
 
+from deadlines import give_up_at
 from dropping_proxy import DroppingProxy
 from platform_harness import wait_for
 from rig_helpers import WAIT_S, Lab, Operator, plan, running_lab, start_rig, stop_rig, until
@@ -361,7 +362,7 @@ class RigProcess:
 
     def expect(self, text: str) -> str:
         """The next line holding `text`, waited for until a deadline generous for a loaded machine."""
-        deadline = time.monotonic() + WAIT_S
+        deadline = give_up_at(WAIT_S)
         said = []
         while (left := deadline - time.monotonic()) > 0:
             try:

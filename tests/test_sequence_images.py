@@ -18,6 +18,7 @@ import pytest
 
 import image_helpers
 from conftest import free_port
+from deadlines import give_up_at
 from hosted_helpers import seq_cli
 from platform_harness import Harness, running_platform
 
@@ -139,7 +140,7 @@ def api(mirrored: Mirrored) -> httpx.Client:
 
 
 def ready(mirrored: Mirrored, name: str) -> dict[str, object]:
-    deadline = time.monotonic() + WAIT_S
+    deadline = give_up_at(WAIT_S)
     with api(mirrored) as client:
         while (state := client.get(f"/v1/benchmarks/{name}").json())["status"] == "building":
             assert time.monotonic() < deadline, f"{name} still building"

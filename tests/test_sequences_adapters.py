@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from conftest import fresh_database, one_database
+from deadlines import give_up_at
 from hosted_helpers import eval_id_of, seq_cli
 from platform_harness import Harness, running_platform
 
@@ -59,7 +60,7 @@ def ok(platform: Harness, *args: str) -> str:
 
 def ended(platform: Harness, eval_id: str) -> None:
     """Wait until the eval has ended (the CLI stops following at an eval's first failed episode)."""
-    deadline = time.monotonic() + WAIT_S
+    deadline = give_up_at(WAIT_S)
     with api(platform) as client:
         while (status := client.get(f"/v1/eval/{eval_id}").json()["status"]) in ACTIVE:
             assert time.monotonic() < deadline, f"{eval_id} did not end: {status}"

@@ -21,6 +21,7 @@ import pytest
 from sqlalchemy import text
 
 from conftest import fresh_database
+from deadlines import give_up_at
 from hosted_helpers import set_secret
 from platform_harness import Harness, running_platform
 from yardstick.core import admin
@@ -236,7 +237,7 @@ def test_a_failed_episode_is_counted_done_and_not_scored(platform: Harness) -> N
     )
     eval_id = eval_id_of(ran.stdout + ran.stderr)
     headers = {"Authorization": f"Bearer {platform.keys['alice']}"}
-    deadline = time.monotonic() + 180
+    deadline = give_up_at(180)
     while httpx.get(f"{platform.url}/v1/eval/{eval_id}", headers=headers, timeout=60).json()["status"] in (
         "queued",
         "pending",

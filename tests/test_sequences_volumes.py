@@ -26,6 +26,7 @@ import pytest
 from sqlalchemy import func, select
 
 from conftest import free_port, fresh_database, one_database
+from deadlines import give_up_at
 from platform_harness import Harness, running_platform
 from s3_helpers import BUCKET, moto_bucket
 from yardstick.core.s3_artifacts import s3_client
@@ -206,7 +207,7 @@ def started_again(platform: Harness, log: Path) -> tuple[subprocess.Popen[bytes]
         process = subprocess.Popen(
             [sys.executable, "-m", "yardstick.cli", "server", *args], stdout=out, stderr=subprocess.STDOUT
         )
-    deadline = time.monotonic() + 60
+    deadline = give_up_at(60)
     while time.monotonic() < deadline:
         assert process.poll() is None, log.read_text()[-3000:]
         try:

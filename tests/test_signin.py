@@ -33,6 +33,7 @@ from platform_client.requests import RegisterRequest
 from sqlalchemy import create_engine, inspect, text
 
 from conftest import free_port
+from deadlines import give_up_at
 from platform_harness import running_platform
 from yardstick.core.settings import SignInSettings
 from yardstick.signin import providers as providers_module
@@ -330,7 +331,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
             env=env,
         )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = give_up_at(60)
     while True:
         try:
             if httpx.get(url + "/healthz", timeout=1).status_code == 200:

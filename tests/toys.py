@@ -6,6 +6,7 @@ Loaded by path ("tests/toys.py:Name") so that pool workers, which start fresh in
 from __future__ import annotations
 
 import os
+import signal
 import time
 from typing import Any, ClassVar
 
@@ -185,6 +186,17 @@ class DieOnTen:
     def act(self, obs: dict[str, Any]) -> np.ndarray:
         if obs["task"] == "ten" and obs["t"] == 5:
             os._exit(139)
+        return np.zeros((1, 1))
+
+
+@ys.policy(hz=10)
+class SegfaultOnTen:
+    """Takes a real SIGSEGV on the task "ten", as a crashing C extension would."""
+
+    @ys.infer
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        if obs["task"] == "ten" and obs["t"] == 5:
+            os.kill(os.getpid(), signal.SIGSEGV)
         return np.zeros((1, 1))
 
 

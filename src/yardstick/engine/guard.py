@@ -6,6 +6,10 @@ watchdog thread looks at the deadline a few times per limit and, when a call has
 to the main thread, where Python raises between bytecodes: that stops a policy sleeping on a socket or
 looping in Python. A call stuck inside C code never returns to the interpreter; for that the pool's
 supervisor reads the same deadline (the beacon) from outside and replaces the whole process.
+
+A limit is on the call's own time, not the machine's load: before it cuts, the watchdog adds to the deadline
+the time the main thread waited for a CPU during the call (cpu_wait.py), so a call on a busy machine runs
+slower, not into its limit.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from yardstick.engine.cpu_wait import run_queue_wait_s
 from yardstick.engine.failures import Failed, FailureKind
 from yardstick.sdk.errors import InstallIncomplete
 
@@ -64,6 +69,15 @@ class _Deadline:
     value = 0.0
 
 
+@runtime_checkable
+class NamingBeacon(Protocol):
+    """A beacon that also keeps which call its deadline is for, for whoever watches it to say."""
+
+    value: float
+
+    def naming(self, call: Call) -> None: ...
+
+
 class CallBeacon:
     """A beacon a thread of this same process watches (a platform worker's vigil): besides the deadline, the
     call it is for, so a call stuck past its limit fails with that call's own timeout kind."""
@@ -71,6 +85,9 @@ class CallBeacon:
     def __init__(self) -> None:
         self.value = 0.0
         self.call: Call | None = None
+
+    def naming(self, call: Call) -> None:
+        self.call = call
 
 
 def describe(what: str, exc: BaseException) -> str:
@@ -92,13 +109,17 @@ class Guard:
     def __init__(self, seconds: float | None, beacon: Beacon | None = None) -> None:
         self.seconds = seconds
         self.beacon: Beacon = beacon if beacon is not None else _Deadline()
-        self._naming = beacon if isinstance(beacon, CallBeacon) else None
+        self._naming = beacon if isinstance(beacon, NamingBeacon) else None
         self._armed = False
         self._call = 0  # which call is in progress; the watchdog fires at most once for each
         self._fired = -1
         self._previous: Any = None
         self._stop = threading.Event()
         self._watchdog: threading.Thread | None = None
+        # The deadline is written by the calling thread and stretched by the watchdog: one at a time, so a
+        # stretch never lands on a call that has ended (an uncontended lock is no system call).
+        self._deadline_lock = threading.Lock()
+        self.stretched_s = 0.0  # what the current (or last) call's limit grew by for want of a CPU
 
     def __enter__(self) -> Guard:
         usable = self.seconds is not None and threading.current_thread() is threading.main_thread()
@@ -122,14 +143,39 @@ class Guard:
         main = threading.main_thread().ident
         # A few looks per limit: a call is cut within a quarter of its limit after it overran.
         interval = min(max((self.seconds or 1.0) / 4, 0.01), 0.5)
+        seen, waited_then = -1, 0.0
         while not self._stop.wait(interval):
             # The call first, then its deadline: read the other way round, an overrun call that ends
             # between the two reads would have its alarm charged to the next call, which just began.
             call = self._call
             deadline = self.beacon.value
+            if call != seen and deadline:
+                # A call first seen here: what the main thread waited for a CPU so far. Seen up to one look
+                # late, the stretch counts less than the wait, never more.
+                seen, waited_then = call, run_queue_wait_s()
             if deadline and time.monotonic() > deadline and self._fired != call and main is not None:
+                # Still past the deadline once it covers the wait: the call's own time is up.
+                if (
+                    call == seen
+                    and self._stretch(call, run_queue_wait_s() - waited_then)
+                    and time.monotonic() <= self.beacon.value
+                ):
+                    continue
                 self._fired = call
                 signal.pthread_kill(main, signal.SIGALRM)
+
+    def _stretch(self, call: int, waited: float) -> bool:
+        """Grow the limit of call number `call` to cover `waited`, the seconds it waited for a CPU; whether
+        it grew (it did not when the wait is already covered or the call has ended)."""
+        more = waited - self.stretched_s
+        if more <= 0.001:
+            return False
+        with self._deadline_lock:
+            if self._call != call or not self.beacon.value:
+                return False
+            self.beacon.value += more
+            self.stretched_s = waited
+        return True
 
     def _on_alarm(self, signum: int, frame: FrameType | None) -> None:
         # Only the call the watchdog fired for is cut; an alarm that lands after it returned is dropped.
@@ -143,14 +189,19 @@ class Guard:
         beacon = self.beacon
         self._call += 1
         if self._naming is not None:
-            self._naming.call = call
+            self._naming.naming(call)
         if self.seconds is not None:
-            beacon.value = time.monotonic() + self.seconds
+            with self._deadline_lock:
+                self.stretched_s = 0.0
+                beacon.value = time.monotonic() + self.seconds
         try:
             return fn(*args)
         except CallTimeout:
+            waited = (
+                f" (and {self.stretched_s:.1f} s more that it waited for a CPU)" if self.stretched_s else ""
+            )
             raise CallFailed(
-                f"{call.name} ran past its {self.seconds:g} s limit and was cut", call.timeout
+                f"{call.name} ran past its {self.seconds:g} s limit{waited} and was cut", call.timeout
             ) from None
         except (KeyboardInterrupt, SystemExit, CallFailed):
             raise
@@ -161,4 +212,5 @@ class Guard:
         except Exception as exc:
             raise CallFailed(describe(call.name, exc), call.crash) from exc
         finally:
-            beacon.value = 0.0
+            with self._deadline_lock:
+                beacon.value = 0.0

@@ -21,8 +21,9 @@ from multiprocessing.process import BaseProcess
 from multiprocessing.sharedctypes import Synchronized
 from typing import Any, Protocol
 
+from yardstick.engine.cpu_wait import Overdue
 from yardstick.engine.failures import Failed, FailureKind
-from yardstick.engine.guard import describe
+from yardstick.engine.guard import Call, describe
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.runtime import BuildError, Runtime, Work
 from yardstick.engine.threads import limit_threads, share_of_cores
@@ -36,12 +37,39 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+class SharedBeacon:
+    """A worker process's beacon, in memory the supervisor shares: the deadline of the call in progress and
+    the call's name, so a worker that dies in a call is reported with the call it was in."""
+
+    NAME_BYTES = 120
+
+    def __init__(self, context: Any) -> None:
+        self._deadline: Synchronized[float] = context.Value("d", 0.0, lock=False)
+        self._name = context.Array("c", self.NAME_BYTES, lock=False)
+
+    @property
+    def value(self) -> float:
+        return float(self._deadline.value)
+
+    @value.setter
+    def value(self, deadline: float) -> None:
+        self._deadline.value = deadline
+
+    def naming(self, call: Call) -> None:
+        self._name.value = call.name.encode()[: self.NAME_BYTES - 1]
+
+    def call_name(self) -> str:
+        """The call in progress, or the last one (a dead worker's beacon says where it died)."""
+        return bytes(self._name.value).decode(errors="replace")
+
+
 @dataclass(eq=False)
 class _Worker:
     process: BaseProcess
     conn: Connection
-    beacon: Synchronized[float]
+    beacon: SharedBeacon
     spawned: float
+    overdue: Overdue
     ready: bool = False
     held: set[int] = field(default_factory=set)
     task: str | None = None
@@ -163,25 +191,43 @@ class PoolExecutor:
 
     def _spawn(self, work: Work) -> _Worker:
         parent, child = self._context.Pipe()
-        beacon: Synchronized[float] = self._context.Value("d", 0.0, lock=False)
+        beacon = SharedBeacon(self._context)
         threads = share_of_cores(self.workers, default_workers())
         process = self._context.Process(target=_serve, args=(work, child, beacon, threads), daemon=True)
         spawned = time.monotonic()
         process.start()
         child.close()
-        return _Worker(process=process, conn=parent, beacon=beacon, spawned=spawned)
+        return _Worker(
+            process=process,
+            conn=parent,
+            beacon=beacon,
+            spawned=spawned,
+            overdue=Overdue(process.pid, HANG_GRACE_S),
+        )
+
+
+def signal_name(number: int) -> str:
+    """`SIGSEGV (signal 11)`: the name a user looks up, and the number a log shows."""
+    try:
+        return f"{signal.Signals(number).name} (signal {number})"
+    except ValueError:
+        return f"signal {number}"
 
 
 def _death(worker: _Worker) -> str:
     worker.process.join(timeout=1)
     code = worker.process.exitcode
-    how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with status {code}"
-    return f"the worker process playing it {how}"
+    if code is not None and code < 0:
+        how = f"was killed by {signal_name(-code)}"
+    else:
+        how = f"exited with status {code}"
+    # A process killed in a call never cleared its deadline: the beacon still names the call.
+    where = f" in {worker.beacon.call_name()}" if worker.beacon.value and worker.beacon.call_name() else ""
+    return f"the worker process playing it {how}{where}"
 
 
 def _stuck(worker: _Worker) -> str | None:
-    deadline = worker.beacon.value
-    if deadline and time.monotonic() > deadline + HANG_GRACE_S:
+    if worker.overdue.stuck(worker.beacon.value):
         worker.process.kill()
         worker.process.join(timeout=5)
         return (
@@ -204,7 +250,7 @@ def _stop(pool: list[_Worker]) -> None:
         worker.conn.close()
 
 
-def _serve(work: Work, conn: Connection, beacon: Synchronized[float], threads: int) -> None:
+def _serve(work: Work, conn: Connection, beacon: SharedBeacon, threads: int) -> None:
     """A worker's life: build once, then play episodes as the supervisor hands them out."""
     # Ctrl-C reaches the whole process group; the supervisor decides what stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -46,6 +46,7 @@ from yardstick.core.install import open_artifact_store
 from yardstick.core.ledger import Ledger
 from yardstick.core.runs import EndpointTarget
 from yardstick.core.settings import Settings
+from yardstick.engine.cpu_wait import Overdue
 from yardstick.engine.failures import FailureKind
 from yardstick.engine.guard import Call, CallBeacon
 from yardstick.engine.mp4 import NotAVideo
@@ -134,6 +135,7 @@ class PlatformWorker:
         self._beaten_at = -math.inf
         # What the vigil reads: the engine's deadline (and its call), the batch in hand and what is in play.
         self.beacon = CallBeacon()
+        self._overdue = Overdue(None, HANG_GRACE_S)  # this process's main thread, where the engine calls
         self.players = Players(settings, self.db, call_timeout_s=settings.call_timeout_s, beacon=self.beacon)
         self._run_id: int | None = None
         self._pending: dict[int, LeasedEpisode] = {}
@@ -248,8 +250,7 @@ class PlatformWorker:
         while not self.stopping.is_set():
             try:
                 self._beat()
-                deadline = self.beacon.value
-                if deadline and time.monotonic() > deadline + HANG_GRACE_S:
+                if self._overdue.stuck(self.beacon.value):
                     self._wedged(self.beacon.call)
             except OperationalError as exc:
                 log.warning("worker %s: could not beat (%s)", self.name, exc.orig)
