@@ -367,6 +367,26 @@ class Coins:
         return {"t": 1}, True, coin(self.task, self.seed) < skill, {}
 
 
+@ys.benchmark(
+    tasks={f"coin-{i:02d}": f"coin {i}, one per seed" for i in range(12)},
+    seeds=range(1000),
+    max_seconds=1.0,
+    action_space=([0.0], [1.0]),
+)
+class ManyCoins:
+    """Coins over twelve tasks: a family of per-task comparisons large enough to need adjusting."""
+
+    @ys.reset
+    def start(self, task: str, seed: int) -> dict[str, Any]:
+        self.task, self.seed = task, seed
+        return {"t": 0}
+
+    @ys.step
+    def play(self, action: Any) -> tuple[Any, bool, bool, dict[str, float]]:
+        skill = float(np.asarray(action).ravel()[0])
+        return {"t": 1}, True, coin(self.task, self.seed) < skill, {}
+
+
 @ys.policy(hz=10)
 class Skill:
     """Plays its skill as its action: with Coins, succeeds on the seeds whose coin is below it. `delay`: the

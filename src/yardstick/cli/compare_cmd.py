@@ -3,6 +3,10 @@
 With `--until decided` the trials grow in rounds until the paired sequential test (scoring/sequential.py)
 decides, at any look with its error at α; without, both play a fixed number of trials and the same test
 reads the result once.
+
+Beside the pooled verdict, each task is tested on its own (McNemar's exact test) and the tasks' p-values are
+adjusted as one family (`--adjust`, Holm by default: scoring/multiplicity.py), so a board of many tasks does
+not report chance wins as differences.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.table import Table
 
 from yardstick.cli.display import console, fail, print_table, results_table, run_progress
 from yardstick.cli.exits import Exit
@@ -27,10 +32,18 @@ from yardstick.cli.options import (
     run_cluster,
     split_list,
 )
-from yardstick.engine import BuildError, Component, RunRequest, Work, prepare
+from yardstick.engine import BuildError, Component, RunOutcome, RunRequest, Work, prepare
 from yardstick.engine.rounds import compare_until
 from yardstick.report import build_report
 from yardstick.scoring.compare import PAIRED_PRIOR, PairedTest, fixed_n_for_power, sequential_power
+from yardstick.scoring.multiplicity import (
+    DEFAULT_ADJUSTMENT,
+    METHOD,
+    Adjustment,
+    family_error,
+    parse_adjustment,
+    task_tests,
+)
 from yardstick.scoring.sequential import ALPHA, MAX_TRIALS, checkpoints
 from yardstick.sdk.errors import AuthoringError
 from yardstick.web.run_folder import write_run_folder
@@ -57,6 +70,12 @@ def compare(
         "(default: one per seed).",
     ),
     alpha: float = typer.Option(ALPHA, "--alpha", min=1e-6, max=0.5, help="The test's error (0.05)."),
+    adjust: str = typer.Option(
+        DEFAULT_ADJUSTMENT,
+        "--adjust",
+        help="The per-task tests as one family: holm (family-wise error at --alpha), bh (Benjamini–Hochberg: "
+        "false discovery rate at --alpha) or none.",
+    ),
     workers: int | None = typer.Option(None, min=1, help="Worker processes (default: one per core)."),
     in_process: bool = typer.Option(False, "--in-process", help="Play everything in this process."),
     executor: str = ExecutorOption,
@@ -82,6 +101,10 @@ def compare(
             f"{until!r}: eval compare stops only when decided (--until decided); a width is eval run's",
             param_hint="--until",
         )
+    try:
+        adjustment = parse_adjustment(adjust)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--adjust") from None
     benchmark_params, policy_params = parse_params(param)
     ray_at = run_cluster(executor, ray_address, in_process)
     requests = [
@@ -119,6 +142,7 @@ def compare(
     reports = [build_report(outcome) for outcome in (compared.a, compared.b)]
     task_count = len({e.task for e in plan})
     comparison = _comparison(policies, test, sequential, cap, task_count)
+    comparison["tasks"] = _tasks(policies, compared.a, compared.b, test.alpha, adjustment)
     folder.mkdir(parents=True, exist_ok=True)
     for name, report, outcome in zip(("a", "b"), reports, (compared.a, compared.b), strict=True):
         write_run_folder(folder / name, report, outcome.results)
@@ -128,6 +152,7 @@ def compare(
     else:
         for report in reports:
             print_table(results_table(report))
+        print_table(_tasks_table(comparison))
         for line in _lines(comparison):
             console.print(line, soft_wrap=True)
         console.print(
@@ -186,6 +211,63 @@ def _comparison(
             "fixed_n_pairs": fixed_n_for_power(matched, a_only, b_only, test.alpha),
         }
     return out
+
+
+def _tasks(
+    policies: list[str], a: RunOutcome, b: RunOutcome, alpha: float, adjustment: Adjustment
+) -> dict[str, Any]:
+    """Each task's exact paired test and its p-value adjusted for the family of tasks."""
+    success = [{(r.task, r.trial): r.success for r in o.results if r.finished} for o in (a, b)]
+    tests = task_tests(success[0], success[1], alpha, adjustment)
+    return {
+        "adjust": adjustment,
+        "method": f"McNemar's exact test per task; p-values adjusted by {METHOD[adjustment]} over the "
+        f"{len(tests)} tasks",
+        "alpha": alpha,
+        "family": len(tests),
+        "error": family_error(adjustment, alpha, len(tests)),
+        "rows": [
+            {
+                "task": t.task,
+                "pairs": t.pairs,
+                "a_only": t.a_only,
+                "b_only": t.b_only,
+                "p": t.p,
+                "p_adjusted": t.p_adjusted,
+                "differs": t.differs,
+                "better": None if t.better is None else policies[0 if t.better == "a" else 1],
+            }
+            for t in tests
+        ],
+    }
+
+
+def _tasks_table(comparison: dict[str, Any]) -> Table:
+    tasks = comparison["tasks"]
+    method = METHOD[tasks["adjust"]]
+    table = Table(
+        title=f"per task: a = {comparison['a']}, b = {comparison['b']}",
+        title_justify="left",
+        caption=f"p: McNemar's exact test; adjusted: {method} over {tasks['family']} tasks; {tasks['error']}",
+        caption_justify="left",
+    )
+    table.add_column("task", no_wrap=True)
+    adjusted = "p\nunadjusted" if tasks["adjust"] == "none" else f"p\n{tasks['adjust']}"
+    for header in ("pairs", "only\na", "only\nb", "p\nraw", adjusted):
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("differs", no_wrap=True)
+    for row in tasks["rows"]:
+        verdict = f"[green]{row['better']} better[/green]" if row["differs"] else "-"
+        table.add_row(
+            row["task"],
+            str(row["pairs"]),
+            str(row["a_only"]),
+            str(row["b_only"]),
+            f"{row['p']:.3g}",
+            f"{row['p_adjusted']:.3g}",
+            verdict,
+        )
+    return table
 
 
 def _lines(comparison: dict[str, Any]) -> list[str]:
