@@ -185,6 +185,9 @@ def test_rerun_unsuccessful_replays_only_what_failed(platform: Harness) -> None:
     earlier = eval_id_of(first.stdout)
     again = seq(platform, "eval", "run", "rows", "--benchmark", "toys.tally", "--rerun-unsuccessful", earlier)
     assert again.returncode == 0, again.stdout + again.stderr
+    # Said as what it reran (the episodes that did not succeed), never as a rerun of the errors alone.
+    assert f"the episodes {earlier} ran and did not succeed on" in again.stdout, again.stdout
+    assert "reran the errors" not in again.stdout
     rows = csv_rows(platform, eval_id_of(again.stdout))
     # Tally fails on odd seeds: seeds 1 and 3 of each task.
     assert sorted((r["task"], r["seed"]) for r in rows) == [
@@ -213,9 +216,27 @@ def test_a_sweep_runs_one_arm_per_value_on_the_same_episodes(platform: Harness) 
     )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "arms:" in ran.stdout
-    rows = csv_rows(platform, eval_id_of(ran.stdout))
+    eval_id = eval_id_of(ran.stdout)
+    rows = csv_rows(platform, eval_id)
     by_arm = {arm: sorted((r["task"], r["seed"]) for r in rows if r["arm"] == arm) for arm in ("0", "1")}
     assert by_arm["0"] == by_arm["1"] == [("three", "0"), ("three", "1")]
+    # Each arm's parameters as the arm ran them, and where each came from.
+    assert "params, arm 0: policy.delay=0.0 (" in ran.stdout and "params, arm 1: policy.delay=0.001 (" in (
+        ran.stdout
+    ), ran.stdout
+    report = httpx.get(f"{platform.url}/v1/eval/{eval_id}", headers=bearer(platform), timeout=60).json()
+    assert [a["policy"]["delay"] for a in report["arm_params"]] == [
+        {"value": 0.0, "source": "cli"},
+        {"value": 0.001, "source": "cli"},
+    ]
+    # The arms are side by side, never pooled, and neither is the eval's: the top level names no metric.
+    assert report["metrics"] == {}
+    assert [a["metrics"]["success"]["n"] for a in report["arms"]] == [2, 2]
+    assert "success: overall" not in ran.stdout.split("arms:")[0], ran.stdout
+
+
+def bearer(platform: Harness) -> dict[str, str]:
+    return {"Authorization": f"Bearer {platform.keys['alice']}"}
 
 
 def test_cancel_stops_a_running_eval(platform: Harness) -> None:
@@ -228,6 +249,11 @@ def test_cancel_stops_a_running_eval(platform: Harness) -> None:
     assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
     report = seq(platform, "eval", "report", eval_id)
     assert "report: canceled" in report.stdout, report.stdout
+    # An ended eval is a state, not a bad request: the CLI's conflict, said in this contract's words.
+    again = seq(platform, "eval", "cancel", eval_id)
+    assert again.returncode == 5, again.stdout + again.stderr
+    assert f"error[conflict]: eval_id: eval {eval_id} already ended (canceled)" in again.stderr, again.stderr
+    assert "submission" not in again.stderr
 
 
 def test_a_failed_episode_is_counted_done_and_not_scored(platform: Harness) -> None:
@@ -248,6 +274,8 @@ def test_a_failed_episode_is_counted_done_and_not_scored(platform: Harness) -> N
     report = seq(platform, "eval", "report", eval_id)
     said = report.stdout + report.stderr
     assert "partial results: 0 of 1 episodes scored (1 failed)" in said, said
+    # The episode's error, once: the run's reason names it, and no second line repeats it.
+    assert said.count("boom") == 1, said
     assert "1 / 1 episodes done (1 failed)" in seq(platform, "eval", "status", eval_id).stdout
 
     shown = seq(platform, "benchmark", "tasks", "toys.tally")

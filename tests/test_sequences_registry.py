@@ -677,3 +677,22 @@ def test_a_rollback_serves_an_earlier_version_until_the_next_deploy_and_a_name_m
     assert "GAIN = 0.25" in (tmp_path / "forked-src" / "policy.py").read_text()
     taken = seq(platform, "policy", "rename", "forked-policy", "moved-policy")
     assert taken.returncode == 5 and "is taken" in taken.stderr, taken.stdout + taken.stderr
+
+
+def test_policy_ls_pages_by_its_limit_and_cursor(platform: Harness, folders: Path, tmp_path: Path) -> None:
+    for name in ("paged-a", "paged-b"):
+        copy = tmp_path / name
+        shutil.copytree(folders / "reach-policy", copy)
+        source = copy / "policy.py"
+        source.write_text(source.read_text().replace('name="reach-policy"', f'name="{name}"'))
+        deployed(platform, tmp_path, name)
+    first = seq(platform, "policy", "ls", "--limit", "1")
+    assert first.returncode == 0, first.stdout + first.stderr
+    footer = re.search(r"^1–1 of (\d+) — next page: --cursor 1$", first.stdout, re.M)
+    assert footer is not None and int(footer.group(1)) >= 2, first.stdout
+    total = int(footer.group(1))
+    rows = lambda out: re.findall(r"^(\S+)\s+(?:ready|building|failed|stopped)", out, re.M)  # noqa: E731
+    second = seq(platform, "policy", "ls", "--limit", "1", "--cursor", "1")
+    assert second.returncode == 0 and len(rows(first.stdout)) == len(rows(second.stdout)) == 1, second.stdout
+    assert rows(first.stdout) != rows(second.stdout)
+    assert f"2–2 of {total}" in second.stdout

@@ -305,10 +305,10 @@ ROWS: tuple[Row, ...] = (
     Row(
         "eval cancel {E}",
         "stops a running eval",
-        "refused: it ended already",
+        "refused: it ended already, a conflict naming its status",
         "refused",
-        "invalid_request",
-        "finished",
+        "conflict",
+        "already ended",
     ),
     # --- policies --------------------------------------------------------------------------------------
     Row("policy ls --limit 5 --cursor 0", "the deployments", "listed", shows="chatty-policy"),

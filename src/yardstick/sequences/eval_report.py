@@ -15,7 +15,15 @@ from yardstick.engine.failures import FailureKind
 from yardstick.scoring import summarize
 from yardstick.scoring.aggregate import MEAN_OF_TASK_MEANS, SUCCESS_POOLED
 from yardstick.sequences import paths
-from yardstick.sequences.models import ArmReport, EvalReport, EvalTiming, MetricAgg, StopReason, TaskAgg
+from yardstick.sequences.models import (
+    ArmParams,
+    ArmReport,
+    EvalReport,
+    EvalTiming,
+    MetricAgg,
+    StopReason,
+    TaskAgg,
+)
 from yardstick.store.models import Reservation, Run, RunEpisode
 from yardstick.store.states import EpisodeState, RunStatus
 
@@ -110,11 +118,11 @@ def build(
     arms = answer.get("arms", [{"arm": 0, "endpoint": "arm-0", "params": {}}])
     model = str(answer.get("model", ""))
     by_arm = {str(a["endpoint"]): [e for e in episodes if e.endpoint == a["endpoint"]] for a in arms}
-    first_metrics, ours = metrics_of(by_arm.get(str(arms[0]["endpoint"]), []), tasks)
     arm_reports = []
+    arm_ours: dict[str, Any] = {}
     for arm in arms:
         played = by_arm.get(str(arm["endpoint"]), [])
-        metrics, _ = metrics_of(played, tasks)
+        metrics, arm_ours[str(arm["arm"])] = metrics_of(played, tasks)
         arm_reports.append(
             ArmReport(
                 arm=int(arm["arm"]),
@@ -127,14 +135,24 @@ def build(
                 budget_stopped=bool(answer.get("spend_cap_cut")),
             )
         )
+    # The contract compares a sweep's arms side by side and never pools them: its top-level metrics are an
+    # eval's of one arm, and a sweep's are none (each arm's are in `arms`), not the first arm's passed off
+    # as the eval's.
+    swept = len(arm_reports) > 1
+    top = {} if swept else arm_reports[0].metrics
+    ours = {} if swept else arm_ours[str(arms[0]["arm"])]
     status = STATUS[RunStatus(run.status)]
     ended = run.status in (RunStatus.FINISHED, RunStatus.ERRORED, RunStatus.CANCELLED)
     incomplete = ended and (
         sum(1 for e in episodes if scored(e)) < run.episodes_total or bool(answer.get("spend_cap_cut"))
     )
     errors = [run.reason] if run.reason else []
+    # A run that failed for an episode's error names it in its reason already: the CLI prints each entry,
+    # so that episode's line again would say the one error twice.
     errors += [
-        f"episode {e.index} ({e.benchmark_task}, seed {e.seed}): {e.error}" for e in episodes if e.error
+        f"episode {e.index} ({e.benchmark_task}, seed {e.seed}): {e.error}"
+        for e in episodes
+        if e.error and not (run.reason and e.error in run.reason)
     ]
     stop: StopReason | None = None
     if run.status == RunStatus.CANCELLED:
@@ -146,17 +164,21 @@ def build(
     page = page_url(base_url, run.replay_token or "")
     return EvalReport(
         status=status,  # type: ignore[arg-type]
-        metrics=first_metrics,
+        metrics=top,
         cost_usd=cost_of(reservation),
         dashboard_url=page,
         videos=_videos(run, episodes, base_url),
         incomplete=incomplete,
         errors=errors[:50],
-        arms=arm_reports if len(arm_reports) > 1 else None,
+        arms=arm_reports if swept else None,
         timing=_timing(episodes),
         stop_reason=stop,
+        arm_params=[ArmParams.model_validate(a) for a in answer["arm_params"]]
+        if "arm_params" in answer
+        else None,
         yardstick={
             "metrics": ours,
+            **({"arms": arm_ours} if swept else {}),
             "overall": "the contract's overall pools every scored episode; the mean of task means weighs each"
             " task the same",
             "run": f"{run.id:x}",

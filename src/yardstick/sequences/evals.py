@@ -124,6 +124,35 @@ class Resolved:
     policy: OfferedPolicy
     adapter: OfferedAdapter | None = None
 
+    def arm_params(self) -> list[dict[str, Any]]:
+        """Each arm's parameters as the contract's report has them (`ArmParams`): every one each side
+        declares, with the value the arm ran with and its source - the eval (`cli`) where it set one, else
+        the declaring side's default (the platform's, for the eval loop's own)."""
+        declared = {
+            "policy": self.policy.params,
+            "adapter": self.adapter.params if self.adapter is not None else {},
+            "benchmark": self.benchmark.params,
+            "eval": EVAL_PARAMS,
+        }
+        shown = []
+        for arm in self.arms:
+            set_here = {
+                "policy": arm.policy_params,
+                "adapter": arm.adapter_params,
+                "benchmark": arm.benchmark_params,
+                "eval": arm.eval_params,
+            }
+            row: dict[str, Any] = {"arm": arm.number}
+            for side, params in declared.items():
+                row[side] = {
+                    name: {"value": set_here[side][name], "source": "cli"}
+                    if name in set_here[side]
+                    else {"value": param.default, "source": _default_source(side, param)}
+                    for name, param in params.items()
+                }
+            shown.append(row)
+        return shown
+
     def layout(self) -> dict[str, Any]:
         """What the dry run shows: the selection an arm plays (episodes, tasks, seeds, repeats, limits) and
         the arms."""
@@ -298,6 +327,14 @@ def _per_task(value: Any, task: str) -> Any:
 
 def _where(value: Any, task: str) -> str:
     return f"[{task!r}]" if isinstance(value, dict) and task in value else ""
+
+
+def _default_source(side: str, param: InferParam) -> str:
+    """Who gives a parameter the arm left alone: its declaring side, the eval loop's the platform - but an
+    unset limit of the loop's is each task's own, the benchmark's."""
+    if side != "eval":
+        return side
+    return "platform" if param.default is not None else "benchmark"
 
 
 def _arms(

@@ -121,7 +121,11 @@ def file_eval(plat: Platform, who: Caller, body: EvalRequest) -> EvalResponse | 
             "benchmark": resolved.benchmark.name,
             "benchmark_version": resolved.benchmark.version,
             "arms": [{"arm": a.number, "endpoint": a.endpoint, "params": a.shown()} for a in resolved.arms],
-            "rerun_of": body.rerun_of or body.rerun_unsuccessful_of,
+            "arm_params": resolved.arm_params(),
+            # Apart, as the contract names them: the CLI labels a rerun of all and a rerun of the unsuccessful
+            # differently, and the latter is not a rerun of the errors alone.
+            "rerun_of": body.rerun_of,
+            "rerun_unsuccessful_of": body.rerun_unsuccessful_of,
             "adapter": None if chosen is None else {**chosen.manifest(), "pair": chosen.pair},
             **(
                 {"spend_cap_cut": {"asked": asked_episodes, "kept": len(resolved.plan.episodes)}}

@@ -427,6 +427,28 @@ class ArmReport(BaseModel):
     budget_stopped: bool = False
 
 
+ParamSource = Literal["cli", "policy", "adapter", "benchmark", "platform", "deployment"]
+
+
+class ParamUsed(BaseModel):
+    """A parameter's value in an arm and who gave it: the eval (`cli`), or the side that declares it."""
+
+    value: Scalar | None = None
+    source: ParamSource
+
+
+class ArmParams(BaseModel):
+    """An arm's parameters side by side: every one each side declares, with the value the arm ran with."""
+
+    arm: int
+    policy: dict[str, ParamUsed] = Field(default_factory=dict)
+    adapter: dict[str, ParamUsed] = Field(default_factory=dict)
+    benchmark: dict[str, ParamUsed] = Field(default_factory=dict)
+    eval: dict[str, ParamUsed] = Field(default_factory=dict)
+    queries: int | None = None
+    steps: int | None = None
+
+
 class EvalTiming(BaseModel):
     cold_start_s: dict[str, float] = Field(default_factory=dict)
     step_ms: dict[str, float] = Field(default_factory=dict)
@@ -454,6 +476,7 @@ class EvalReport(BaseModel):
     arms: list[ArmReport] | None = None
     timing: EvalTiming | None = None
     stop_reason: StopReason | None = None
+    arm_params: list[ArmParams] | None = None
     yardstick: dict[str, Any] | None = None
 
 

@@ -376,9 +376,21 @@ def _check_planner(body: DeploymentRequest, who: Who, hosting: HostingService) -
 
 
 @router.get(paths.DEPLOYMENTS)
-def list_deployments(who: Who, hosting: HostingService) -> JSONResponse:
+def list_deployments(
+    who: Who,
+    hosting: HostingService,
+    limit: Annotated[int, Query(ge=1, le=PAGE_CAP)] = PAGE,
+    cursor: Annotated[str | None, Query()] = None,
+) -> JSONResponse:
+    """One page of the caller's deployments, paged as the contract's lists are."""
     rows = hosting.listed(_org(who), HostedKind.POLICY)
-    return JSONResponse({"data": [_deployment_row(hosted, version) for hosted, version in rows]})
+    page = paging.window(cursor, limit, len(rows), cap=PAGE_CAP)
+    return JSONResponse(
+        {
+            "data": [_deployment_row(hosted, version) for hosted, version in page.of(rows)],
+            **paging.shown(page),
+        }
+    )
 
 
 @router.get(paths.DEPLOYMENT, response_model=DeploymentStatusResponse, responses=refusals(404, 409))

@@ -21,7 +21,7 @@ from yardstick.core.accounts import Caller
 from yardstick.core.ended import has_ended
 from yardstick.core.lifecycle import ATTEMPT
 from yardstick.core.platform import Platform
-from yardstick.core.refusals import not_found
+from yardstick.core.refusals import Refusal, RefusalKind, not_found
 from yardstick.engine.failures import FailureKind
 from yardstick.engine.recording import TRAJECTORY, episode_folder
 from yardstick.engine.replay_track import REPLAY, SCENE_SUFFIX, SCENES, replay_of
@@ -123,6 +123,7 @@ def eval_details(eval_id: str, plat: Plat, who: Who) -> JSONResponse:
                 "seeds": sorted({s for t in selection.get("tasks", []) for s in t["seeds"]}),
                 "params": (run.plan or {}).get("params"),
                 "rerun_of": answer.get("rerun_of"),
+                "rerun_unsuccessful_of": answer.get("rerun_unsuccessful_of"),
             },
             "progress": eval_report.progress(run, episodes),
             "max_seconds": selection.get("max_seconds"),
@@ -231,10 +232,23 @@ def eval_scene(eval_id: str, sha256: str, plat: Plat, who: Who) -> Response:
     return _cached(artifact_file(plat.artifacts, run.id, key, missing, media_type=GLB, relay=True))
 
 
-@router.post(paths.EVAL_CANCEL, responses=refusals(404))
+@router.post(paths.EVAL_CANCEL, responses=refusals(404, 409))
 def cancel_eval(eval_id: str, plat: Plat, who: Who) -> JSONResponse:
     run = filing.eval_run(plat, who, eval_id)
-    plat.runs.cancel(who, run.id)
+    try:
+        plat.runs.cancel(who, run.id)
+    except Refusal as exc:
+        # The platform refuses an ended run as a bad request in its own words; an ended eval is a state
+        # (the CLI's exit 5), said with the eval's id and its status as this contract names them.
+        if exc.kind is not RefusalKind.BAD_REQUEST:
+            raise
+        ended = filing.eval_run(plat, who, eval_id)
+        raise Refusal(
+            RefusalKind.CONFLICT,
+            f"eval_id: eval {eval_report.eval_id(run.id)} already ended"
+            f" ({eval_report.STATUS[ended.status]}): there is nothing to cancel",
+            field="eval_id",
+        ) from None
     return JSONResponse({"eval_id": eval_report.eval_id(run.id), "status": "canceled"})
 
 
