@@ -27,10 +27,11 @@ CPU = max(os.sched_getaffinity(0))
 # One guarded call that spins for `work` seconds of its own CPU time under a `limit`, pinned to CPU: what it
 # returned, or the reason it was cut.
 CALL = """
-import json, sys, time
+import json, os, sys, time
 from yardstick.engine.guard import POLICY_INFER, CallFailed, Guard
 
 work, limit = float(sys.argv[1]), float(sys.argv[2])
+os.sched_setaffinity(0, {int(sys.argv[3])})
 
 def spin():
     end = time.thread_time() + work
@@ -46,16 +47,15 @@ with Guard(limit) as guard:
 """
 
 
-def _pinned() -> None:
-    os.sched_setaffinity(0, {CPU})
+# Each process pins itself: a preexec_fn would run Python between fork and exec in this multithreaded
+# test process, where a lock another thread held at the fork is never released (a hung child, seen in CI).
+SPIN = f"import os\nos.sched_setaffinity(0, {{{CPU}}})\nwhile True: pass"
 
 
 @contextmanager
 def busy_neighbours(count: int) -> Iterator[None]:
     """`count` processes spinning on CPU for as long as the block lasts."""
-    spinning = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=_pinned) for _ in range(count)
-    ]
+    spinning = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(count)]
     try:
         yield
     finally:
@@ -67,8 +67,7 @@ def busy_neighbours(count: int) -> Iterator[None]:
 
 def guarded_call(work_s: float, limit_s: float) -> dict[str, str]:
     done = subprocess.run(
-        [sys.executable, "-c", CALL, str(work_s), str(limit_s)],
-        preexec_fn=_pinned,
+        [sys.executable, "-c", CALL, str(work_s), str(limit_s), str(CPU)],
         capture_output=True,
         text=True,
         timeout=patience(120),

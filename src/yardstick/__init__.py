@@ -10,7 +10,13 @@ Authoring lives at the top level, so a benchmark or policy file needs one import
         def act(self, obs): ...
 """
 
+import os
 from typing import TYPE_CHECKING, Any
+
+# gRPC (the grpc wire, positronic-wire) restarts its threads in every forked child by default; a child forked
+# to exec a box (its preexec step) then hangs on a lock one of them holds, for ever (seen in the suite). We
+# fork only to exec, so its fork handlers are off unless the user says otherwise. Read when grpc is imported.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 
 if TYPE_CHECKING:
     from yardstick.sdk import (
