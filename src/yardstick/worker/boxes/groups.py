@@ -69,15 +69,6 @@ def rlimits(limits: BoxLimits, *, memory_held: bool, user_tasks: int = 0) -> lis
     return chosen
 
 
-def lower(pairs: list[tuple[int, int]]) -> None:
-    """Set each limit, never above what the process already has (an unprivileged process cannot raise
-    its hard limit, and a machine's tighter limit stands)."""
-    for which, value in pairs:
-        _, hard = resource.getrlimit(which)
-        cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(which, (cap, cap))
-
-
 # --- control groups -----------------------------------------------------------------------------------------
 
 
@@ -211,11 +202,11 @@ class BoxGroup:
     def holds_memory(self) -> bool:
         return any("memory" in hierarchy.controllers for _, hierarchy in self.folders)
 
-    def enter(self) -> None:
-        """Put the calling process in the groups (its children follow): called in the box's first process."""
-        pid = str(os.getpid()).encode()
-        for fd in self._procs:
-            os.write(fd, pid)
+    @property
+    def entrances(self) -> tuple[int, ...]:
+        """Each group's open `cgroup.procs`: a process enters the groups by writing its pid to each (the box's
+        first process does, before it runs bwrap: `sandbox.ENTER`)."""
+        return tuple(self._procs)
 
     def pids(self) -> list[int]:
         found: set[int] = set()

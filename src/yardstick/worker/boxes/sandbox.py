@@ -318,6 +318,30 @@ class BoxProcess:
         _close(self.popen)
 
 
+# The box's first process, before bwrap: it enters the box's control groups and lowers its rlimits, then
+# becomes bwrap (exec), so bwrap and all it starts are held from their first instruction. A process of its
+# own rather than a preexec_fn: Python code between fork and exec runs the interpreter's after-fork clean-up,
+# which destroys other threads' objects (a video encoder's thread-locals waited for ever on a thread that the
+# child does not have, seen in the suite). Arguments: N, N descriptors, M, M (resource, value) pairs, argv.
+ENTER: Final = """
+import os, resource, sys
+a = sys.argv
+n = int(a[1]); entrances = [int(x) for x in a[2:2 + n]]
+m = int(a[2 + n]); pairs = a[3 + n:3 + n + 2 * m]
+pid = str(os.getpid()).encode()
+for fd in entrances:
+    os.write(fd, pid)
+    os.close(fd)
+for i in range(0, len(pairs), 2):
+    which, value = int(pairs[i]), int(pairs[i + 1])
+    hard = resource.getrlimit(which)[1]
+    cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
+    resource.setrlimit(which, (cap, cap))
+rest = a[3 + n + 2 * m:]
+os.execv(rest[0], rest)
+"""
+
+
 def start(
     box: Box,
     argv: Sequence[str],
@@ -347,21 +371,19 @@ def start(
         args_fd = _memfd("bwrap-args", b"".join(a.encode() + b"\0" for a in arguments(box, data)))
         descriptors.append(args_fd)
 
-        def first_instruction() -> None:  # in the child, between fork and exec: held before bwrap runs
-            group.enter()
-            box_groups.lower(held)
-
+        entrances = group.entrances
+        limits = [str(n) for pair in held for n in pair]
+        first = [sys.executable, "-I", "-S", "-c", ENTER, str(len(entrances)), *map(str, entrances)]
         with _LIVE_LOCK:
             popen = subprocess.Popen(
-                [program, "--args", str(args_fd), "--", *argv],
+                [*first, str(len(held)), *limits, program, "--args", str(args_fd), "--", *argv],
                 stdin=stdin,
                 stdout=stdout,
                 stderr=stderr,
                 env={},
                 start_new_session=True,
                 close_fds=True,
-                pass_fds=(*descriptors, *box.keep_fds),
-                preexec_fn=first_instruction,
+                pass_fds=(*descriptors, *entrances, *box.keep_fds),
             )
             _LIVE.add(popen.pid)
     except BaseException:
