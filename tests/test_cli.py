@@ -175,18 +175,30 @@ def test_params_reach_the_constructor(tmp_path: Path) -> None:
 
 def test_ctrl_c_stops_with_an_incomplete_report(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    process = subprocess.Popen(
-        eval_run_process(
-            "SlowRows", "--trials", "4", "--workers", "2", "--param", "policy.delay=0.3", "--out", str(out)
-        ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        # As a terminal starts it: a shell without job control starts background jobs ignoring SIGINT,
-        # and Python then never turns it into KeyboardInterrupt.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    # As a terminal starts it: a shell without job control starts background jobs ignoring SIGINT, and
+    # Python then never turns it into KeyboardInterrupt. A signal handled here is default after exec (a
+    # preexec_fn would run Python in a forked copy of this multithreaded process).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        process = subprocess.Popen(
+            eval_run_process(
+                "SlowRows",
+                "--trials",
+                "4",
+                "--workers",
+                "2",
+                "--param",
+                "policy.delay=0.3",
+                "--out",
+                str(out),
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
     time.sleep(4)  # workers started and playing
     os.killpg(process.pid, signal.SIGINT)  # as a terminal's Ctrl-C reaches the whole group
     _, stderr = process.communicate(timeout=30)
