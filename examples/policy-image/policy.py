@@ -8,5 +8,7 @@ import yardstick.sdk as ys
 @ys.policy(hz=10, action_chunk_len=1)
 class ReachPolicy:
     @ys.infer
-    def infer(self, obs):
-        return np.zeros((1, 4), dtype=np.float32)
+    def infer(self, obs, *, episode: ys.Episode):
+        # One row as wide as the benchmark's actions (4 on Meta-World): the engine refuses any other width.
+        low, _high = episode.action_space or ([0.0] * 4, [0.0] * 4)
+        return np.zeros((1, len(low)), dtype=np.float32)

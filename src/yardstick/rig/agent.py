@@ -209,6 +209,8 @@ class RigAgent:
                 if not chunk:
                     seen.step = step
                     answer = policy.infer([observation], [seen], [seen.seed])[0]
+                    if isinstance(answer, Failed):
+                        raise answer  # a remote policy hands its failure back in the answer's place
                     seen.inferences += 1
                     chunk = list(np.asarray(answer, dtype=np.float64).reshape(-1, spec.action_dim))
                 row = chunk.pop(0)
