@@ -6,10 +6,14 @@ machine comes up later, not never: its wait grows with the load rather than fail
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
+
+import httpx
 
 T = TypeVar("T")
 
@@ -64,3 +68,19 @@ def waiting(event: threading.Event, base_s: float, what: str) -> None:
     """Wait for `event` as `until` waits for a predicate."""
     if not event.wait(patience(base_s)):
         raise AssertionError(f"timed out after {patience(base_s):g} s waiting for {what}")
+
+
+def answering(url: str, process: subprocess.Popen[bytes], log: Path, base_s: float = 60) -> httpx.Response:
+    """`url`'s first 2xx answer from a server `process` this test started (its output in `log`). The wait
+    fails at once, with the log, when the process exits; after `patience(base_s)` when it never answers."""
+    deadline = give_up_at(base_s)
+    while True:
+        if process.poll() is not None:
+            raise AssertionError(f"{process.args} exited {process.returncode} at start:\n{log.read_text()}")
+        try:
+            return httpx.get(url, timeout=2).raise_for_status()
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{url} did not answer within {patience(base_s):g} s:\n{log.read_text()}")
+        time.sleep(POLL_S * 4)  # a server's own start: nothing to wait on but its port

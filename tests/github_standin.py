@@ -9,7 +9,6 @@ host it is asked for, so a test can tell that only GitHub went through it.
 
 from __future__ import annotations
 
-import json
 import secrets
 import select
 import socket
@@ -24,6 +23,8 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import trustme
+
+from json_answers import JsonHandler
 
 GITHUB_HOSTS = ("github.com", "api.github.com")
 # What the stand-in tells the device to wait between polls: the client honours it, so the test is quick.
@@ -56,18 +57,7 @@ class GitHubStandIn:
 
 
 def _github_handler(stand_in: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _answer(self, status: int, body: object) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JsonHandler):
         def _form(self) -> dict[str, str]:
             raw = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
             return {key: values[0] for key, values in parse_qs(raw).items()}

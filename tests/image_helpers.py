@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import threading
 import time
 import warnings
@@ -25,6 +24,7 @@ import httpx
 
 from conftest import free_port
 from deadlines import give_up_at, patience
+from yardstick.worker.boxes.base_image import rootfs_archive
 
 ROOT = Path(__file__).parent.parent
 PODMAN_CONF = """[containers]
@@ -34,13 +34,6 @@ runtime = "runc"
 cgroup_manager = "cgroupfs"
 events_logger = "file"
 """
-# What a policy server imports beside the standard library (`yardstick.wire.server`).
-PACKAGES = (
-    "numpy", "numpy.libs", "msgpack", "websockets", "pydantic", "pydantic_core", "annotated_types",
-    "typing_inspection", "typing_extensions.py", "yaml", "PIL", "pillow.libs", "grpc",
-)  # fmt: skip
-# Parts of the standard library no policy server reads.
-SKIPPED = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "site-packages", "__pycache__"}
 SERVE = """import os, sys
 from yardstick.catalog import resolve_to_play
 from yardstick.wire.server.host import PolicyHost
@@ -110,81 +103,10 @@ def available() -> bool:
     return all(shutil.which(tool) for tool in ("podman", "runc", "docker-registry"))
 
 
-def _libraries(files: list[Path]) -> set[Path]:
-    """The system libraries `files` (executables and shared objects) link, as ldd finds them."""
-    found: set[Path] = set()
-    for chunk in range(0, len(files), 200):
-        listed = subprocess.run(
-            ["ldd", *map(str, files[chunk : chunk + 200])], capture_output=True, text=True, check=False
-        ).stdout
-        for line in listed.splitlines():
-            parts = line.split()
-            for part in parts:
-                if part.startswith("/") and Path(part).exists():
-                    found.add(Path(part))
-    return found
-
-
-def build_rootfs(where: Path, extra: dict[str, str], packages: tuple[str, ...] = PACKAGES) -> Path:
-    """A root filesystem holding this interpreter, `packages` (names in site-packages), Yardstick, `extra`
-    files under /app ({name: text}) and every system library they link: a tar ready for `podman import`."""
-    rootfs = where / "rootfs"
-    prefix = Path(sys.base_prefix)
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    stdlib = prefix / "lib" / version
-
-    def copy(source: Path) -> None:
-        target = rootfs / source.relative_to("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True, ignore=_pycache)
-        else:
-            shutil.copy2(source, target, follow_symlinks=True)
-
-    copy(prefix / "bin" / version)
-    for library in (prefix / "lib").glob("libpython*"):
-        copy(library)
-    for entry in stdlib.iterdir():
-        if entry.name not in SKIPPED:
-            copy(entry)
-    site = Path(next(p for p in sys.path if p.endswith("site-packages")))
-    into = rootfs / "site"
-    for name in packages:
-        if (site / name).exists():
-            target = into / name
-            if (site / name).is_dir():
-                shutil.copytree(site / name, target, symlinks=True, ignore=_pycache)
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(site / name, target)
-    shutil.copytree(ROOT / "src" / "yardstick", into / "yardstick", ignore=_pycache)
-    app = rootfs / "app"
-    app.mkdir()
-    (app / "serve.py").write_text(SERVE)
-    (app / "serve_openpi.py").write_text(SERVE_OPENPI)
-    for name, text in extra.items():
-        (app / name).write_text(text)
-    objects = [rootfs / (prefix / "bin" / version).relative_to("/")]
-    objects += [p for p in rootfs.rglob("*.so*") if p.is_file()]
-    for library in _libraries(objects):
-        copy(library)
-        copy(library.resolve())
-    for loader in Path("/lib64").glob("ld-linux*"):
-        copy(loader)
-        copy(loader.resolve())
-    # As any Python image has it: `python3` on the PATH.
-    (rootfs / "usr" / "bin").mkdir(parents=True, exist_ok=True)
-    (rootfs / "usr" / "bin" / "python3").symlink_to(prefix / "bin" / version)
-    (rootfs / "tmp").mkdir(exist_ok=True)
-    (rootfs / "yardstick").mkdir(exist_ok=True)
-    archive = where / "rootfs.tar"
-    with tarfile.open(archive, "w") as tar:
-        tar.add(rootfs, arcname=".")
-    return archive
-
-
-def _pycache(folder: str, names: list[str]) -> list[str]:
-    return [name for name in names if name == "__pycache__"]
+def build_rootfs(where: Path, extra: dict[str, str]) -> Path:
+    """The base's root filesystem (`yardstick image base`) with the serving scripts and `extra` files under
+    /app ({name: text}): a tar ready for `podman import`."""
+    return rootfs_archive(where, {"serve.py": SERVE, "serve_openpi.py": SERVE_OPENPI, **extra})
 
 
 def import_image(

@@ -27,7 +27,7 @@ from platform_client.client import PlatformClient
 from platform_client.eval_plan import EvalPlan
 
 from conftest import free_port
-from deadlines import give_up_at
+from deadlines import answering, give_up_at
 
 # Building and installing take about a minute; the tests after it a few seconds each.
 pytestmark = pytest.mark.timeout(900)
@@ -219,15 +219,7 @@ def stop(process: subprocess.Popen[bytes], how: signal.Signals, log: Path) -> No
 
 
 def wait_until_up(process: subprocess.Popen[bytes], url: str, log: Path) -> httpx.Response:
-    deadline = give_up_at(STARTUP_S)
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"{process.args} exited {process.returncode} at start:\n{log.read_text()}")
-        try:
-            return httpx.get(url, timeout=2).raise_for_status()
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    pytest.fail(f"{url} did not answer within {STARTUP_S} s:\n{log.read_text()}")
+    return answering(url, process, log, STARTUP_S)
 
 
 def test_the_wheel_ships_every_file_of_the_package(install: Install) -> None:

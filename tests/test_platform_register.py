@@ -10,15 +10,14 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
 from conftest import free_port
+from deadlines import answering
 from github_standin import GitHubStandIn, github_stand_in
 from yardstick.core.settings import GITHUB_API, SignInSettings
 
@@ -69,16 +68,7 @@ def fresh(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Fresh]:
                 env=env,
             )
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)  # waiting on the server's own start: nothing to wait on but its port
+        answering(url + "/healthz", process, log, base_s=90)
         try:
             yield Fresh(url, github, env, client)
         finally:

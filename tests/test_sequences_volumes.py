@@ -26,7 +26,7 @@ import pytest
 from sqlalchemy import func, select
 
 from conftest import free_port, fresh_database, one_database
-from deadlines import give_up_at
+from deadlines import answering
 from platform_harness import Harness, running_platform
 from s3_helpers import BUCKET, moto_bucket
 from yardstick.core.s3_artifacts import s3_client
@@ -207,16 +207,12 @@ def started_again(platform: Harness, log: Path) -> tuple[subprocess.Popen[bytes]
         process = subprocess.Popen(
             [sys.executable, "-m", "yardstick.cli", "server", *args], stdout=out, stderr=subprocess.STDOUT
         )
-    deadline = give_up_at(60)
-    while time.monotonic() < deadline:
-        assert process.poll() is None, log.read_text()[-3000:]
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
-            return process, port
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    process.kill()
-    raise TimeoutError(log.read_text()[-3000:])
+    try:
+        answering(f"http://127.0.0.1:{port}/healthz", process, log)
+    except AssertionError:
+        process.kill()
+        raise
+    return process, port
 
 
 def test_an_upload_cut_mid_file_resumes_through_a_gateway_started_again(

@@ -15,7 +15,6 @@ import stat
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,7 +32,8 @@ from platform_client.requests import RegisterRequest
 from sqlalchemy import create_engine, inspect, text
 
 from conftest import free_port
-from deadlines import give_up_at
+from deadlines import answering
+from json_answers import JsonHandler
 from platform_harness import running_platform
 from yardstick.core.settings import SignInSettings
 from yardstick.signin import providers as providers_module
@@ -78,18 +78,7 @@ class StandIn:
 
 
 def _handler(stand_in: StandIn) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _answer(self, status: int, body: object) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             stand_in.asked.append(self.path)
             if stand_in.down:
@@ -331,16 +320,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
             env=env,
         )
     url = f"http://127.0.0.1:{port}"
-    deadline = give_up_at(60)
-    while True:
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert process.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, log.read_text()
-        time.sleep(0.2)
+    answering(url + "/healthz", process, log)
     found = Server(url, data_dir, log, env)
     found.admin("org", "create", "acme")
     found.admin("user", "create", "ada", "--org", "acme", "--password", stdin="correct horse battery\n")

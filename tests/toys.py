@@ -373,18 +373,8 @@ class Coins:
     max_seconds=1.0,
     action_space=([0.0], [1.0]),
 )
-class ManyCoins:
+class ManyCoins(Coins):
     """Coins over twelve tasks: a family of per-task comparisons large enough to need adjusting."""
-
-    @ys.reset
-    def start(self, task: str, seed: int) -> dict[str, Any]:
-        self.task, self.seed = task, seed
-        return {"t": 0}
-
-    @ys.step
-    def play(self, action: Any) -> tuple[Any, bool, bool, dict[str, float]]:
-        skill = float(np.asarray(action).ravel()[0])
-        return {"t": 1}, True, coin(self.task, self.seed) < skill, {}
 
 
 @ys.policy(hz=10)

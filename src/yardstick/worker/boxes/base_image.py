@@ -16,7 +16,7 @@ import sys
 import sysconfig
 import tarfile
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -40,7 +40,7 @@ IMPORT_TIMEOUT_S: Final = 600.0
 def build_base(podman: Podman, tag: str = BASE_TAG) -> str:
     """Make the base from this interpreter and import it into `podman`'s store as `tag`; the tag."""
     with tempfile.TemporaryDirectory(prefix="ys-base-") as scratch:
-        archive = _rootfs(Path(scratch))
+        archive = rootfs_archive(Path(scratch))
         python = _interpreter()
         done = podman.call(
             "import",
@@ -59,8 +59,9 @@ def _interpreter() -> Path:
     return Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
 
 
-def _rootfs(where: Path) -> Path:
-    """The root filesystem as a tar ready for `podman import`."""
+def rootfs_archive(where: Path, app: Mapping[str, str] | None = None) -> Path:
+    """The root filesystem as a tar ready for `podman import`, written in `where`; `app` names files to put
+    in /app ({name: text})."""
     rootfs = where / "rootfs"
     prefix = Path(sys.base_prefix)
     stdlib = Path(sysconfig.get_paths()["stdlib"])
@@ -101,8 +102,10 @@ def _rootfs(where: Path) -> Path:
     (rootfs / "usr" / "bin").mkdir(parents=True, exist_ok=True)
     if not (rootfs / "usr" / "bin" / "python3").exists():
         (rootfs / "usr" / "bin" / "python3").symlink_to(_interpreter())
-    for folder in ("tmp", "app"):
+    for folder in ("tmp", "app", "yardstick"):  # /yardstick: where a worker mounts the policy's socket
         (rootfs / folder).mkdir(exist_ok=True)
+    for name, text in (app or {}).items():
+        (rootfs / "app" / name).write_text(text)
     archive = where / "rootfs.tar"
     with tarfile.open(archive, "w") as tar:
         tar.add(rootfs, arcname=".")
