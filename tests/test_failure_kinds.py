@@ -16,7 +16,7 @@ import httpx
 import pytest
 from platform_client.eval_plan import EvalPlan
 
-from conftest import free_port, fresh_database
+from conftest import free_port, fresh_database, one_database
 from deadlines import give_up_at
 from platform_harness import TOYS, Harness, running_platform
 from yardstick.core import admin
@@ -51,7 +51,8 @@ def _serve_in_threads() -> Iterator[tuple[int, int]]:
         yield slow_server.port or 0, guarded_server.port or 0
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+# How a failure is named and charged is the same on either database: one kind (conftest.one_database).
+@pytest.fixture(scope="module", params=one_database("postgresql"))
 def setting(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Harness, Servers]]:

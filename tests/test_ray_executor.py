@@ -24,7 +24,7 @@ from platform_client.eval_plan import EvalPlan
 
 import toys
 from conftest import free_port
-from deadlines import until
+from deadlines import patience, until
 from hosted_helpers import eval_id_of, processes_mentioning, seq_cli, set_secret
 from platform_harness import server_process, toy_plan
 from yardstick.engine.ray_executor import RayExecutor, RayPlayer, served_here
@@ -78,7 +78,8 @@ def _node(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[b
 
 
 def _stop(node: subprocess.Popen[bytes]) -> None:
-    for sig, wait_s in ((signal.SIGTERM, 30), (signal.SIGKILL, 30)):
+    # A node whose raylet was killed sits out SIGTERM's whole wait: a short one, then the whole group killed.
+    for sig, wait_s in ((signal.SIGTERM, patience(5)), (signal.SIGKILL, patience(30))):
         try:
             os.killpg(node.pid, sig)
         except ProcessLookupError:
