@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -140,6 +141,28 @@ def test_submit_wait_follows_the_run_to_its_score(finished: str, live: Live) -> 
     human = yardstick(live, "eval", "status", finished)
     assert human.code == 0 and "finished" in human.stderr and "10/10" in human.stderr
     assert "result: http" in human.stderr
+
+
+def test_a_run_of_two_endpoints_shows_each_ones_success_not_only_the_pooled_score(
+    live: Live, tmp_path: Path
+) -> None:
+    endpoints = [
+        PLAN["endpoints"][0],
+        {"name": "random", "kind": "served", "wire": "websocket", "spec": "random"},
+    ]
+    path = plan_file(tmp_path, endpoints=endpoints, transaction_key="two")
+    waited = yardstick(live, "eval", "submit", "--from-file", str(path), "--wait")
+    assert waited.code == 0, waited.stderr
+    ident = waited.stdout.strip()
+    for shown in (waited.stderr, yardstick(live, "eval", "status", ident).stderr):
+        assert "the primary score pools 2 endpoints; each one's own:" in shown, shown
+        # The expert solves every MT10 task at its seed: one episode a task, the interval over the ten tasks.
+        interval = r"\((\d+\.\d)%-(\d+\.\d)%, stratified clopper-pearson 95%, 10 episodes\)"
+        expert = re.search(r"endpoint expert: success 100\.0% " + interval, shown)
+        assert expert and float(expert[1]) < 100.0 and expert[2] == "100.0", shown
+        assert re.search(r"endpoint random: success \d+\.\d% " + interval, shown), shown
+    details = yardstick(live, "eval", "status", ident, "--json").json()["yardstick"]["endpoints"]
+    assert set(details) == {"expert", "random"} and details["expert"]["value"] == 1.0
 
 
 def test_resolve_prints_a_table_per_task_and_the_total(live: Live, tmp_path: Path) -> None:

@@ -380,10 +380,12 @@ def submit(
         except KeyboardInterrupt:
             console.print(f"stopped waiting; the run goes on: yardstick eval status {ident}")
             raise typer.Exit(Exit.INTERRUPTED) from None
+        details = {} if as_json else _details(client, view.id)
     if as_json:
         print_json(view)
     else:
         _describe(view)
+        _endpoint_lines(details)
     raise typer.Exit(_run_status(view))
 
 
@@ -549,6 +551,7 @@ def status(ident: str = IdArgument, as_json: bool = AsJson, platform_url: str | 
         print_json({**view.model_dump(mode="json"), "yardstick": details})
     else:
         _describe(view)
+        _endpoint_lines(details)
         if details.get("stopping"):
             _stopping_line(details["stopping"])
         for point in details.get("checkpoints") or []:
@@ -633,6 +636,23 @@ def _stopping_line(stopping: dict[str, Any]) -> None:
     )
     for gate in state.get("gates") or []:
         console.print(f"gate {escape(gate['gate'])}: {gate['decision'] or 'undecided'}")
+
+
+def _endpoint_lines(details: dict[str, Any]) -> None:
+    """Each endpoint's own success, for a run of several: the contract's primary score pools them."""
+    endpoints: dict[str, dict[str, Any] | None] = details.get("endpoints") or {}
+    if len(endpoints) < 2:
+        return
+    console.print(f"the primary score pools {len(endpoints)} endpoints; each one's own:")
+    for name, success in endpoints.items():
+        if not success or success.get("value") is None:
+            console.print(f"endpoint {escape(name)}: no success scored", soft_wrap=True)
+            continue
+        console.print(
+            f"endpoint {escape(name)}: success {success['value']:.1%} ({success['low']:.1%}-"
+            f"{success['high']:.1%}, {success['interval']}, {success['n']} episodes)",
+            soft_wrap=True,
+        )
 
 
 def _checkpoint_line(point: dict[str, Any]) -> None:

@@ -40,6 +40,7 @@ from starlette.concurrency import run_in_threadpool
 from yardstick.core.accounts import Caller
 from yardstick.core.boards import page_url
 from yardstick.core.idempotency import request_digest
+from yardstick.core.lifecycle import summarize_run
 from yardstick.core.platform import Platform
 from yardstick.core.refusals import bad_request
 from yardstick.core.runs import Filing, RunPlan, org_for
@@ -286,11 +287,18 @@ async def submissions_get(request: Request, plat: Plat, who: Who, id: Annotated[
 
 @submissions.get(SUBMISSION_DETAILS, responses=refusals(404))
 def submission_details(plat: Plat, who: Who, id: Annotated[str, Query()]) -> Response:
-    """Yardstick's own of a run: each endpoint named `name@checkpoint` with its point on that policy's
-    curve and whether it regressed (`core.checkpoints`); the rounds and looks of a run stopped by a rule."""
+    """Yardstick's own of a run: each endpoint's success with its interval (the contract's `scores.primary`
+    pools a run's endpoints, which scores no one policy); each endpoint named `name@checkpoint` with its
+    point on that policy's curve and whether it regressed (`core.checkpoints`); the rounds and looks of a
+    run stopped by a rule."""
     run = plat.runs.get(who, submission_id(id), Contract.POSITRONIC)
+    _, per_endpoint = summarize_run(plat.runs.episodes(run.id), {})
     return JSONResponse(
-        {"checkpoints": [p.as_json() for p in plat.checkpoints.of_run(run)], "stopping": run.stopping}
+        {
+            "endpoints": {name: part["overall"].get("success") for name, part in per_endpoint.items()},
+            "checkpoints": [p.as_json() for p in plat.checkpoints.of_run(run)],
+            "stopping": run.stopping,
+        }
     )
 
 
