@@ -118,6 +118,13 @@ def test_usage_errors_exit_2(tmp_path: Path, args: list[str]) -> None:
     assert status == 2, output
 
 
+def test_a_second_policy_is_refused_not_dropped(tmp_path: Path) -> None:
+    status, output = run_toy(tmp_path, "--policy", toy("Sampler"))
+    assert status == 2, output
+    assert "eval run plays one policy, not 2" in " ".join(output.split()), output
+    assert not (tmp_path / "run").exists()  # nothing played, no folder claimed
+
+
 def test_the_interval_of_a_rate_is_chosen_and_named(tmp_path: Path) -> None:
     status, output = run_toy(tmp_path, "--trials", "4", "--interval", "jeffreys")
     assert status == 0, output

@@ -53,8 +53,8 @@ def run(
     benchmark: str = typer.Option(
         ..., "--benchmark", "-b", help="mt10, mt50, gym:<id>, or module:Class / file.py:Class."
     ),
-    policy: str = typer.Option(
-        ..., "--policy", "-p", help="expert, random, or module:Class / file.py:Class."
+    policies: list[str] = typer.Option(
+        ..., "--policy", "-p", metavar="<str>", help="expert, random, or module:Class / file.py:Class."
     ),
     tasks: str | None = typer.Option(None, help="Comma-separated tasks (default: all)."),
     trials: int | None = typer.Option(
@@ -138,6 +138,13 @@ def run(
 ) -> None:
     """Evaluate a policy on a benchmark: a progress bar, a table per task, and a run folder with
     report.json, episodes.csv and report.html."""
+    if len(policies) != 1:  # click would keep the last and drop the others without a word
+        raise typer.BadParameter(
+            f"eval run plays one policy, not {len(policies)}; to play two on the same seeds and compare "
+            "them: yardstick eval compare -b BENCHMARK -p A -p B",
+            param_hint="--policy",
+        )
+    [policy] = policies
     ray_at = run_cluster(executor, ray_address, in_process)
     try:
         gates: list[Gate] = [parse_gate(text) for text in gate]
