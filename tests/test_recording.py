@@ -370,6 +370,17 @@ def test_the_cli_warns_once_when_there_are_no_images_to_record(tmp_path: Path) -
     assert not list((tmp_path / "run").rglob("*.mp4"))
 
 
+def test_video_of_a_benchmark_with_no_camera_asked_is_refused_before_anything_plays(tmp_path: Path) -> None:
+    code, output = cli(
+        tmp_path, "--record", "video", "--tasks", "reach-v3", benchmark="mt10", policy="expert"
+    )
+    said = " ".join(output.replace("│", " ").split())
+    assert code == 2, output
+    assert "mt10 renders no camera unless asked, so no video would be written" in said, said
+    assert """add --param 'benchmark.cameras=["corner"]'""" in said and "behindGripper" in said, said
+    assert not (tmp_path / "run").exists()  # nothing played
+
+
 @pytest.mark.slow
 def test_a_metaworld_episode_records_its_camera(tmp_path: Path) -> None:
     code, output = cli(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import json
 import re
 import shutil
@@ -37,6 +38,7 @@ from yardstick.engine.journal import JOURNAL, Journal, foreign_episodes, read_jo
 from yardstick.engine.recording import NO_IMAGES, Recording
 from yardstick.engine.results import EpisodeResult, EpisodeSpec
 from yardstick.engine.rounds import evaluate_until, planned_at_cap
+from yardstick.engine.runtime import class_of
 from yardstick.report import build_report
 from yardstick.scoring import Gate, parse_gate
 from yardstick.scoring.rates import DEFAULT_INTERVAL, INTERVALS
@@ -195,6 +197,8 @@ def run(
     stopping: SequentialEval | None = None
     done = read_journal(folder) if resume else []
     try:
+        if recording is not None and recording.video:
+            _refuse_video_without_a_camera(work, benchmark, benchmark_params)
         if rule is None:
             _, _, planned = prepare(request)
         else:
@@ -341,6 +345,28 @@ def _decided(gate: Gate, stopping: SequentialEval) -> tuple[bool | None, str]:
 
 
 RECORDABLE = ("video", "trajectory", "replay")
+
+
+def _refuse_video_without_a_camera(work: Work, benchmark: str, params: dict[str, Any]) -> None:
+    """`--record video` on a benchmark that renders no camera unless asked (a `cameras` parameter empty by
+    default, as Meta-World's is): refused before anything plays, naming the parameter that turns one on."""
+    if "cameras" in params:
+        return
+    cls = class_of(work, "benchmark")
+    try:
+        default = inspect.signature(cls).parameters["cameras"].default
+    except (KeyError, TypeError, ValueError):  # no such parameter: its images are its own to give
+        return
+    if default not in ((), [], None, ""):
+        return
+    # A catalog module names its scenes' cameras beside the class (Meta-World's CAMERAS).
+    known = [str(c) for c in getattr(inspect.getmodule(cls), "CAMERAS", ())]
+    example = "corner" if "corner" in known else known[0] if known else "NAME"
+    raise typer.BadParameter(
+        f"{benchmark} renders no camera unless asked, so no video would be written: add --param "
+        f"'benchmark.cameras=[\"{example}\"]'" + (f" (its cameras: {', '.join(known)})" if known else ""),
+        param_hint="--record video",
+    )
 
 
 def _parse_record(values: list[str]) -> set[str]:
