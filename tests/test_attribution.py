@@ -80,6 +80,21 @@ def test_four_worlds_give_the_outcomes_of_one_world_at_a_time() -> None:
     }
 
 
+def test_a_batched_policy_raising_for_one_world_fails_that_worlds_episode_alone() -> None:
+    raise_at = [1, 6]
+    work = Work(
+        Component(toy("Fates")),
+        Component(toy("FatedBatch"), {"raise_at": raise_at}),
+        call_timeout_s=CALL_LIMIT_S,
+        worlds=4,
+    )
+    outcome = evaluate(RunRequest(work=work, trials=len(SEEDS), workers=0))
+    check(
+        {s: ("raise" if s in raise_at else "ok") for s in SEEDS},
+        {r.seed: r.outcome() for r in outcome.results},
+    )
+
+
 def test_in_a_pool_each_seed_keeps_its_own_outcome() -> None:
     fate_of: dict[int, Fate] = {s: ("raise" if s in (2, 5) else "hang" if s == 7 else "ok") for s in SEEDS}
     check(fate_of, played(fate_of, worlds=4, workers=1))

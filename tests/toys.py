@@ -489,6 +489,22 @@ class Fated:
         return np.zeros((1, 1))
 
 
+@ys.policy(hz=10, batch_sizes=[1, 2, 4])
+class FatedBatch:
+    """Fated, batched: a batch holding a world whose seed is in `raise_at`, at its second answer, raises as
+    a whole, as a model's forward pass does."""
+
+    def __init__(self, raise_at: list[int] | None = None) -> None:
+        self.raise_at = set(raise_at or [])
+
+    @ys.infer
+    def act(self, obs: list[dict[str, Any]]) -> list[np.ndarray]:
+        for one in obs:
+            if one["t"] == 1 and one["seed"] in self.raise_at:
+                raise RuntimeError(f"boom at seed {one['seed']}")
+        return [np.zeros((1, 1)) for _ in obs]
+
+
 @ys.policy(hz=10, batch_sizes=list(range(1, 9)))
 class SessionsKept:
     """Batched, keeping a session for each episode begun, as an adapter does for the policy behind it: an

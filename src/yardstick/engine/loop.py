@@ -182,7 +182,7 @@ def _play(
                 try:
                     answers = _ask(asked, policy, guard, valid_rows, width)
                 except CallFailed as failure:
-                    answers = [(slot, failure, 0) for slot in asked]
+                    answers = _each_alone(asked, failure, policy, guard, valid_rows, width)
                 for slot, chunk, rows in answers:
                     if isinstance(chunk, CallFailed):
                         yield _end(slots, slot, policy, chunk)
@@ -282,6 +282,28 @@ def _ask(
                 answers.append((slot, chunk, _rows(chunk, valid_rows, width)))
             except CallFailed as failure:
                 answers.append((slot, failure, 0))
+    return answers
+
+
+def _each_alone(
+    asked: list[_Slot],
+    failure: CallFailed,
+    policy: PolicyDriver,
+    guard: Guard,
+    valid_rows: int,
+    width: int | None,
+) -> list[tuple[_Slot, Any, int]]:
+    """A batched call that raised, asked again one world at a time: the failure lands on the worlds whose own
+    observation raises, and the others play on. Only a raise is asked again: a hang would cost every world
+    another call limit, and a policy that died fails them all."""
+    if len(asked) == 1 or failure.kind is not FailureKind.POLICY_CRASH:
+        return [(slot, failure, 0) for slot in asked]
+    answers: list[tuple[_Slot, Any, int]] = []
+    for slot in asked:
+        try:
+            answers += _ask([slot], policy, guard, valid_rows, width)
+        except CallFailed as own:
+            answers.append((slot, own, 0))
     return answers
 
 
