@@ -134,7 +134,7 @@ def main(url: str, api_key: str, plan_json: str, slow_plan_json: str) -> None:
     call(
         "submissions.cancel",
         lambda: client.cancel_submission(CancelRequest(id=slow.submission_id)),
-        lambda c: {"status": c.status.name, "refunded": c.refunded},
+        lambda c: {"status": c.status.name, "refunded": c.refunded, "id": str(slow.submission_id)},
     )
 
 

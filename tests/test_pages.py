@@ -445,7 +445,10 @@ def test_eval_status_json_says_where_a_run_stands_on_its_checkpoint_curves(site:
     assert "pol@2000" in human.output and "regressed against 1000" in " ".join(human.output.split())
     # A run naming no checkpoint stands on no curve.
     other = CliRunner().invoke(app, ["eval", "status", site.ranked["id"], "--json"], env=env)
-    assert json.loads(other.stdout)["yardstick"] == {"checkpoints": [], "stopping": None}
+    own = json.loads(other.stdout)["yardstick"]
+    assert own["checkpoints"] == [] and own["stopping"] is None
+    assert list(own["endpoints"]) == ["policy"]  # its one endpoint's success with its interval
+    assert own["endpoints"]["policy"]["interval"].endswith("clopper-pearson 95%")
 
 
 def test_a_member_reads_a_public_boards_pairwise_ranking_with_their_orgs_private_runs(site: Site) -> None:
